@@ -1,0 +1,202 @@
+// Package checker proves or refutes the safety of a fencesim run after the
+// fact, from the records the simulator keeps: the lock service's grants, the
+// fenced store's apply log, and the store operations as the clients saw them.
+//
+// The package stands alone (it imports nothing else from this module) so that
+// its verdicts cannot be bent by the code under test. Every function is
+// deterministic: identical input gives identical output, except that a
+// linearizability check that runs out of its wall-clock budget yields an
+// Unknown verdict rather than a Pass.
+//
+// Properties checked:
+//
+//   - S1 (grants): fencing tokens strictly increase in grant order, across all
+//     resources, and no token is issued twice.
+//   - S2 (grants): the grant intervals of one resource never overlap in true
+//     time.
+//   - S3 (applies): per resource, in apply order, no accepted write carries a
+//     token below the highest token accepted before it.
+//   - S4 (applies and grants): an accepted write with token t comes from the
+//     client that was granted t, for the resource t was granted on.
+//   - S8 (ops): per resource, the store operations are linearizable against a
+//     fenced register.
+package checker
+
+import (
+	"fmt"
+	"time"
+)
+
+// OpKind is the kind of a store operation; it exists so that a history can
+// say whether an operation changed the store or only observed it.
+type OpKind uint8
+
+// The kinds of store operation.
+const (
+	// OpWrite is write(resource, value, token), which the store accepts iff
+	// token is at least the highest token it has accepted for resource.
+	OpWrite OpKind = iota
+	// OpRead returns the current value of a resource and the token of the
+	// write that value came from.
+	OpRead
+)
+
+// String returns "write" or "read", so that details and reports read as
+// prose rather than numbers.
+func (k OpKind) String() string {
+	switch k {
+	case OpWrite:
+		return "write"
+	case OpRead:
+		return "read"
+	}
+	return fmt.Sprintf("OpKind(%d)", uint8(k))
+}
+
+// MarshalText encodes the kind as its String, so that JSON histories stay
+// readable and do not depend on the numbering of the constants.
+func (k OpKind) MarshalText() ([]byte, error) {
+	switch k {
+	case OpWrite, OpRead:
+		return []byte(k.String()), nil
+	}
+	return nil, fmt.Errorf("checker: invalid OpKind %d", uint8(k))
+}
+
+// UnmarshalText decodes a kind written by MarshalText, so that a saved history
+// can be checked again.
+func (k *OpKind) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "write":
+		*k = OpWrite
+	case "read":
+		*k = OpRead
+	default:
+		return fmt.Errorf("checker: invalid OpKind %q", b)
+	}
+	return nil
+}
+
+// Outcome is what a client learned about one of its store operations; it
+// exists because a missing reply is ambiguous and must be checked as such.
+type Outcome uint8
+
+// The outcomes of a store operation.
+const (
+	// OutcomeAccepted means the write was accepted, or the read returned.
+	OutcomeAccepted Outcome = iota
+	// OutcomeRejected means the store rejected the write because of the
+	// fence (its token was below the highest accepted token).
+	OutcomeRejected
+	// OutcomeUnknown means the client got no reply: the operation may or may
+	// not have taken effect, at any time after it was called.
+	OutcomeUnknown
+)
+
+// String returns "accepted", "rejected" or "unknown", so that details and
+// reports read as prose rather than numbers.
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeAccepted:
+		return "accepted"
+	case OutcomeRejected:
+		return "rejected"
+	case OutcomeUnknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// MarshalText encodes the outcome as its String, so that JSON histories stay
+// readable and do not depend on the numbering of the constants.
+func (o Outcome) MarshalText() ([]byte, error) {
+	switch o {
+	case OutcomeAccepted, OutcomeRejected, OutcomeUnknown:
+		return []byte(o.String()), nil
+	}
+	return nil, fmt.Errorf("checker: invalid Outcome %d", uint8(o))
+}
+
+// UnmarshalText decodes an outcome written by MarshalText, so that a saved
+// history can be checked again.
+func (o *Outcome) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "accepted":
+		*o = OutcomeAccepted
+	case "rejected":
+		*o = OutcomeRejected
+	case "unknown":
+		*o = OutcomeUnknown
+	default:
+		return fmt.Errorf("checker: invalid Outcome %q", b)
+	}
+	return nil
+}
+
+// StoreOp is one client operation on the fenced store as the client saw it;
+// S8 checks these against a fenced-register model, so they must record what
+// the client observed, not what the store did.
+type StoreOp struct {
+	// ID identifies the operation; it is unique within a history.
+	ID       int    `json:"id"`
+	Client   string `json:"client"`
+	Resource string `json:"resource"`
+	Kind     OpKind `json:"kind"`
+	// Token is the fencing token sent with a write.
+	Token uint64 `json:"token,omitempty"`
+	// Value is the value sent with a write; it is unique per write in a
+	// history, so that a read identifies the write it saw.
+	Value int64 `json:"value,omitempty"`
+	// Call is the true time the client invoked the operation.
+	Call time.Duration `json:"call"`
+	// Return is the true time the client got the reply; it is ignored when
+	// Outcome is OutcomeUnknown.
+	Return  time.Duration `json:"return"`
+	Outcome Outcome       `json:"outcome"`
+	// ReadValue is the value a read returned.
+	ReadValue int64 `json:"read_value,omitempty"`
+	// ReadToken is the token of the write ReadValue came from (0 if the
+	// resource was never written).
+	ReadToken uint64 `json:"read_token,omitempty"`
+}
+
+// Grant is one grant by the lock service, taken from the service's own records
+// rather than from what clients believe, so that S1 and S2 judge what the
+// service actually did.
+type Grant struct {
+	Resource string `json:"resource"`
+	Client   string `json:"client"`
+	Token    uint64 `json:"token"`
+	// Start is the true time the service granted the lease.
+	Start time.Duration `json:"start"`
+	// End is the true time the service ended the lease (release or expiry);
+	// it is meaningless if Open.
+	End time.Duration `json:"end"`
+	// Open reports that the lease was still held when the run ended.
+	Open bool `json:"open"`
+	// Step is the simulator step of the grant.
+	Step uint64 `json:"step"`
+}
+
+// StoreApply is one decision of the store, taken from its own apply log; a
+// history lists them in apply order, which S3 relies on.
+type StoreApply struct {
+	Resource string        `json:"resource"`
+	Client   string        `json:"client"`
+	Token    uint64        `json:"token"`
+	Value    int64         `json:"value"`
+	Accepted bool          `json:"accepted"`
+	At       time.Duration `json:"at"`
+	Step     uint64        `json:"step"`
+}
+
+// History is everything the checker needs from one run; keeping the three
+// record streams separate lets each property be judged from the records that
+// can actually refute it.
+type History struct {
+	Ops     []StoreOp    `json:"ops"`
+	Grants  []Grant      `json:"grants"`
+	Applies []StoreApply `json:"applies"`
+	// End is the true time the run ended.
+	End time.Duration `json:"end"`
+}

@@ -1,0 +1,370 @@
+package checker
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// propLinearizable is S8: per resource, the store operations as the clients
+// saw them are linearizable against a fenced register. It catches store bugs
+// that the store's own log would hide, judged only from client observations.
+const propLinearizable = "S8"
+
+// registerState is the state of one resource of the fenced store: the highest
+// token accepted, the current value and the token of the write that value
+// came from. It is a comparable value so porcupine can compare states with ==.
+type registerState struct {
+	Highest    uint64
+	Value      int64
+	ValueToken uint64
+}
+
+// registerInput is what a client sent; Resource is carried so that the
+// history can be partitioned by resource.
+type registerInput struct {
+	Resource string
+	Kind     OpKind
+	Token    uint64
+	Value    int64
+}
+
+// registerOutput is what a client observed.
+type registerOutput struct {
+	Outcome Outcome
+	Value   int64  // read: value returned
+	Token   uint64 // read: token of that value
+}
+
+// opMetadata ties a porcupine operation back to its StoreOp, for
+// visualizations and violation details.
+type opMetadata struct {
+	ID     int
+	Client string
+}
+
+// registerStep is the nondeterministic step of the fenced register: it returns
+// every state the register may be in after the operation, or none if the
+// observed outcome is impossible. A write is accepted iff its token is at
+// least the highest accepted token. A write with an unknown outcome may have
+// been applied or lost, so it yields both states; a read with an unknown
+// outcome (or a "rejected" read, which the store never produces) constrains
+// nothing.
+func registerStep(state, input, output any) []any {
+	s := state.(registerState)
+	in := input.(registerInput)
+	out := output.(registerOutput)
+	switch in.Kind {
+	case OpWrite:
+		fits := in.Token >= s.Highest
+		applied := registerState{Highest: in.Token, Value: in.Value, ValueToken: in.Token}
+		switch out.Outcome {
+		case OutcomeAccepted:
+			if fits {
+				return []any{applied}
+			}
+		case OutcomeRejected:
+			if !fits {
+				return []any{s}
+			}
+		case OutcomeUnknown:
+			if fits {
+				return []any{s, applied}
+			}
+			return []any{s}
+		}
+		return nil
+	case OpRead:
+		if out.Outcome != OutcomeAccepted {
+			return []any{s}
+		}
+		if out.Value == s.Value && out.Token == s.ValueToken {
+			return []any{s}
+		}
+		return nil
+	}
+	return nil
+}
+
+// hashState mixes a registerState into 64 bits so porcupine's cache can skip
+// most Equal calls.
+func hashState(state any) uint64 {
+	s := state.(registerState)
+	h := uint64(14695981039346656037)
+	for _, x := range [...]uint64{s.Highest, uint64(s.Value), s.ValueToken} {
+		h ^= x
+		h *= 1099511628211
+		h ^= h >> 29
+	}
+	return h
+}
+
+// describeOperation renders an operation for porcupine's visualization.
+func describeOperation(input, output any) string {
+	in := input.(registerInput)
+	out := output.(registerOutput)
+	switch {
+	case in.Kind == OpWrite:
+		return fmt.Sprintf("write(%q, token %d, value %d) -> %v", in.Resource, in.Token, in.Value, out.Outcome)
+	case out.Outcome == OutcomeAccepted:
+		return fmt.Sprintf("read(%q) -> value %d from token %d", in.Resource, out.Value, out.Token)
+	}
+	return fmt.Sprintf("read(%q) -> %v", in.Resource, out.Outcome)
+}
+
+// describeState renders one possible register state for porcupine's
+// visualization.
+func describeState(state any) string {
+	s := state.(registerState)
+	return fmt.Sprintf("highest %d, value %d from token %d", s.Highest, s.Value, s.ValueToken)
+}
+
+// describeMetadata renders an operation's identity for porcupine's
+// visualization.
+func describeMetadata(info any) string {
+	m, ok := info.(opMetadata)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("op %d by client %q", m.ID, m.Client)
+}
+
+// partitionByResource splits a history into one partition per resource, in
+// ascending resource order, keeping each partition in history order. A fenced
+// store's resources are independent registers, so the history is
+// linearizable iff every partition is, and checking partitions separately
+// keeps porcupine's search small.
+func partitionByResource(history []porcupine.Operation) [][]porcupine.Operation {
+	byResource := make(map[string][]porcupine.Operation)
+	for _, op := range history {
+		r := op.Input.(registerInput).Resource
+		byResource[r] = append(byResource[r], op)
+	}
+	parts := make([][]porcupine.Operation, 0, len(byResource))
+	for _, r := range sortedKeys(byResource) {
+		parts = append(parts, byResource[r])
+	}
+	return parts
+}
+
+// FencedRegisterModel returns the porcupine model S8 checks against, so that
+// callers can replay or visualize a check. Its state per resource is (highest
+// accepted token, value, token of that value), initially (0, 0, 0); it
+// partitions histories by resource and treats OutcomeUnknown as "may or may
+// not have taken effect". Operations must come from LinearizabilityInfo's
+// encoding of StoreOps.
+func FencedRegisterModel() porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition:                 partitionByResource,
+		Init:                      func() []any { return []any{registerState{}} },
+		Step:                      registerStep,
+		Hash:                      hashState,
+		DescribeOperation:         describeOperation,
+		DescribeState:             describeState,
+		DescribeOperationMetadata: describeMetadata,
+	}
+	return nm.ToModel()
+}
+
+// opPartition is the operations of one resource in porcupine's encoding, with
+// the StoreOps they came from at the same indices.
+type opPartition struct {
+	resource string
+	ops      []porcupine.Operation
+	src      []StoreOp
+}
+
+// encodeOps converts a history's StoreOps to porcupine operations, one
+// partition per resource in ascending resource order, each sorted by call
+// time then ID so the encoding does not depend on input order.
+//
+// An operation with OutcomeUnknown gets an open return: a time later than
+// every other event of the history, which is how porcupine expects
+// operations that never returned to be encoded. A known operation whose
+// Return precedes its Call is treated as returning when it was called.
+func encodeOps(h History) []opPartition {
+	ops := slices.Clone(h.Ops)
+	slices.SortStableFunc(ops, func(a, b StoreOp) int {
+		return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID))
+	})
+
+	last := h.End
+	clients := make(map[string]int)
+	for _, op := range ops {
+		last = max(last, op.Call)
+		if op.Outcome != OutcomeUnknown {
+			last = max(last, op.Return)
+		}
+		clients[op.Client] = 0
+	}
+	open := last
+	if open < math.MaxInt64 {
+		open++
+	}
+	for i, c := range sortedKeys(clients) {
+		clients[c] = i
+	}
+
+	byResource := make(map[string]*opPartition)
+	for _, op := range ops {
+		ret := max(op.Return, op.Call)
+		if op.Outcome == OutcomeUnknown {
+			ret = open
+		}
+		p := byResource[op.Resource]
+		if p == nil {
+			p = &opPartition{resource: op.Resource}
+			byResource[op.Resource] = p
+		}
+		p.ops = append(p.ops, porcupine.Operation{
+			ClientId: clients[op.Client],
+			Input:    registerInput{Resource: op.Resource, Kind: op.Kind, Token: op.Token, Value: op.Value},
+			Call:     int64(op.Call),
+			Output:   registerOutput{Outcome: op.Outcome, Value: op.ReadValue, Token: op.ReadToken},
+			Return:   int64(ret),
+			Metadata: opMetadata{ID: op.ID, Client: op.Client},
+		})
+		p.src = append(p.src, op)
+	}
+	parts := make([]opPartition, 0, len(byResource))
+	for _, r := range sortedKeys(byResource) {
+		parts = append(parts, *byResource[r])
+	}
+	return parts
+}
+
+// LinearizabilityInfo runs the S8 check over the whole history in one
+// porcupine call and returns everything porcupine.Visualize needs: the model,
+// the encoded operations, the result and the linearization info. It exists
+// for reports; Check runs the same model per resource so that it can say
+// which resource failed or timed out.
+func LinearizabilityInfo(h History, opt Options) (porcupine.Model, []porcupine.Operation, porcupine.CheckResult, porcupine.LinearizationInfo) {
+	model := FencedRegisterModel()
+	var ops []porcupine.Operation
+	for _, p := range encodeOps(h) {
+		ops = append(ops, p.ops...)
+	}
+	res, info := porcupine.CheckOperationsVerbose(model, ops, opt.timeout())
+	return model, ops, res, info
+}
+
+// partitionResult is the outcome of checking one resource.
+type partitionResult struct {
+	res  porcupine.CheckResult
+	info porcupine.LinearizationInfo
+}
+
+// checkLinearizable checks S8, one porcupine call per resource run in
+// parallel. It returns a violation per non-linearizable resource and, for
+// each resource whose check timed out, a sentence saying so.
+func checkLinearizable(h History, opt Options) ([]Violation, []string) {
+	parts := encodeOps(h)
+	model := FencedRegisterModel()
+	timeout := opt.timeout()
+
+	results := make([]partitionResult, len(parts))
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Go(func() {
+			res, info := porcupine.CheckOperationsVerbose(model, parts[i].ops, timeout)
+			results[i] = partitionResult{res: res, info: info}
+		})
+	}
+	wg.Wait()
+
+	var vs []Violation
+	var unknown []string
+	for i, p := range parts {
+		switch results[i].res {
+		case porcupine.Illegal:
+			vs = append(vs, linearizabilityViolation(model, p, results[i].info))
+		case porcupine.Unknown:
+			unknown = append(unknown, fmt.Sprintf("porcupine timed out after %v checking the %d store ops on resource %q", timeout, len(p.ops), p.resource))
+		}
+	}
+	return vs, unknown
+}
+
+// maxDescribedOps caps how many operations a violation's Detail spells out.
+const maxDescribedOps = 3
+
+// linearizabilityViolation builds the S8 violation for a resource porcupine
+// found illegal. It takes the longest partial linearization porcupine found
+// and names the ops that could come next in real-time order but that no
+// state reached fits: the earliest place the history goes wrong.
+func linearizabilityViolation(model porcupine.Model, p opPartition, info porcupine.LinearizationInfo) Violation {
+	var best []int
+	if partials := info.PartialLinearizations(); len(partials) > 0 {
+		for _, seq := range partials[0] {
+			if len(seq) > len(best) || len(seq) == len(best) && slices.Compare(seq, best) < 0 {
+				best = seq
+			}
+		}
+	}
+
+	state := model.Init()
+	done := make([]bool, len(p.ops))
+	for _, i := range best {
+		_, state = model.Step(state, p.ops[i].Input, p.ops[i].Output)
+		done[i] = true
+	}
+	minReturn := int64(math.MaxInt64)
+	for i, op := range p.ops {
+		if !done[i] {
+			minReturn = min(minReturn, op.Return)
+		}
+	}
+	var next []StoreOp // ops that could be linearized next; sorted by Call
+	for i, op := range p.ops {
+		if !done[i] && op.Call <= minReturn {
+			next = append(next, p.src[i])
+		}
+	}
+	if len(next) == 0 { // defensive: porcupine said illegal, so some op is left
+		next = p.src
+	}
+
+	ids := make([]int, len(next))
+	descs := make([]string, 0, maxDescribedOps)
+	for i, op := range next {
+		ids[i] = op.ID
+		if i < maxDescribedOps {
+			descs = append(descs, describeStoreOp(op))
+		}
+	}
+	slices.Sort(ids)
+	more := ""
+	if len(next) > maxDescribedOps {
+		more = fmt.Sprintf(" and %d more", len(next)-maxDescribedOps)
+	}
+	return Violation{
+		Property: propLinearizable,
+		At:       next[0].Call,
+		Detail: fmt.Sprintf("the %d store ops on resource %q are not linearizable against a fenced register: at most %d of them linearize, leaving the register at %s, and none of the %d ops that could come next fits (%s%s).",
+			len(p.ops), p.resource, len(best), model.DescribeState(state), len(next), strings.Join(descs, "; "), more),
+		Ops: ids,
+	}
+}
+
+// describeStoreOp renders a StoreOp for violation details.
+func describeStoreOp(op StoreOp) string {
+	var what string
+	switch {
+	case op.Kind == OpWrite:
+		what = fmt.Sprintf("write token %d value %d -> %v", op.Token, op.Value, op.Outcome)
+	case op.Outcome == OutcomeAccepted:
+		what = fmt.Sprintf("read -> value %d from token %d", op.ReadValue, op.ReadToken)
+	default:
+		what = fmt.Sprintf("read -> %v", op.Outcome)
+	}
+	ret := "never returned"
+	if op.Outcome != OutcomeUnknown {
+		ret = "returned " + op.Return.String()
+	}
+	return fmt.Sprintf("op %d by client %q: %s, called %v, %s", op.ID, op.Client, what, op.Call, ret)
+}

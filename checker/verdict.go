@@ -1,0 +1,172 @@
+package checker
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// VerdictKind classifies the result of a check, so that callers can tell a
+// refutation from a proof and from an inconclusive run.
+type VerdictKind uint8
+
+// The kinds of verdict. They carry a Verdict prefix because the type
+// Violation already takes that name.
+const (
+	// VerdictPass means every property held.
+	VerdictPass VerdictKind = iota
+	// VerdictViolation means at least one safety property was refuted.
+	VerdictViolation
+	// VerdictLiveness means safety held but the run failed to make
+	// progress; the checker never produces it itself, callers do.
+	VerdictLiveness
+	// VerdictUnknown means no violation was found but a check could not
+	// finish (for example a porcupine timeout), so safety is not proven.
+	VerdictUnknown
+)
+
+// String returns "pass", "violation", "liveness" or "unknown", the words
+// reports and JSON use.
+func (k VerdictKind) String() string {
+	switch k {
+	case VerdictPass:
+		return "pass"
+	case VerdictViolation:
+		return "violation"
+	case VerdictLiveness:
+		return "liveness"
+	case VerdictUnknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("VerdictKind(%d)", uint8(k))
+}
+
+// MarshalText encodes the kind as its String, so that saved verdicts stay
+// readable and do not depend on the numbering of the constants.
+func (k VerdictKind) MarshalText() ([]byte, error) {
+	switch k {
+	case VerdictPass, VerdictViolation, VerdictLiveness, VerdictUnknown:
+		return []byte(k.String()), nil
+	}
+	return nil, fmt.Errorf("checker: invalid VerdictKind %d", uint8(k))
+}
+
+// UnmarshalText decodes a kind written by MarshalText, so that saved verdicts
+// can be compared with new ones.
+func (k *VerdictKind) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "pass":
+		*k = VerdictPass
+	case "violation":
+		*k = VerdictViolation
+	case "liveness":
+		*k = VerdictLiveness
+	case "unknown":
+		*k = VerdictUnknown
+	default:
+		return fmt.Errorf("checker: invalid VerdictKind %q", b)
+	}
+	return nil
+}
+
+// Violation is one refutation of a property, with enough context (time, step,
+// a one-sentence detail and the operations involved) to find it in a trace.
+type Violation struct {
+	// Property is the property refuted, "S1".."S8".
+	Property string `json:"property"`
+	// At is the true time of the offending event.
+	At time.Duration `json:"at"`
+	// Step is the simulator step of the offending event, 0 if the event has
+	// no step (store operations do not).
+	Step uint64 `json:"step"`
+	// Detail is one sentence naming the tokens, clients, resources and times.
+	Detail string `json:"detail"`
+	// Ops lists the IDs of the StoreOps involved, if any.
+	Ops []int `json:"ops,omitempty"`
+}
+
+// Verdict is the outcome of Check: its kind plus every violation found, so
+// that one run reports all its failures rather than the first.
+type Verdict struct {
+	Kind VerdictKind `json:"kind"`
+	// Violations holds every violation found, ordered by property, then At.
+	Violations []Violation `json:"violations,omitempty"`
+	// Unknown says why the verdict is VerdictUnknown; it is empty
+	// otherwise.
+	Unknown string `json:"unknown,omitempty"`
+}
+
+// Property returns the first violation's property, or "" if there is none,
+// so that callers and tests can name the failure in one word.
+func (v Verdict) Property() string {
+	if len(v.Violations) == 0 {
+		return ""
+	}
+	return v.Violations[0].Property
+}
+
+// DefaultTimeout is the porcupine budget used when Options.Timeout is 0; it is
+// generous because a VerdictUnknown proves nothing.
+const DefaultTimeout = 10 * time.Second
+
+// Options tunes Check; the zero value is ready to use.
+type Options struct {
+	// Timeout is the wall-clock budget of each porcupine check (one per
+	// resource). 0 means DefaultTimeout; a negative value means no limit.
+	Timeout time.Duration
+}
+
+// timeout returns the budget to hand porcupine, where 0 means no limit.
+func (o Options) timeout() time.Duration {
+	switch {
+	case o.Timeout == 0:
+		return DefaultTimeout
+	case o.Timeout < 0:
+		return 0
+	}
+	return o.Timeout
+}
+
+// Check judges a history against every property and returns the verdict:
+// VerdictViolation if any property is refuted, else VerdictUnknown if a
+// linearizability check ran out of time, else VerdictPass. It never mutates
+// h.
+func Check(h History, opt Options) Verdict {
+	var vs []Violation
+	vs = append(vs, checkTokens(h.Grants)...)
+	vs = append(vs, checkGrantOverlap(h.Grants)...)
+	vs = append(vs, checkStoreMonotonic(h.Applies)...)
+	vs = append(vs, checkStoreGrantee(h.Applies, h.Grants)...)
+	lin, unknown := checkLinearizable(h, opt)
+	vs = append(vs, lin...)
+	sortViolations(vs)
+
+	switch {
+	case len(vs) > 0:
+		return Verdict{Kind: VerdictViolation, Violations: vs}
+	case len(unknown) > 0:
+		return Verdict{Kind: VerdictUnknown, Unknown: strings.Join(unknown, "; ")}
+	}
+	return Verdict{Kind: VerdictPass}
+}
+
+// sortViolations orders violations by property, then At, then Step, then
+// Detail, so that the output is total-ordered and hence deterministic.
+func sortViolations(vs []Violation) {
+	slices.SortStableFunc(vs, func(a, b Violation) int {
+		return cmp.Or(
+			comparePropertyNames(a.Property, b.Property),
+			cmp.Compare(a.At, b.At),
+			cmp.Compare(a.Step, b.Step),
+			strings.Compare(a.Detail, b.Detail),
+			slices.Compare(a.Ops, b.Ops),
+		)
+	})
+}
+
+// comparePropertyNames orders "S2" before "S10" by comparing lengths first.
+func comparePropertyNames(a, b string) int {
+	return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b))
+}

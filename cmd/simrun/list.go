@@ -1,0 +1,29 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/fencesim/fencesim/scenarios"
+)
+
+func cmdList(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("simrun list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "simrun list: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tEXPECT\tDESCRIPTION")
+	for _, s := range scenarios.Builtin() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Expect, s.Description)
+	}
+	tw.Flush()
+	return exitPass
+}

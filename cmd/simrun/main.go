@@ -1,0 +1,56 @@
+// Command simrun runs fencesim's scenarios: list them, run one seed, and
+// report the verdict with a line that reproduces it.
+//
+// Exit codes: 0 pass, 1 safety violation, 2 usage error, 3 liveness
+// failure, 4 nondeterminism, 5 unknown (checker could not decide).
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// Exit codes, stable for scripts and CI.
+const (
+	exitPass           = 0
+	exitViolation      = 1
+	exitUsage          = 2
+	exitLiveness       = 3
+	exitNondeterminism = 4
+	exitUnknown        = 5
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: simrun <command> [flags]
+
+commands:
+  list                         every built-in scenario, its expectation and what it shows
+  run -scenario NAME -seed N   simulate one seed and check it (flags: -json, -out DIR, -trace, -check-twice)
+
+exit codes: 0 pass, 1 safety violation, 2 usage error, 3 liveness failure,
+            4 nondeterminism, 5 unknown
+`
+
+// run is main without the process: it returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "list":
+		return cmdList(args[1:], stdout, stderr)
+	case "run":
+		return cmdRun(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitPass
+	default:
+		fmt.Fprintf(stderr, "simrun: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+}

@@ -1,0 +1,402 @@
+package lockservice
+
+import (
+	"context"
+	"encoding/binary"
+	"log/slog"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/fencesim/fencesim/sim"
+)
+
+// ClientConfig configures a lock client and the workload it runs: cycles of
+// acquire → fenced writes → read → release.
+type ClientConfig struct {
+	Name     string
+	Server   sim.NodeID // the lock service
+	Store    sim.NodeID // the fenced store
+	Resource string
+	TTL      time.Duration
+	// DriftBoundPPM is ρ, the assumed bound on clock rate error between
+	// client and server, in parts per million. The watchdog gives up the
+	// lock at request start + TTL·(1−ρ) − Margin on the client's clock.
+	DriftBoundPPM int64
+	Margin        time.Duration
+	// RequestTimeout: an unanswered request is retried (lock service, same
+	// request id) or given up as unknown (store).
+	RequestTimeout time.Duration
+	// BackoffMin/BackoffMax bound the jittered wait after Busy or Overloaded.
+	BackoffMin, BackoffMax time.Duration
+	StartDelay             time.Duration // before the first acquire
+	Cycles                 int           // acquire/work/release cycles to run
+	WritesPerHold          int
+	// WorkDuration is the time between the watchdog check that starts a unit
+	// of work and the write that ends it: a pause inside it is exactly
+	// Kleppmann's stale-holder case.
+	WorkDuration time.Duration
+	ThinkTime    time.Duration // between cycles
+	Observer     Observer
+}
+
+// DefaultClientConfig returns a workload of one cycle, two writes per hold,
+// with a 1 s lease.
+func DefaultClientConfig(name string, server, store sim.NodeID, resource string) ClientConfig {
+	return ClientConfig{
+		Name: name, Server: server, Store: store, Resource: resource,
+		TTL: time.Second, DriftBoundPPM: 1000, Margin: 10 * time.Millisecond,
+		RequestTimeout: 50 * time.Millisecond, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
+		Cycles: 1, WritesPerHold: 2, WorkDuration: 20 * time.Millisecond, ThinkTime: 50 * time.Millisecond,
+	}
+}
+
+// clientPhase is where the client is in a cycle.
+type clientPhase uint8
+
+const (
+	phaseIdle clientPhase = iota
+	phaseAcquiring
+	phaseHolding
+	phaseReleasing
+	phaseDone
+)
+
+// Client is a lock client process: the acquirer, the lease renewer, the
+// watchdog and the release handler of the client library, driving a
+// workload against the fenced store. Each action emits one slog event with
+// the client and request id as correlation id.
+type Client struct {
+	cfg ClientConfig
+	env sim.Env
+
+	incarnation uint64 // from disk: request ids stay unique across restarts
+	nextReq     uint64
+	phase       clientPhase
+	cycle       int
+
+	// acquirer
+	acqReq   uint64
+	acqStart time.Duration // monotonic, for the watchdog
+	// the lease as the client believes it
+	token    uint64
+	deadline time.Duration // monotonic: the watchdog's limit
+	// renewer
+	renewReq   uint64
+	renewStart time.Duration
+	// work
+	writesDone int
+	storeReq   uint64
+	storeOp    int // observer id of the outstanding store op
+	storeRead  bool
+	// release handler
+	relReq uint64
+
+	timeout, renewTimer, watchdog, workTimer clockwork.Timer
+}
+
+// NewClient returns a client process; every restart needs a new one.
+func NewClient(cfg ClientConfig) *Client {
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
+	}
+	return &Client{cfg: cfg}
+}
+
+const incarnationKey = "incarnation"
+
+// Start bumps the client's incarnation on disk (synced, so request ids
+// never repeat after a crash) and schedules the first cycle.
+func (c *Client) Start(env sim.Env) {
+	c.env = env
+	if b, ok := env.Disk().Read(incarnationKey); ok && len(b) == 8 {
+		c.incarnation = binary.BigEndian.Uint64(b)
+	}
+	c.incarnation++
+	env.Disk().Write(incarnationKey, binary.BigEndian.AppendUint64(nil, c.incarnation))
+	env.Disk().Sync()
+	c.after(&c.workTimer, c.cfg.StartDelay, c.beginCycle)
+}
+
+// Done reports whether the client finished its workload.
+func (c *Client) Done() bool { return c.phase == phaseDone }
+
+func (c *Client) newRequest() uint64 {
+	c.nextReq++
+	return c.incarnation<<32 | c.nextReq
+}
+
+func (c *Client) now() time.Duration { return c.env.Clock().Monotonic() }
+
+func (c *Client) log(event string, req uint64, attrs ...slog.Attr) {
+	c.env.Log().LogAttrs(context.Background(), slog.LevelInfo, event, append([]slog.Attr{
+		slog.String("client", c.cfg.Name), slog.Uint64("req", req), slog.String("resource", c.cfg.Resource)}, attrs...)...)
+}
+
+// after (re)arms *t to run f after d on the client's monotonic clock.
+func (c *Client) after(t *clockwork.Timer, d time.Duration, f func()) {
+	if *t != nil {
+		(*t).Stop()
+	}
+	*t = c.env.Clock().AfterFunc(d, f)
+}
+
+func stop(t clockwork.Timer) {
+	if t != nil {
+		t.Stop()
+	}
+}
+
+func (c *Client) backoff() time.Duration {
+	span := c.cfg.BackoffMax - c.cfg.BackoffMin
+	if span <= 0 {
+		return c.cfg.BackoffMin
+	}
+	return c.cfg.BackoffMin + time.Duration(c.env.Rand().Int64N(int64(span)+1))
+}
+
+// --- acquirer ---
+
+func (c *Client) beginCycle() {
+	if c.cycle >= c.cfg.Cycles {
+		c.phase = phaseDone
+		c.log("client.done", 0)
+		return
+	}
+	c.cycle++
+	c.phase = phaseAcquiring
+	c.acqReq = c.newRequest()
+	c.sendAcquire()
+}
+
+func (c *Client) sendAcquire() {
+	c.acqStart = c.now() // the lease is measured from the latest send
+	c.env.Send(c.cfg.Server, AcquireRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, TTL: c.cfg.TTL, Request: c.acqReq})
+	c.log("acquire.sent", c.acqReq)
+	c.after(&c.timeout, c.cfg.RequestTimeout, c.sendAcquire) // retry, same id
+}
+
+func (c *Client) onAcquireReply(m LockReply) {
+	stop(c.timeout)
+	switch m.Status {
+	case Granted:
+		c.token = m.Token
+		c.extend(c.acqStart, m.TTL)
+		c.phase = phaseHolding
+		c.writesDone = 0
+		c.log("acquire.granted", m.Request, slog.Uint64("token", m.Token))
+		c.after(&c.renewTimer, c.cfg.TTL/3, c.sendRenew)
+		c.beginWork()
+	case Busy, Overloaded:
+		c.log("acquire."+m.Status.String(), m.Request)
+		c.acqReq = c.newRequest() // a definitive answer: the next attempt is new
+		c.after(&c.timeout, c.backoff(), c.sendAcquire)
+	default:
+		c.log("acquire.failed", m.Request, slog.String("status", m.Status.String()), slog.String("err", m.Err))
+		c.phase = phaseDone
+	}
+}
+
+// --- watchdog ---
+
+// extend moves the watchdog's deadline to start + ttl·(1−ρ) − margin,
+// start being when the request that (re)granted the lease was sent: the
+// server's lease began no earlier than that, and the client's clock may run
+// up to ρ slower than the server's.
+func (c *Client) extend(start, ttl time.Duration) {
+	safe := ttl - time.Duration(int64(ttl)/1_000_000*c.cfg.DriftBoundPPM) - c.cfg.Margin
+	c.deadline = start + safe
+	c.after(&c.watchdog, c.deadline-c.now(), c.watchdogFired)
+}
+
+// Holding reports whether the watchdog still allows using the lock.
+func (c *Client) Holding() bool {
+	return c.phase == phaseHolding && c.now() < c.deadline
+}
+
+func (c *Client) watchdogFired() {
+	if c.phase != phaseHolding {
+		return
+	}
+	c.log("watchdog.expired", 0, slog.Uint64("token", c.token))
+	c.lose()
+}
+
+// lose stops using the lock: the renewer and any pending work stop, and the
+// client moves on to its next cycle without releasing (it is not the
+// holder any more as far as it can tell).
+func (c *Client) lose() {
+	stop(c.renewTimer)
+	stop(c.watchdog)
+	stop(c.workTimer)
+	c.phase = phaseIdle
+	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycle)
+}
+
+// --- renewer ---
+
+func (c *Client) sendRenew() {
+	if c.phase != phaseHolding {
+		return
+	}
+	c.renewReq = c.newRequest()
+	c.renewStart = c.now()
+	c.env.Send(c.cfg.Server, RenewRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.renewReq})
+	c.log("renew.sent", c.renewReq, slog.Uint64("token", c.token))
+	// Renew again at a third of the TTL; a lost renewal is covered by the next.
+	c.after(&c.renewTimer, c.cfg.TTL/3, c.sendRenew)
+}
+
+func (c *Client) onRenewReply(m LockReply) {
+	if c.phase != phaseHolding {
+		return
+	}
+	if m.Status == Renewed && m.Token == c.token {
+		c.extend(c.renewStart, m.TTL)
+		c.log("renew.ok", m.Request, slog.Uint64("token", c.token))
+		return
+	}
+	c.log("renew.lost", m.Request, slog.Uint64("token", c.token), slog.String("status", m.Status.String()))
+	c.lose()
+}
+
+// --- work against the fenced store ---
+
+// beginWork checks the watchdog and starts one unit of work that ends with
+// a fenced write, or reads and releases once the writes are done.
+func (c *Client) beginWork() {
+	if !c.Holding() {
+		c.log("work.abandoned", 0, slog.Uint64("token", c.token))
+		c.lose()
+		return
+	}
+	if c.writesDone >= c.cfg.WritesPerHold {
+		c.sendRead()
+		return
+	}
+	c.after(&c.workTimer, c.cfg.WorkDuration, c.sendWrite)
+}
+
+func (c *Client) sendWrite() {
+	c.storeReq = c.newRequest()
+	c.storeRead = false
+	value := int64(c.env.ID())<<48 | int64(c.storeReq&(1<<48-1))
+	c.storeOp = c.cfg.Observer.WriteCalled(c.cfg.Name, c.cfg.Resource, c.token, value)
+	c.env.Send(c.cfg.Store, WriteRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Value: value, Request: c.storeReq})
+	c.log("write.sent", c.storeReq, slog.Uint64("token", c.token), slog.Int64("value", value))
+	c.after(&c.timeout, c.cfg.RequestTimeout, c.storeTimedOut)
+}
+
+func (c *Client) sendRead() {
+	c.storeReq = c.newRequest()
+	c.storeRead = true
+	c.storeOp = c.cfg.Observer.ReadCalled(c.cfg.Name, c.cfg.Resource)
+	c.env.Send(c.cfg.Store, ReadRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Request: c.storeReq})
+	c.log("read.sent", c.storeReq)
+	c.after(&c.timeout, c.cfg.RequestTimeout, c.storeTimedOut)
+}
+
+// storeTimedOut gives up on the outstanding store operation: its outcome is
+// unknown (the checker treats it as either) and the client moves on.
+func (c *Client) storeTimedOut() {
+	c.log("store.timeout", c.storeReq)
+	c.storeReq = 0
+	c.afterStoreOp(!c.storeRead)
+}
+
+func (c *Client) onWriteReply(m WriteReply) {
+	if m.Request != c.storeReq || c.storeRead {
+		return
+	}
+	stop(c.timeout)
+	c.storeReq = 0
+	if m.Err != "" {
+		c.log("write.invalid", m.Request, slog.String("err", m.Err))
+		c.phase = phaseDone
+		return
+	}
+	c.cfg.Observer.WriteReturned(c.storeOp, m.Accepted)
+	c.log("write.reply", m.Request, slog.Uint64("token", c.token), slog.Bool("accepted", m.Accepted), slog.Uint64("highest", m.Highest))
+	if !m.Accepted {
+		// The store has seen a newer token: someone else holds the lock.
+		c.lose()
+		return
+	}
+	c.afterStoreOp(true)
+}
+
+func (c *Client) onReadReply(m ReadReply) {
+	if m.Request != c.storeReq || !c.storeRead {
+		return
+	}
+	stop(c.timeout)
+	c.storeReq = 0
+	if m.Err == "" {
+		c.cfg.Observer.ReadReturned(c.storeOp, m.Value, m.Token)
+	}
+	c.log("read.reply", m.Request, slog.Int64("value", m.Value), slog.Uint64("token", m.Token))
+	c.afterStoreOp(false)
+}
+
+// afterStoreOp continues the cycle once a store operation has ended.
+func (c *Client) afterStoreOp(wasWrite bool) {
+	if c.phase != phaseHolding {
+		return
+	}
+	if wasWrite && c.writesDone < c.cfg.WritesPerHold {
+		c.writesDone++
+		c.beginWork()
+		return
+	}
+	c.sendRelease()
+}
+
+// --- release handler ---
+
+func (c *Client) sendRelease() {
+	stop(c.renewTimer)
+	stop(c.watchdog)
+	c.phase = phaseReleasing
+	c.relReq = c.newRequest()
+	c.resendRelease()
+}
+
+func (c *Client) resendRelease() {
+	c.env.Send(c.cfg.Server, ReleaseRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.relReq})
+	c.log("release.sent", c.relReq, slog.Uint64("token", c.token))
+	c.after(&c.timeout, c.cfg.RequestTimeout, c.releaseTimedOut)
+}
+
+// releaseTimedOut gives up on the release: the lease expires on its own.
+func (c *Client) releaseTimedOut() {
+	c.log("release.timeout", c.relReq)
+	c.phase = phaseIdle
+	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycle)
+}
+
+func (c *Client) onReleaseReply(m LockReply) {
+	stop(c.timeout)
+	c.log("release."+m.Status.String(), m.Request, slog.Uint64("token", c.token))
+	c.phase = phaseIdle
+	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycle)
+}
+
+// Receive routes replies by request id; stale and duplicated replies match
+// nothing and are dropped.
+func (c *Client) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
+	switch m := msg.(type) {
+	case LockReply:
+		switch {
+		case c.phase == phaseAcquiring && m.Request == c.acqReq:
+			c.onAcquireReply(m)
+		case c.phase == phaseHolding && m.Request == c.renewReq:
+			c.onRenewReply(m)
+		case c.phase == phaseReleasing && m.Request == c.relReq:
+			c.onReleaseReply(m)
+		}
+	case WriteReply:
+		c.onWriteReply(m)
+	case ReadReply:
+		c.onReadReply(m)
+	}
+}

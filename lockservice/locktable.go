@@ -1,0 +1,200 @@
+package lockservice
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Lease is one grant: who holds a resource, with which fencing token, until
+// when by the server's monotonic clock.
+type Lease struct {
+	Resource string        `json:"resource"`
+	Holder   string        `json:"holder"`
+	Token    uint64        `json:"token"`
+	TTL      time.Duration `json:"ttl"`
+	Deadline time.Duration `json:"-"` // server monotonic; not persisted: a restart restarts the lease
+}
+
+// dedupDepth is how many recent replies the table keeps per client. A
+// client retries only its latest requests, so a short window is enough and
+// the table stays bounded.
+const dedupDepth = 8
+
+type dedupEntry struct {
+	Request uint64    `json:"request"`
+	Reply   LockReply `json:"reply"`
+}
+
+// LockTable is the lock state machine shared by the single-node server and
+// (later) the replicated one: pure, no I/O and no clock. The caller passes
+// the server's monotonic time and, for grants, the fencing token to issue —
+// the single node's synced counter, or the log index under Raft. Requests
+// must have passed Limits; the table re-checks and panics on a token that
+// does not increase, since that is a broken invariant, not bad input.
+type LockTable struct {
+	leases    map[string]*Lease
+	lastToken uint64
+	dedup     map[string][]dedupEntry // by client, oldest first
+}
+
+// NewLockTable returns an empty table that has issued no token.
+func NewLockTable() *LockTable {
+	return &LockTable{leases: map[string]*Lease{}, dedup: map[string][]dedupEntry{}}
+}
+
+// LastToken is the highest token the table has issued.
+func (t *LockTable) LastToken() uint64 { return t.lastToken }
+
+// Lease returns the current lease on resource, if any (it may be past its
+// deadline until ExpireDue or Expire removes it).
+func (t *LockTable) Lease(resource string) (Lease, bool) {
+	l, ok := t.leases[resource]
+	if !ok {
+		return Lease{}, false
+	}
+	return *l, true
+}
+
+// Leases returns every current lease, sorted by resource.
+func (t *LockTable) Leases() []Lease {
+	out := make([]Lease, 0, len(t.leases))
+	for _, l := range t.leases { //detlint:sorted
+		out = append(out, *l)
+	}
+	slices.SortFunc(out, func(a, b Lease) int {
+		if a.Resource < b.Resource {
+			return -1
+		}
+		if a.Resource > b.Resource {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Seen returns the reply already given to client's request, if the table
+// still remembers it. A retried or duplicated request gets this reply
+// instead of being applied again.
+func (t *LockTable) Seen(client string, request uint64) (LockReply, bool) {
+	for _, e := range t.dedup[client] {
+		if e.Request == request {
+			return e.Reply, true
+		}
+	}
+	return LockReply{}, false
+}
+
+func (t *LockTable) remember(client string, request uint64, r LockReply) LockReply {
+	d := append(t.dedup[client], dedupEntry{Request: request, Reply: r})
+	if len(d) > dedupDepth {
+		d = slices.Delete(d, 0, len(d)-dedupDepth)
+	}
+	t.dedup[client] = d
+	return r
+}
+
+// ExpireDue removes the lease on resource if its deadline has passed at
+// now, and returns it.
+func (t *LockTable) ExpireDue(resource string, now time.Duration) (Lease, bool) {
+	l, ok := t.leases[resource]
+	if !ok || now < l.Deadline {
+		return Lease{}, false
+	}
+	delete(t.leases, resource)
+	return *l, true
+}
+
+// Acquire grants resource to the request's client with token if the
+// resource is free, else answers Busy. Expired leases must have been removed
+// with ExpireDue first: the table never decides on its own that time passed.
+// token must exceed every token issued before.
+func (t *LockTable) Acquire(r AcquireRequest, now time.Duration, token uint64) LockReply {
+	if rep, ok := t.Seen(r.Client, r.Request); ok {
+		return rep
+	}
+	if l, held := t.leases[r.Resource]; held {
+		if l.Holder == r.Client {
+			// A fresh attempt by the holder (its earlier reply was lost):
+			// the grant stands, restarted like a renewal, because the
+			// client will measure its lease from this request's start.
+			l.TTL, l.Deadline = r.TTL, now+r.TTL
+			return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Granted, Token: l.Token, TTL: l.TTL})
+		}
+		return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Busy})
+	}
+	if token <= t.lastToken {
+		panic(fmt.Sprintf("lockservice: token %d does not exceed the last issued token %d", token, t.lastToken))
+	}
+	t.lastToken = token
+	t.leases[r.Resource] = &Lease{Resource: r.Resource, Holder: r.Client, Token: token, TTL: r.TTL, Deadline: now + r.TTL}
+	return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Granted, Token: token, TTL: r.TTL})
+}
+
+// Renew restarts the lease of token at its full TTL from now, if token is
+// the current, unexpired grant and client its holder.
+func (t *LockTable) Renew(r RenewRequest, now time.Duration) LockReply {
+	if rep, ok := t.Seen(r.Client, r.Request); ok {
+		return rep
+	}
+	l, ok := t.leases[r.Resource]
+	if !ok || l.Token != r.Token || l.Holder != r.Client || now >= l.Deadline {
+		return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: NotHolder})
+	}
+	l.Deadline = now + l.TTL
+	return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Renewed, Token: l.Token, TTL: l.TTL})
+}
+
+// Release frees resource if token is the current grant and client its
+// holder. It returns the lease it ended, if any.
+func (t *LockTable) Release(r ReleaseRequest) (LockReply, *Lease) {
+	if rep, ok := t.Seen(r.Client, r.Request); ok {
+		return rep, nil
+	}
+	l, ok := t.leases[r.Resource]
+	if !ok || l.Token != r.Token || l.Holder != r.Client {
+		return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: NotHolder}), nil
+	}
+	delete(t.leases, r.Resource)
+	return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Released, Token: l.Token}), l
+}
+
+// Expire removes the lease with token on resource if it is still current
+// and due at now. A stale Expire (the lease was renewed, released or
+// re-granted since) does nothing.
+func (t *LockTable) Expire(resource string, token uint64, now time.Duration) (Lease, bool) {
+	l, ok := t.leases[resource]
+	if !ok || l.Token != token {
+		return Lease{}, false
+	}
+	return t.ExpireDue(resource, now)
+}
+
+// Snapshot is the table's durable form.
+type Snapshot struct {
+	LastToken uint64                  `json:"last_token"`
+	Leases    []Lease                 `json:"leases"`
+	Dedup     map[string][]dedupEntry `json:"dedup"`
+}
+
+// Snapshot captures the table for the disk (encoding/json sorts map keys).
+func (t *LockTable) Snapshot() Snapshot {
+	return Snapshot{LastToken: t.lastToken, Leases: t.Leases(), Dedup: t.dedup}
+}
+
+// RestoreLockTable rebuilds a table from a snapshot. Every lease restarts
+// at its full TTL from now: a restarted server may extend a lease, never
+// shorten it, since it cannot know how much of it ran while it was down.
+func RestoreLockTable(s Snapshot, now time.Duration) *LockTable {
+	t := NewLockTable()
+	t.lastToken = s.LastToken
+	for _, l := range s.Leases {
+		l.Deadline = now + l.TTL
+		t.leases[l.Resource] = &l
+	}
+	if s.Dedup != nil {
+		t.dedup = s.Dedup
+	}
+	return t
+}

@@ -1,0 +1,143 @@
+package lockservice
+
+import (
+	"time"
+
+	"github.com/fencesim/fencesim/sim"
+)
+
+// Status is the lock service's answer to a request.
+type Status uint8
+
+const (
+	// Granted: the lock is yours with the reply's token and TTL.
+	Granted Status = iota + 1
+	// Busy: another client holds the lock; try again later with a new request id.
+	Busy
+	// Renewed: the lease restarts its full TTL from the server's receipt.
+	Renewed
+	// Released: the lock is free.
+	Released
+	// NotHolder: the token is not the current grant (expired, released or
+	// never yours); renew and release do nothing.
+	NotHolder
+	// Invalid: the request failed validation; Err says why.
+	Invalid
+	// Overloaded: the server shed the request at its ingress; back off.
+	Overloaded
+)
+
+var statusNames = [...]string{Granted: "granted", Busy: "busy", Renewed: "renewed", Released: "released",
+	NotHolder: "not-holder", Invalid: "invalid", Overloaded: "overloaded"}
+
+func (s Status) String() string {
+	if int(s) < len(statusNames) && statusNames[s] != "" {
+		return statusNames[s]
+	}
+	return "status?"
+}
+
+// AcquireRequest asks for resource on behalf of client for ttl. Request is
+// the client's id for this attempt: a retry reuses it, so the server applies
+// the attempt at most once.
+type AcquireRequest struct {
+	Resource string
+	Client   string
+	TTL      time.Duration
+	Request  uint64
+}
+
+// RenewRequest restarts the lease of the grant with Token.
+type RenewRequest struct {
+	Resource string
+	Client   string
+	Token    uint64
+	Request  uint64
+}
+
+// ReleaseRequest frees the lock if Token is still the current grant and
+// Client its holder.
+type ReleaseRequest struct {
+	Resource string
+	Client   string
+	Token    uint64
+	Request  uint64
+}
+
+// LockReply answers an acquire, renew or release.
+type LockReply struct {
+	Request uint64
+	Status  Status
+	Token   uint64        // Granted, Renewed: the grant's fencing token
+	TTL     time.Duration // Granted, Renewed: the lease length from the server's receipt
+	Err     string        // Invalid: what to fix
+}
+
+// WriteRequest asks the fenced store to set Resource to Value, fenced by Token.
+type WriteRequest struct {
+	Resource string
+	Client   string
+	Token    uint64
+	Value    int64
+	Request  uint64
+}
+
+// WriteReply says whether the store accepted a write. Highest is the
+// highest token the store had accepted for the resource after the decision.
+type WriteReply struct {
+	Request  uint64
+	Accepted bool
+	Highest  uint64
+	Err      string // the request failed validation
+}
+
+// ReadRequest asks the store for a resource's current value.
+type ReadRequest struct {
+	Resource string
+	Client   string
+	Request  uint64
+}
+
+// ReadReply carries a resource's value and the token of the write that set
+// it (0: never written).
+type ReadReply struct {
+	Request uint64
+	Value   int64
+	Token   uint64
+	Err     string
+}
+
+// Fingerprints fold each message's fields into the trace hash.
+
+func (m AcquireRequest) Fingerprint() uint64 {
+	return fold(1, sim.HashString(m.Resource), sim.HashString(m.Client), uint64(m.TTL), m.Request)
+}
+func (m RenewRequest) Fingerprint() uint64 {
+	return fold(2, sim.HashString(m.Resource), sim.HashString(m.Client), m.Token, m.Request)
+}
+func (m ReleaseRequest) Fingerprint() uint64 {
+	return fold(3, sim.HashString(m.Resource), sim.HashString(m.Client), m.Token, m.Request)
+}
+func (m LockReply) Fingerprint() uint64 {
+	return fold(4, m.Request, uint64(m.Status), m.Token, uint64(m.TTL))
+}
+func (m WriteRequest) Fingerprint() uint64 {
+	return fold(5, sim.HashString(m.Resource), sim.HashString(m.Client), m.Token, uint64(m.Value)^m.Request<<32)
+}
+func (m WriteReply) Fingerprint() uint64 {
+	var a uint64
+	if m.Accepted {
+		a = 1
+	}
+	return fold(6, m.Request, a, m.Highest, 0)
+}
+func (m ReadRequest) Fingerprint() uint64 {
+	return fold(7, sim.HashString(m.Resource), sim.HashString(m.Client), m.Request, 0)
+}
+func (m ReadReply) Fingerprint() uint64 {
+	return fold(8, m.Request, uint64(m.Value), m.Token, 0)
+}
+
+func fold(kind, a, b, c, d uint64) uint64 {
+	return sim.Mix(sim.Mix(sim.Mix(sim.Mix(kind, a), b), c), d)
+}

@@ -1,0 +1,154 @@
+package lockservice
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/fencesim/fencesim/sim"
+)
+
+// stateKey is the disk key of a process's snapshot.
+const stateKey = "state"
+
+// ServerConfig configures the single-node lock server.
+type ServerConfig struct {
+	Limits   Limits
+	Observer Observer
+}
+
+// Server is the single-node lock service: one LockTable, persisted to its
+// disk and synced before any reply that depends on it, with leases expired
+// by its own monotonic clock. It is the contrast design for the replicated
+// service: while it is down, nobody gets a lock; it never grants twice.
+type Server struct {
+	cfg    ServerConfig
+	table  *LockTable
+	timers map[string]clockwork.Timer // expiry timer per resource
+}
+
+// NewServer returns a server process; every restart needs a new one.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
+	}
+	return &Server{cfg: cfg, timers: map[string]clockwork.Timer{}}
+}
+
+// Start restores the table from disk and restarts every lease at its full TTL.
+func (s *Server) Start(env sim.Env) {
+	now := env.Clock().Monotonic()
+	s.table = NewLockTable()
+	if b, ok := env.Disk().Read(stateKey); ok {
+		var snap Snapshot
+		if err := json.Unmarshal(b, &snap); err != nil {
+			panic(fmt.Sprintf("lockservice: corrupt server state on disk: %v", err))
+		}
+		s.table = RestoreLockTable(snap, now)
+	}
+	for _, l := range s.table.Leases() {
+		s.armExpiry(env, l)
+	}
+	env.Log().Info("server.start", slog.Uint64("last_token", s.table.LastToken()), slog.Int("leases", len(s.table.Leases())))
+}
+
+// Receive handles lock requests.
+func (s *Server) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
+	now := env.Clock().Monotonic()
+	switch m := msg.(type) {
+	case AcquireRequest:
+		if err := s.cfg.Limits.CheckAcquire(m); err != nil {
+			env.Send(from, LockReply{Request: m.Request, Status: Invalid, Err: err.Error()})
+			return
+		}
+		if _, seen := s.table.Seen(m.Client, m.Request); !seen {
+			s.expireDue(env, m.Resource, now)
+		}
+		before := s.table.LastToken()
+		rep := s.table.Acquire(m, now, before+1)
+		s.persist(env) // the token and the grant are durable before the reply
+		if rep.Status == Granted && rep.Token > before {
+			s.cfg.Observer.Granted(m.Resource, m.Client, rep.Token)
+		}
+		if rep.Status == Granted {
+			l, _ := s.table.Lease(m.Resource)
+			s.armExpiry(env, l)
+		}
+		env.Log().Info("server.acquire", slog.String("client", m.Client), slog.Uint64("req", m.Request),
+			slog.String("resource", m.Resource), slog.String("status", rep.Status.String()), slog.Uint64("token", rep.Token))
+		env.Send(from, rep)
+	case RenewRequest:
+		if err := s.cfg.Limits.CheckHeld(m.Resource, m.Client, m.Token); err != nil {
+			env.Send(from, LockReply{Request: m.Request, Status: Invalid, Err: err.Error()})
+			return
+		}
+		rep := s.table.Renew(m, now)
+		s.persist(env)
+		if rep.Status == Renewed {
+			l, _ := s.table.Lease(m.Resource)
+			s.armExpiry(env, l)
+		}
+		env.Log().Info("server.renew", slog.String("client", m.Client), slog.Uint64("req", m.Request),
+			slog.String("resource", m.Resource), slog.String("status", rep.Status.String()), slog.Uint64("token", m.Token))
+		env.Send(from, rep)
+	case ReleaseRequest:
+		if err := s.cfg.Limits.CheckHeld(m.Resource, m.Client, m.Token); err != nil {
+			env.Send(from, LockReply{Request: m.Request, Status: Invalid, Err: err.Error()})
+			return
+		}
+		rep, ended := s.table.Release(m)
+		s.persist(env)
+		if ended != nil {
+			s.disarm(m.Resource)
+			s.cfg.Observer.Ended(m.Resource, ended.Token, "released")
+		}
+		env.Log().Info("server.release", slog.String("client", m.Client), slog.Uint64("req", m.Request),
+			slog.String("resource", m.Resource), slog.String("status", rep.Status.String()), slog.Uint64("token", m.Token))
+		env.Send(from, rep)
+	default:
+		env.Log().Warn("server.unknown-message", slog.String("type", fmt.Sprintf("%T", msg)))
+	}
+}
+
+// persist writes the table and syncs it. Every reply that depends on the
+// table's state goes out only after this returns.
+func (s *Server) persist(env sim.Env) {
+	b, err := json.Marshal(s.table.Snapshot())
+	if err != nil {
+		panic(fmt.Sprintf("lockservice: encoding server state: %v", err))
+	}
+	env.Disk().Write(stateKey, b)
+	env.Disk().Sync()
+}
+
+func (s *Server) expireDue(env sim.Env, resource string, now time.Duration) {
+	if l, ok := s.table.ExpireDue(resource, now); ok {
+		s.disarm(resource)
+		s.persist(env)
+		s.cfg.Observer.Ended(resource, l.Token, "expired")
+		env.Log().Info("server.expire", slog.String("resource", resource), slog.Uint64("token", l.Token))
+	}
+}
+
+// armExpiry (re)starts the timer that ends lease l at its deadline.
+func (s *Server) armExpiry(env sim.Env, l Lease) {
+	s.disarm(l.Resource)
+	d := l.Deadline - env.Clock().Monotonic()
+	s.timers[l.Resource] = env.Clock().AfterFunc(d, func() {
+		delete(s.timers, l.Resource)
+		s.expireDue(env, l.Resource, env.Clock().Monotonic())
+	})
+}
+
+func (s *Server) disarm(resource string) {
+	if t, ok := s.timers[resource]; ok {
+		t.Stop()
+		delete(s.timers, resource)
+	}
+}
+
+// Table exposes the server's state for tests and the harness.
+func (s *Server) Table() *LockTable { return s.table }

@@ -1,0 +1,213 @@
+// Package scenarios holds fencesim's named failure scenarios and the runner
+// that wires one into a simulation: a lock design, a fenced store, clients
+// running a workload, a fault schedule, and the checker.
+//
+// A scenario is data: a versioned JSON spec (the built-ins are embedded from
+// builtin/*.json). Bad specs are reported as errors that say what to fix,
+// never as panics.
+package scenarios
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/nemesis"
+)
+
+// SpecVersion is the scenario format this code reads and writes.
+const SpecVersion = 1
+
+// Duration reads and writes JSON as "250ms".
+type Duration = nemesis.Duration
+
+// Spec describes one scenario.
+type Spec struct {
+	Version     int    `json:"version"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Expect is the verdict the scenario must produce on every seed.
+	Expect Expectation `json:"expect"`
+	// Design is the lock service under test ("single-node" for now).
+	Design string    `json:"design"`
+	Store  StoreSpec `json:"store"`
+	// Latency bounds one-way message latency (exponential between them).
+	LatencyMin  Duration         `json:"latency_min"`
+	LatencyMean Duration         `json:"latency_mean"`
+	LatencyMax  Duration         `json:"latency_max"`
+	Clients     []ClientSpec     `json:"clients"`
+	Faults      nemesis.Schedule `json:"faults"`
+	// Duration is how much true time the run lasts at most.
+	Duration Duration `json:"duration"`
+	// StepLimit bounds the number of events (a runaway guard).
+	StepLimit uint64 `json:"step_limit"`
+}
+
+// Expectation is the verdict a scenario must produce.
+type Expectation struct {
+	Verdict string `json:"verdict"` // "pass" or "violation"
+	// Property, for violations: the property that must be among those violated.
+	Property string `json:"property,omitempty"`
+}
+
+// Met reports whether v meets the expectation.
+func (e Expectation) Met(v checker.Verdict) bool {
+	if v.Kind.String() != e.Verdict {
+		return false
+	}
+	if e.Property == "" {
+		return true
+	}
+	for _, x := range v.Violations {
+		if x.Property == e.Property {
+			return true
+		}
+	}
+	return false
+}
+
+func (e Expectation) String() string {
+	if e.Property != "" {
+		return e.Verdict + " " + e.Property
+	}
+	return e.Verdict
+}
+
+// StoreSpec configures the fenced store.
+type StoreSpec struct {
+	// IgnoreTokens turns fencing off (the unfenced contrast design).
+	IgnoreTokens bool `json:"ignore_tokens,omitempty"`
+}
+
+// ClientSpec configures one client and its workload.
+type ClientSpec struct {
+	Name          string   `json:"name"`
+	Resource      string   `json:"resource"`
+	TTL           Duration `json:"ttl"`
+	StartDelay    Duration `json:"start_delay,omitempty"`
+	Cycles        int      `json:"cycles"`
+	WritesPerHold int      `json:"writes_per_hold"`
+	WorkDuration  Duration `json:"work_duration"`
+	DriftBoundPPM int64    `json:"drift_bound_ppm"`
+}
+
+// Node names fixed by the runner.
+const (
+	lockNode  = "lock"
+	storeNode = "store"
+)
+
+// Designs the runner can build.
+var designs = []string{"single-node"}
+
+// Validate reports the first thing wrong with s, saying how to fix it.
+func (s *Spec) Validate() error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("scenario %q: %s", s.Name, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case s.Version != SpecVersion:
+		return fail("version %d is not supported (this build reads version %d)", s.Version, SpecVersion)
+	case s.Name == "" || strings.ContainsAny(s.Name, " \t\n/"):
+		return fail("name must be a non-empty kebab-case word")
+	case s.Expect.Verdict != "pass" && s.Expect.Verdict != "violation":
+		return fail("expect.verdict must be \"pass\" or \"violation\", got %q", s.Expect.Verdict)
+	case !slices.Contains(designs, s.Design):
+		return fail("unknown design %q (known: %v)", s.Design, designs)
+	case s.LatencyMin < 0 || s.LatencyMax < s.LatencyMin || s.LatencyMean <= 0:
+		return fail("latency needs 0 ≤ latency_min ≤ latency_max and latency_mean > 0")
+	case len(s.Clients) == 0:
+		return fail("needs at least one client")
+	case s.Duration <= 0:
+		return fail("duration must be positive")
+	case s.StepLimit == 0:
+		return fail("step_limit must be positive")
+	}
+	names := []string{lockNode, storeNode}
+	for i, c := range s.Clients {
+		switch {
+		case c.Name == "" || slices.Contains(names, c.Name):
+			return fail("client %d: name %q is empty or already taken", i, c.Name)
+		case c.Resource == "":
+			return fail("client %s: resource is empty", c.Name)
+		case c.TTL <= 0:
+			return fail("client %s: ttl must be positive", c.Name)
+		case c.Cycles < 0 || c.WritesPerHold < 0 || c.WorkDuration < 0 || c.StartDelay < 0:
+			return fail("client %s: cycles, writes_per_hold, work_duration and start_delay must be ≥ 0", c.Name)
+		case c.DriftBoundPPM < 0 || c.DriftBoundPPM >= 1_000_000:
+			return fail("client %s: drift_bound_ppm must be in [0, 1000000)", c.Name)
+		}
+		names = append(names, c.Name)
+	}
+	if err := s.Faults.Validate(names); err != nil {
+		return fail("%v", err)
+	}
+	return nil
+}
+
+// Parse reads a spec from JSON, rejecting unknown fields (a typo must not
+// silently become a default), and validates it.
+func Parse(b []byte) (Spec, error) {
+	var s Spec
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return Spec{}, fmt.Errorf("scenario: %v", err)
+	}
+	if dec.More() {
+		return Spec{}, fmt.Errorf("scenario: trailing data after the JSON object")
+	}
+	if err := s.Validate(); err != nil {
+		return Spec{}, err
+	}
+	return s, nil
+}
+
+//go:embed builtin/*.json
+var builtinFS embed.FS
+
+// Builtin returns every built-in scenario, sorted by name.
+func Builtin() []Spec {
+	entries, err := builtinFS.ReadDir("builtin")
+	if err != nil {
+		panic(err)
+	}
+	var out []Spec
+	for _, e := range entries { // ReadDir returns sorted names
+		b, err := builtinFS.ReadFile(path.Join("builtin", e.Name()))
+		if err != nil {
+			panic(err)
+		}
+		s, err := Parse(b)
+		if err != nil {
+			panic(fmt.Sprintf("built-in %s: %v", e.Name(), err)) // a broken build, caught by tests
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Spec) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Lookup finds a built-in scenario by name.
+func Lookup(name string) (Spec, bool) {
+	for _, s := range Builtin() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Spec{}, false
+}
+
+// Names lists the built-in scenario names.
+func Names() []string {
+	var out []string
+	for _, s := range Builtin() {
+		out = append(out, s.Name)
+	}
+	return out
+}

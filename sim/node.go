@@ -1,0 +1,128 @@
+package sim
+
+import (
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/fencesim/fencesim/fakeclock"
+)
+
+// NodeState is where a node is in its lifecycle.
+type NodeState uint8
+
+const (
+	// Up: the process runs.
+	Up NodeState = iota
+	// Paused: the process runs nothing (a GC or stop-the-world pause);
+	// messages and timers that fall due are held and delivered in order on
+	// resume; its clock keeps running.
+	Paused
+	// Crashed: memory, timers and in-flight messages to it are gone; its disk
+	// holds only synced writes.
+	Crashed
+)
+
+func (s NodeState) String() string {
+	switch s {
+	case Up:
+		return "up"
+	case Paused:
+		return "paused"
+	case Crashed:
+		return "crashed"
+	}
+	return "state?"
+}
+
+// node is one simulated machine: a process, its clock, disk and random
+// stream, and its lifecycle.
+type node struct {
+	w          *World
+	id         NodeID
+	name       string
+	newProcess func() Process
+	proc       Process
+	clock      *fakeclock.Clock
+	disk       *Disk
+	rng        *rand.Rand
+	log        *slog.Logger
+
+	state       NodeState
+	epoch       uint32        // incarnation: bumped by every crash
+	pausedUntil time.Duration // while Paused
+	held        []event       // events that fell due while Paused, in order
+
+	crashes, pauses int
+}
+
+// nodeEnv is the Env a node's process sees. It is a distinct type so that a
+// process cannot reach the World.
+type nodeEnv struct{ n *node }
+
+func (e nodeEnv) ID() NodeID              { return e.n.id }
+func (e nodeEnv) Name() string            { return e.n.name }
+func (e nodeEnv) Clock() *fakeclock.Clock { return e.n.clock }
+func (e nodeEnv) Disk() *Disk             { return e.n.disk }
+func (e nodeEnv) Rand() *rand.Rand        { return e.n.rng }
+func (e nodeEnv) Log() *slog.Logger       { return e.n.log }
+func (e nodeEnv) Send(to NodeID, msg Message) {
+	e.n.w.send(e.n, to, msg)
+}
+
+// scheduler adapts a node to fakeclock.Scheduler: the clock's timers become
+// timer events addressed to the node, so they obey pauses and crashes.
+type scheduler struct{ n *node }
+
+func (s scheduler) TrueNow() time.Duration { return s.n.w.now }
+
+func (s scheduler) Schedule(at time.Duration, f func()) uint64 {
+	w := s.n.w
+	if at < w.now {
+		w.failf("timer scheduled in the past: %v < now", at)
+	}
+	id := w.timers.alloc()
+	w.queue.push(event{at: at, kind: evTimer, node: s.n.id, epoch: s.n.epoch, id: id, fn: f})
+	return id
+}
+
+func (s scheduler) Cancel(id uint64) bool { return s.n.w.timers.free(id) }
+
+// timerTable tracks which timer ids are still pending without a map: an id
+// packs a slot index and the slot's generation, so a cancelled timer's event
+// is recognised as stale when it pops, and slots are reused without
+// allocating.
+type timerTable struct {
+	gen      []uint32 // current generation per slot; odd = pending
+	freeList []uint32
+}
+
+func (t *timerTable) alloc() uint64 {
+	var slot uint32
+	if n := len(t.freeList); n > 0 {
+		slot = t.freeList[n-1]
+		t.freeList = t.freeList[:n-1]
+	} else {
+		slot = uint32(len(t.gen))
+		t.gen = append(t.gen, 0)
+	}
+	t.gen[slot]++ // now odd: pending
+	return uint64(slot)<<32 | uint64(t.gen[slot])
+}
+
+// pending reports whether id is still due to fire.
+func (t *timerTable) pending(id uint64) bool {
+	slot, gen := uint32(id>>32), uint32(id)
+	return int(slot) < len(t.gen) && t.gen[slot] == gen && gen%2 == 1
+}
+
+// free retires id; it reports whether the timer was pending.
+func (t *timerTable) free(id uint64) bool {
+	if !t.pending(id) {
+		return false
+	}
+	slot := uint32(id >> 32)
+	t.gen[slot]++ // now even: retired
+	t.freeList = append(t.freeList, slot)
+	return true
+}

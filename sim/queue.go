@@ -1,0 +1,116 @@
+package sim
+
+import "time"
+
+// eventKind says what a queued event does when it fires.
+type eventKind uint8
+
+const (
+	evStart   eventKind = iota + 1 // boot or restart: Process.Start
+	evDeliver                      // a message arrives at its destination
+	evTimer                        // a node's timer (fakeclock.AfterFunc) falls due
+	evResume                       // a pause ends
+	evAction                       // a harness callback (workload, scripted fault)
+)
+
+var eventKindNames = [...]string{
+	evStart:   "start",
+	evDeliver: "deliver",
+	evTimer:   "timer",
+	evResume:  "resume",
+	evAction:  "action",
+}
+
+func (k eventKind) String() string {
+	if int(k) < len(eventKindNames) && eventKindNames[k] != "" {
+		return eventKindNames[k]
+	}
+	return "event?"
+}
+
+// event is one entry of the queue. It is stored by value: pushing and popping
+// allocate nothing once the heap's backing array has grown, and no closure is
+// made per event (timers and actions carry the callback their owner made).
+type event struct {
+	at    time.Duration
+	seq   uint64
+	kind  eventKind
+	epoch uint32 // incarnation of node when scheduled; stale after a crash
+	node  NodeID // the node the event happens at
+	from  NodeID // sender, for deliveries
+	id    uint64 // timer id or action index
+	msg   Message
+	fn    func()
+}
+
+// before orders events by (time, sequence). The sequence number is assigned
+// at push time, so ties break in scheduling order and never depend on maps.
+func (e *event) before(o *event) bool {
+	if e.at != o.at {
+		return e.at < o.at
+	}
+	return e.seq < o.seq
+}
+
+// queue is a hand-written binary min-heap of events. container/heap costs
+// 2–3× as much here, through its interface calls and boxing.
+type queue struct {
+	items []event
+	seq   uint64
+}
+
+func (q *queue) len() int { return len(q.items) }
+
+// push adds e, stamping it with the next sequence number.
+func (q *queue) push(e event) {
+	q.seq++
+	e.seq = q.seq
+	q.items = append(q.items, e)
+	i := len(q.items) - 1
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !q.items[i].before(&q.items[parent]) {
+			break
+		}
+		q.items[i], q.items[parent] = q.items[parent], q.items[i]
+		i = parent
+	}
+}
+
+// pop removes and returns the earliest event.
+func (q *queue) pop() (event, bool) {
+	n := len(q.items)
+	if n == 0 {
+		return event{}, false
+	}
+	top := q.items[0]
+	last := n - 1
+	q.items[0] = q.items[last]
+	q.items[last] = event{} // drop references so the GC can reclaim them
+	q.items = q.items[:last]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= last {
+			break
+		}
+		small := l
+		if r := l + 1; r < last && q.items[r].before(&q.items[l]) {
+			small = r
+		}
+		if !q.items[small].before(&q.items[i]) {
+			break
+		}
+		q.items[i], q.items[small] = q.items[small], q.items[i]
+		i = small
+	}
+	return top, true
+}
+
+// peekAt returns the time of the earliest event.
+func (q *queue) peekAt() (time.Duration, bool) {
+	if len(q.items) == 0 {
+		return 0, false
+	}
+	return q.items[0].at, true
+}

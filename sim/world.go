@@ -1,0 +1,365 @@
+// Package sim is fencesim's deterministic discrete-event simulator: the only
+// loop of a run. Virtual time, one root seed, nodes hosting processes, a
+// network that delays, loses, duplicates and partitions, per-node clocks,
+// disks that lose unsynced writes, pauses, crashes and restarts, and a trace
+// whose 64-bit hash identifies the run. Same seed and same code ⇒ same
+// trace, byte for byte.
+//
+// Everything runs on the caller's goroutine: no goroutines, channels,
+// mutexes, wall-clock reads or global randomness (a test reads this
+// package's syntax to keep it so).
+package sim
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/fencesim/fencesim/fakeclock"
+)
+
+// Config is what a World is built from.
+type Config struct {
+	// Seed is the root of every random draw of the run.
+	Seed uint64
+	// Network sets latency, loss, duplication and reordering.
+	Network NetworkConfig
+	// Trace, if set, receives one readable line per fired event and every
+	// process log record, each carrying step, node and virtual time.
+	Trace io.Writer
+}
+
+// Outcome says why Run returned.
+type Outcome uint8
+
+const (
+	// Quiescent: no event is left.
+	Quiescent Outcome = iota
+	// Deadline: the next event lies beyond the requested time.
+	Deadline
+	// StepLimit: the step budget ran out; a livelock or a runaway timer.
+	StepLimit
+)
+
+func (o Outcome) String() string {
+	return [...]string{"quiescent", "deadline", "step-limit"}[o]
+}
+
+// World is one simulation run.
+type World struct {
+	now    time.Duration
+	step   uint64
+	queue  queue
+	timers timerTable
+	root   *rand.Rand
+	net    network
+	nodes  []*node
+	trace  *tracer
+
+	actionNames []string
+}
+
+// New builds an empty World. The network draws its random stream first;
+// every node then draws its own in the order it is added.
+func New(cfg Config) (*World, error) {
+	if err := cfg.Network.Validate(); err != nil {
+		return nil, err
+	}
+	w := &World{root: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5DEECE66D))}
+	w.trace = newTracer(cfg.Trace)
+	w.net = network{cfg: cfg.Network, rng: w.Stream()}
+	return w, nil
+}
+
+// Stream returns a new random stream seeded from the root stream. Components
+// call it once, at construction, in a fixed order; later draws of one stream
+// never shift another's.
+func (w *World) Stream() *rand.Rand {
+	return rand.New(rand.NewPCG(w.root.Uint64(), w.root.Uint64()))
+}
+
+// Now returns the current true time.
+func (w *World) Now() time.Duration { return w.now }
+
+// Step returns the number of events fired so far.
+func (w *World) Step() uint64 { return w.step }
+
+// Hash returns the trace hash: every fired event folded in order.
+func (w *World) Hash() uint64 { return w.trace.hash }
+
+// AddNode adds a node named name whose process is built by newProcess, now
+// and at every restart (a crash loses the process's memory). The process
+// starts at the current time. The clock config must be valid.
+func (w *World) AddNode(name string, newProcess func() Process, clock fakeclock.Config) (NodeID, error) {
+	if err := clock.Validate(); err != nil {
+		return 0, fmt.Errorf("sim: node %q: %w", name, err)
+	}
+	n := &node{w: w, id: NodeID(len(w.nodes)), name: name, newProcess: newProcess, disk: newDisk()}
+	n.rng = w.Stream()
+	n.clock = fakeclock.New(scheduler{n}, clock)
+	n.log = slog.New(w.trace.handler(n))
+	w.nodes = append(w.nodes, n)
+	w.net.grow(len(w.nodes))
+	w.queue.push(event{at: w.now, kind: evStart, node: n.id})
+	return n.id, nil
+}
+
+// Node IDs and names.
+
+// Nodes returns how many nodes the world has.
+func (w *World) Nodes() int { return len(w.nodes) }
+
+// Name returns node id's name.
+func (w *World) Name(id NodeID) string { return w.node(id).name }
+
+// Clock returns node id's clock, for the harness to skew or jump.
+func (w *World) Clock(id NodeID) *fakeclock.Clock { return w.node(id).clock }
+
+// Disk returns node id's disk, for inspection by the harness.
+func (w *World) Disk(id NodeID) *Disk { return w.node(id).disk }
+
+// State returns node id's lifecycle state.
+func (w *World) State(id NodeID) NodeState { return w.node(id).state }
+
+// Process returns the process currently running on node id (nil while
+// crashed), for the harness to inspect after a run.
+func (w *World) Process(id NodeID) Process { return w.node(id).proc }
+
+func (w *World) node(id NodeID) *node {
+	if id < 0 || int(id) >= len(w.nodes) {
+		w.failf("no node %d", id)
+	}
+	return w.nodes[id]
+}
+
+// At schedules a harness callback at true time at (clamped to now). It runs
+// whatever the state of any node: scripted faults and workload drivers use it.
+func (w *World) At(at time.Duration, name string, fn func()) {
+	if at < w.now {
+		at = w.now
+	}
+	w.actionNames = append(w.actionNames, name)
+	w.queue.push(event{at: at, kind: evAction, id: uint64(len(w.actionNames) - 1), fn: fn, node: -1})
+}
+
+// Run fires events in (time, sequence) order until the queue drains, the
+// next event lies after until, or limit steps have fired. On Deadline the
+// clock is advanced to until. It is the only loop in a simulation.
+func (w *World) Run(until time.Duration, limit uint64) Outcome {
+	for fired := uint64(0); ; fired++ {
+		at, ok := w.queue.peekAt()
+		if !ok {
+			return Quiescent
+		}
+		if at > until {
+			w.now = until
+			return Deadline
+		}
+		if fired >= limit {
+			return StepLimit
+		}
+		ev, _ := w.queue.pop()
+		if ev.at < w.now {
+			w.failf("time went backwards: event at %v", ev.at)
+		}
+		w.now = ev.at
+		w.step++
+		w.fire(ev)
+	}
+}
+
+// fire carries out one event.
+func (w *World) fire(ev event) {
+	var n *node
+	if ev.kind != evAction {
+		n = w.nodes[ev.node]
+		if ev.epoch != n.epoch || n.state == Crashed {
+			// Addressed to an incarnation that no longer exists.
+			if ev.kind == evTimer {
+				w.timers.free(ev.id)
+			}
+			if ev.kind == evDeliver {
+				w.net.dropped++
+			}
+			w.trace.record(w, &ev, "stale")
+			return
+		}
+		if n.state == Paused && ev.kind != evResume {
+			n.held = append(n.held, ev)
+			w.trace.record(w, &ev, "held")
+			return
+		}
+	}
+	switch ev.kind {
+	case evStart:
+		w.trace.record(w, &ev, "")
+		n.proc = n.newProcess()
+		n.proc.Start(nodeEnv{n})
+	case evDeliver:
+		if w.net.isBlocked(ev.from, ev.node) {
+			w.net.dropped++
+			w.trace.record(w, &ev, "blocked")
+			return
+		}
+		w.net.delivered++
+		w.trace.record(w, &ev, "")
+		n.proc.Receive(nodeEnv{n}, ev.from, ev.msg)
+	case evTimer:
+		if !w.timers.free(ev.id) {
+			return // cancelled: not an event of the run
+		}
+		w.trace.record(w, &ev, "")
+		ev.fn()
+	case evResume:
+		if n.state != Paused || w.now < n.pausedUntil {
+			return // superseded by a longer pause, or by a crash
+		}
+		w.trace.record(w, &ev, "")
+		n.state = Up
+		held := n.held
+		n.held = nil
+		for _, h := range held {
+			h.at = w.now // due now, in their original order
+			w.queue.push(h)
+		}
+	case evAction:
+		w.trace.record(w, &ev, w.actionNames[ev.id])
+		ev.fn()
+	default:
+		w.failf("unknown event kind %d", ev.kind)
+	}
+}
+
+// send puts a message on the wire from n.
+func (w *World) send(n *node, to NodeID, msg Message) {
+	dst := w.node(to)
+	w.net.sent++
+	if w.net.isBlocked(n.id, to) || w.net.chance(w.net.cfg.LossProbability) {
+		w.net.dropped++
+		return
+	}
+	copies := 1
+	if w.net.chance(w.net.cfg.DuplicateProbability) {
+		copies, w.net.duplicated = 2, w.net.duplicated+1
+	}
+	for range copies {
+		w.queue.push(event{at: w.now + w.net.latency(), kind: evDeliver, node: to, from: n.id, epoch: dst.epoch, msg: msg})
+	}
+}
+
+// Pause stops node id for d of true time: nothing runs on it; what falls due
+// is held and delivered in order when it resumes. Pausing a paused node
+// extends the pause to whichever ends later. Pausing a crashed node does
+// nothing.
+func (w *World) Pause(id NodeID, d time.Duration) {
+	n := w.node(id)
+	if n.state == Crashed || d <= 0 {
+		return
+	}
+	until := w.now + d
+	if n.state == Paused && until <= n.pausedUntil {
+		return
+	}
+	n.state, n.pausedUntil = Paused, until
+	n.pauses++
+	w.queue.push(event{at: until, kind: evResume, node: id, epoch: n.epoch})
+}
+
+// Crash kills node id: its process's memory, timers, held events and the
+// messages in flight to it are gone; its disk keeps only synced writes.
+func (w *World) Crash(id NodeID) {
+	n := w.node(id)
+	if n.state == Crashed {
+		return
+	}
+	n.state = Crashed
+	n.epoch++
+	n.crashes++
+	n.proc = nil
+	for _, h := range n.held {
+		if h.kind == evTimer {
+			w.timers.free(h.id)
+		}
+	}
+	n.held = nil
+	n.clock.DropTimers()
+	n.disk.crash()
+}
+
+// Restart boots a crashed node again: a fresh process, started now, with
+// what its disk had synced. Restarting a live node does nothing.
+func (w *World) Restart(id NodeID) {
+	n := w.node(id)
+	if n.state != Crashed {
+		return
+	}
+	n.state = Up
+	w.queue.push(event{at: w.now, kind: evStart, node: id, epoch: n.epoch})
+}
+
+// Block drops every message on the directed link from → to, including those
+// already in flight when they arrive.
+func (w *World) Block(from, to NodeID) {
+	w.node(from)
+	w.node(to)
+	w.net.setBlocked(from, to, true)
+}
+
+// Unblock reopens the directed link from → to.
+func (w *World) Unblock(from, to NodeID) {
+	w.node(from)
+	w.node(to)
+	w.net.setBlocked(from, to, false)
+}
+
+// Partition blocks every link between the two sides, both ways.
+func (w *World) Partition(a, b []NodeID) {
+	for _, x := range a {
+		for _, y := range b {
+			w.Block(x, y)
+			w.Block(y, x)
+		}
+	}
+}
+
+// Heal reopens every link.
+func (w *World) Heal() { clear(w.net.blocked) }
+
+// SetNetwork replaces the network's behaviour from now on (faults change
+// loss and latency mid-run).
+func (w *World) SetNetwork(cfg NetworkConfig) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	w.net.cfg = cfg
+	return nil
+}
+
+// Stats summarises a run so far.
+type Stats struct {
+	Steps   uint64
+	Now     time.Duration
+	Network NetworkStats
+	Crashes int
+	Pauses  int
+}
+
+// Stats returns the run's counters.
+func (w *World) Stats() Stats {
+	s := Stats{Steps: w.step, Now: w.now, Network: NetworkStats{
+		Sent: w.net.sent, Delivered: w.net.delivered, Dropped: w.net.dropped, Duplicated: w.net.duplicated,
+	}}
+	for _, n := range w.nodes {
+		s.Crashes += n.crashes
+		s.Pauses += n.pauses
+	}
+	return s
+}
+
+// failf panics on a broken invariant or a programmer error, naming the step
+// and virtual time so the failure can be found again from its seed.
+func (w *World) failf(format string, args ...any) {
+	panic(fmt.Sprintf("sim: step %d at %v: %s", w.step, w.now, fmt.Sprintf(format, args...)))
+}
