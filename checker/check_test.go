@@ -160,7 +160,7 @@ func TestCanaries(t *testing.T) {
 				t.Errorf("got %v, want %v", got, want)
 			}
 			for _, x := range v.Violations {
-				if x.Detail == "" || !strings.HasSuffix(x.Detail, ".") {
+				if x.Detail == "" || !strings.HasSuffix(x.Detail, ".") || strings.ToUpper(x.Detail[:1]) != x.Detail[:1] {
 					t.Errorf("got detail %q, want one full sentence", x.Detail)
 				}
 			}

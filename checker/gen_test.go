@@ -15,14 +15,15 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 type genConfig struct {
 	resources   int     // number of resources
 	clients     int     // lock clients per resource
-	ops         int     // total store ops, approximately
+	ops         int     // total store ops
 	unknownRate float64 // probability that an op gets no reply
 	staleRate   float64 // probability that a lease's previous holder writes late
 	readers     int     // lock-free reader clients per resource
 }
 
 // genHistory simulates a correct lock service and a correct fenced store and
-// returns the history they would record, so that every property holds.
+// returns the history they would record, so that every property holds. It
+// returns exactly cfg.ops ops.
 //
 // Each resource has a chain of non-overlapping leases; tokens are assigned in
 // global grant order. During each lease the holder issues sequential ops
@@ -38,7 +39,7 @@ func genHistory(rng *rand.Rand, cfg genConfig) History {
 	}
 	perResource := max(1, cfg.ops/max(1, cfg.resources))
 	opsPerLease := 8
-	leasesPerResource := max(1, perResource/(opsPerLease+cfg.readers+1))
+	leasesPerResource := perResource/opsPerLease + 1 // enough leases; add caps the ops
 
 	var leases []lease
 	for r := range cfg.resources {
@@ -77,6 +78,9 @@ func genHistory(rng *rand.Rand, cfg genConfig) History {
 	nextID, nextValue := 1, int64(1)
 	var end time.Duration
 	add := func(op StoreOp) {
+		if nextID > cfg.ops {
+			return
+		}
 		op.ID = nextID
 		nextID++
 		if op.Kind == OpWrite {

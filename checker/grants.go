@@ -41,7 +41,7 @@ func checkGrantOverlap(grants []Grant) []Violation {
 					Property: propGrantOverlap,
 					At:       g.Start,
 					Step:     g.Step,
-					Detail: fmt.Sprintf("resource %q was granted to client %q with token %d at %v (step %d) while client %q still held it with token %d from %v until %s.",
+					Detail: fmt.Sprintf("Resource %q was granted to client %q with token %d at %v (step %d) while client %q still held it with token %d from %v until %s.",
 						r, g.Client, g.Token, g.Start, g.Step, holder.Client, holder.Token, holder.Start, endString(holder)),
 				})
 			}

@@ -338,6 +338,10 @@ func linearizabilityViolation(model porcupine.Model, p opPartition, info porcupi
 		}
 	}
 	slices.Sort(ids)
+	blocked := "the only op that could come next does not fit"
+	if len(next) > 1 {
+		blocked = fmt.Sprintf("none of the %d ops that could come next fits", len(next))
+	}
 	more := ""
 	if len(next) > maxDescribedOps {
 		more = fmt.Sprintf(" and %d more", len(next)-maxDescribedOps)
@@ -345,8 +349,8 @@ func linearizabilityViolation(model porcupine.Model, p opPartition, info porcupi
 	return Violation{
 		Property: propLinearizable,
 		At:       next[0].Call,
-		Detail: fmt.Sprintf("the %d store ops on resource %q are not linearizable against a fenced register: at most %d of them linearize, leaving the register at %s, and none of the %d ops that could come next fits (%s%s).",
-			len(p.ops), p.resource, len(best), model.DescribeState(state), len(next), strings.Join(descs, "; "), more),
+		Detail: fmt.Sprintf("The %d store ops on resource %q are not linearizable against a fenced register: at most %d of them linearize, leaving the register at %s, and %s (%s%s).",
+			len(p.ops), p.resource, len(best), model.DescribeState(state), blocked, strings.Join(descs, "; "), more),
 		Ops: ids,
 	}
 }

@@ -135,8 +135,8 @@ func TestConcurrentCorrectPasses(t *testing.T) {
 // some unanswered ops).
 func BenchmarkCheck10kOps(b *testing.B) {
 	h := genHistory(rand.New(rand.NewPCG(42, 42)), genConfig{resources: 3, clients: 4, ops: 10_000, unknownRate: 0.02, staleRate: 0.3, readers: 2})
-	if len(h.Ops) < 9_000 || len(h.Ops) > 11_000 {
-		b.Fatalf("got %d ops, want about 10,000", len(h.Ops))
+	if got, want := len(h.Ops), 10_000; got != want {
+		b.Fatalf("got %d ops, want %d", got, want)
 	}
 	if v := Check(h, Options{}); v.Kind != VerdictPass {
 		b.Fatalf("got %v, want %v: %+v", v.Kind, VerdictPass, v)

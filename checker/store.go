@@ -34,7 +34,7 @@ func checkStoreMonotonic(applies []StoreApply) []Violation {
 				Property: propStoreMonotonic,
 				At:       a.At,
 				Step:     a.Step,
-				Detail: fmt.Sprintf("the store accepted a write to resource %q by client %q with token %d (value %d) at %v (step %d) although it had accepted token %d from client %q at %v (step %d).",
+				Detail: fmt.Sprintf("The store accepted a write to resource %q by client %q with token %d (value %d) at %v (step %d) although it had accepted token %d from client %q at %v (step %d).",
 					a.Resource, a.Client, a.Token, a.Value, a.At, a.Step, h.apply.Token, h.apply.Client, h.apply.At, h.apply.Step),
 			})
 			continue
@@ -88,7 +88,7 @@ func checkStoreGrantee(applies []StoreApply, grants []Grant) []Violation {
 			Property: propStoreGrantee,
 			At:       a.At,
 			Step:     a.Step,
-			Detail: fmt.Sprintf("the store accepted a write to resource %q by client %q with token %d (value %d) at %v (step %d) but %s.",
+			Detail: fmt.Sprintf("The store accepted a write to resource %q by client %q with token %d (value %d) at %v (step %d) but %s.",
 				a.Resource, a.Client, a.Token, a.Value, a.At, a.Step, why),
 		})
 	}

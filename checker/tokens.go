@@ -39,7 +39,7 @@ func checkTokens(grants []Grant) []Violation {
 				Property: propTokens,
 				At:       g.Start,
 				Step:     g.Step,
-				Detail: fmt.Sprintf("token %d was issued twice: to client %q for resource %q at %v (step %d) and again to client %q for resource %q at %v (step %d).",
+				Detail: fmt.Sprintf("Token %d was issued twice: to client %q for resource %q at %v (step %d) and again to client %q for resource %q at %v (step %d).",
 					g.Token, prev.Client, prev.Resource, prev.Start, prev.Step, g.Client, g.Resource, g.Start, g.Step),
 			})
 		} else {
@@ -49,7 +49,7 @@ func checkTokens(grants []Grant) []Violation {
 					Property: propTokens,
 					At:       g.Start,
 					Step:     g.Step,
-					Detail: fmt.Sprintf("token %d granted to client %q for resource %q at %v (step %d) is not above token %d granted earlier to client %q for resource %q at %v (step %d).",
+					Detail: fmt.Sprintf("Token %d granted to client %q for resource %q at %v (step %d) is not above token %d granted earlier to client %q for resource %q at %v (step %d).",
 						g.Token, g.Client, g.Resource, g.Start, g.Step, maxGrant.Token, maxGrant.Client, maxGrant.Resource, maxGrant.Start, maxGrant.Step),
 				})
 			}

@@ -1,0 +1,248 @@
+package scenarios
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fencesim/fencesim/checker"
+)
+
+// seedsFlag lets a user run chosen seeds from go test:
+//
+//	go test ./scenarios -run TestBuiltinExpectations -seeds 1..5000
+var seedsFlag = flag.String("seeds", "", "seed range A..B for the scenario sweeps (default 1..200; env FENCESIM_SEEDS)")
+
+// seedRange returns the seeds the sweeps run.
+func seedRange(t *testing.T) (uint64, uint64) {
+	s := *seedsFlag
+	if s == "" {
+		s = os.Getenv("FENCESIM_SEEDS")
+	}
+	if s == "" {
+		return 1, 200
+	}
+	a, b, ok := strings.Cut(s, "..")
+	lo, err1 := strconv.ParseUint(a, 10, 64)
+	hi, err2 := strconv.ParseUint(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || hi < lo {
+		t.Fatalf("bad -seeds %q: want A..B with A ≤ B", s)
+	}
+	return lo, hi
+}
+
+// TestBuiltinExpectations runs every built-in scenario over the seed range
+// and requires its expectation on every seed: the reference passes, the
+// canary fails with its property.
+func TestBuiltinExpectations(t *testing.T) {
+	lo, hi := seedRange(t)
+	for _, spec := range Builtin() {
+		t.Run(spec.Name, func(t *testing.T) {
+			t.Parallel()
+			for seed := lo; seed <= hi; seed++ {
+				res, err := Run(spec, seed, RunOptions{})
+				if err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+				if !res.Met(spec) {
+					t.Fatalf("seed %d: got %s %q, want %s\n%+v\nreproduce: go run ./cmd/simrun run -scenario %s -seed %d",
+						seed, res.Verdict.Kind, res.Verdict.Property(), spec.Expect, res.Verdict, spec.Name, seed)
+				}
+			}
+		})
+	}
+}
+
+// TestDeterminism is the meta-test: every built-in scenario, 50 seeds, each
+// run twice, must give identical trace hashes and event counts; and the
+// readable trace of one seed must be byte-identical.
+func TestDeterminism(t *testing.T) {
+	for _, spec := range Builtin() {
+		t.Run(spec.Name, func(t *testing.T) {
+			t.Parallel()
+			hashes := map[uint64]bool{}
+			for seed := uint64(1); seed <= 50; seed++ {
+				a, err := Run(spec, seed, RunOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := Run(spec, seed, RunOptions{})
+				if a.TraceHash != b.TraceHash || a.Events != b.Events || a.Verdict.Kind != b.Verdict.Kind {
+					t.Fatalf("seed %d: nondeterministic: hash %016x vs %016x, events %d vs %d",
+						seed, a.TraceHash, b.TraceHash, a.Events, b.Events)
+				}
+				hashes[a.TraceHash] = true
+			}
+			// Seeds must matter: a hash that ignores the run would pass the
+			// check above trivially.
+			if len(hashes) < 40 {
+				t.Fatalf("only %d distinct trace hashes over 50 seeds: the hash does not capture the run", len(hashes))
+			}
+			var t1, t2 strings.Builder
+			Run(spec, 7, RunOptions{Trace: &t1})
+			Run(spec, 7, RunOptions{Trace: &t2})
+			if t1.String() != t2.String() || t1.Len() == 0 {
+				t.Fatalf("seed 7: readable traces differ or are empty (%d vs %d bytes)", t1.Len(), t2.Len())
+			}
+		})
+	}
+}
+
+// TestTracingDoesNotChangeTheRun: turning the readable trace on must not
+// change what happens.
+func TestTracingDoesNotChangeTheRun(t *testing.T) {
+	spec, _ := Lookup("kleppmann-gc-pause")
+	var buf strings.Builder
+	a, _ := Run(spec, 3, RunOptions{Trace: &buf})
+	b, _ := Run(spec, 3, RunOptions{})
+	if a.TraceHash != b.TraceHash {
+		t.Fatalf("trace on: %016x, off: %016x", a.TraceHash, b.TraceHash)
+	}
+}
+
+// TestKleppmannStory checks that the scenario plays out the story it
+// names, not merely that it passes: A's stale write reaches the store after
+// B's newer token and is rejected.
+func TestKleppmannStory(t *testing.T) {
+	spec, _ := Lookup("kleppmann-gc-pause")
+	for seed := uint64(1); seed <= 50; seed++ {
+		res, err := Run(spec, seed, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var aToken, bToken uint64
+		for _, g := range res.History.Grants {
+			if g.Client == "a" && aToken == 0 {
+				aToken = g.Token
+			}
+			if g.Client == "b" && bToken == 0 {
+				bToken = g.Token
+			}
+		}
+		if aToken == 0 || bToken <= aToken {
+			t.Fatalf("seed %d: want a granted first and b later with a larger token, got a=%d b=%d", seed, aToken, bToken)
+		}
+		rejected := false
+		for _, ap := range res.History.Applies {
+			if ap.Client == "a" && ap.Token == aToken && !ap.Accepted {
+				rejected = true
+			}
+			if ap.Client == "a" && ap.Accepted {
+				t.Fatalf("seed %d: the store accepted a's write with token %d", seed, ap.Token)
+			}
+		}
+		if !rejected {
+			t.Fatalf("seed %d: a's stale write never reached the store", seed)
+		}
+	}
+}
+
+// TestCanaryFailsWithS3 is the canary: the same pause against an unfenced
+// store must be caught, by the store scan (S3) and by porcupine (S8).
+func TestCanaryFailsWithS3(t *testing.T) {
+	spec, _ := Lookup("unfenced-gc-pause")
+	res, err := Run(spec, 1, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, v := range res.Verdict.Violations {
+		got[v.Property] = true
+	}
+	if res.Verdict.Kind != checker.VerdictViolation || !got["S3"] || !got["S8"] {
+		t.Fatalf("got %+v, want a violation of S3 and S8", res.Verdict)
+	}
+}
+
+// TestWorkloadsComplete guards against scenarios that pass because nothing
+// happened: every client grant and at least one accepted write per client.
+func TestWorkloadsComplete(t *testing.T) {
+	for _, spec := range Builtin() {
+		res, err := Run(spec, 1, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range spec.Clients {
+			accepted := 0
+			for _, ap := range res.History.Applies {
+				if ap.Client == c.Name && ap.Accepted {
+					accepted++
+				}
+			}
+			if accepted == 0 && c.Name != "a" {
+				t.Errorf("%s: client %s never wrote", spec.Name, c.Name)
+			}
+		}
+	}
+}
+
+func TestParseRejectsBadSpecs(t *testing.T) {
+	good, _ := Lookup("kleppmann-gc-pause")
+	base := mustJSON(t, good)
+	cases := []struct {
+		name, edit, want string
+	}{
+		{"not json", `{`, "scenario:"},
+		{"unknown field", strings.Replace(base, `"design"`, `"desing":"x","design"`, 1), "unknown field"},
+		{"version", strings.Replace(base, `"version":1`, `"version":9`, 1), "version 9 is not supported"},
+		{"design", strings.Replace(base, `"design":"single-node"`, `"design":"paxos"`, 1), "unknown design"},
+		{"expect", strings.Replace(base, `"verdict":"pass"`, `"verdict":"maybe"`, 1), "expect.verdict"},
+		{"duration", strings.Replace(base, `"duration":"10s"`, `"duration":"ten"`, 1), "bad duration"},
+		{"fault node", strings.Replace(base, `"node":"a"`, `"node":"zz"`, 1), "unknown node"},
+		{"fault kind", strings.Replace(base, `"kind":"pause"`, `"kind":"nap"`, 1), "unknown kind"},
+		{"no clients", mustJSON(t, func() Spec { s := good; s.Clients = nil; return s }()), "needs at least one client"},
+		{"pause duration", strings.Replace(base, `"duration":"3s"`, `"duration":"0s"`, 1), "duration must be positive"},
+		{"trailing", base + "{}", "trailing data"},
+		{"ttl", strings.Replace(base, `"ttl":"1s"`, `"ttl":"0s"`, 1), "ttl must be positive"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.edit))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+	if _, err := Parse([]byte(base)); err != nil {
+		t.Fatalf("the unedited spec must parse: %v", err)
+	}
+}
+
+// FuzzParse: no input makes Parse panic, and whatever parses also runs.
+func FuzzParse(f *testing.F) {
+	for _, s := range Builtin() {
+		f.Add([]byte(mustJSON(f, s)))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := Parse(b)
+		if err != nil {
+			return
+		}
+		if s.Duration > Duration(30e9) || s.StepLimit > 200_000 {
+			return // valid but too long for a fuzz iteration
+		}
+		if _, err := Run(s, 1, RunOptions{}); err != nil {
+			t.Fatalf("a parsed spec failed to run: %v", err)
+		}
+	})
+}
+
+func mustJSON(tb testing.TB, s Spec) string {
+	tb.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+func ExampleRun() {
+	spec, _ := Lookup("kleppmann-gc-pause")
+	res, _ := Run(spec, 1, RunOptions{})
+	fmt.Println(res.Verdict.Kind, res.Met(spec))
+	// Output: pass true
+}
