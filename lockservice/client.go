@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -14,8 +15,12 @@ import (
 // ClientConfig configures a lock client and the workload it runs: cycles of
 // acquire → fenced writes → read → release.
 type ClientConfig struct {
-	Name     string
-	Server   sim.NodeID // the lock service
+	Name string
+	// Servers are the lock service's nodes: one for the single-node design,
+	// every replica for the replicated one. The client starts with the
+	// first, follows NotLeader redirects, and moves to the next on a
+	// timeout.
+	Servers  []sim.NodeID
 	Store    sim.NodeID // the fenced store
 	Resource string
 	TTL      time.Duration
@@ -42,9 +47,9 @@ type ClientConfig struct {
 
 // DefaultClientConfig returns a workload of one cycle, two writes per hold,
 // with a 1 s lease.
-func DefaultClientConfig(name string, server, store sim.NodeID, resource string) ClientConfig {
+func DefaultClientConfig(name string, servers []sim.NodeID, store sim.NodeID, resource string) ClientConfig {
 	return ClientConfig{
-		Name: name, Server: server, Store: store, Resource: resource,
+		Name: name, Servers: servers, Store: store, Resource: resource,
 		TTL: time.Second, DriftBoundPPM: 1000, Margin: 10 * time.Millisecond,
 		RequestTimeout: 50 * time.Millisecond, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 		Cycles: 1, WritesPerHold: 2, WorkDuration: 20 * time.Millisecond, ThinkTime: 50 * time.Millisecond,
@@ -72,27 +77,34 @@ type Client struct {
 
 	incarnation uint64 // from disk: request ids stay unique across restarts
 	nextReq     uint64
+	target      int // index in Servers of the node requests go to
 	phase       clientPhase
 	cycle       int
 
 	// acquirer
-	acqReq   uint64
-	acqStart time.Duration // monotonic, for the watchdog
+	acqReq      uint64
+	acqStart    time.Duration // monotonic, for the watchdog
+	acqStartReq uint64        // the request acqStart was taken for
 	// the lease as the client believes it
 	token    uint64
 	deadline time.Duration // monotonic: the watchdog's limit
 	// renewer
-	renewReq   uint64
-	renewStart time.Duration
+	renewReq     uint64
+	renewStart   time.Duration
+	renewPending bool // the last renewal got no answer yet
 	// work
 	writesDone int
 	storeReq   uint64
 	storeOp    int // observer id of the outstanding store op
 	storeRead  bool
 	// release handler
-	relReq uint64
+	relReq      uint64
+	relAttempts int
 
-	timeout, renewTimer, watchdog, workTimer clockwork.Timer
+	// timeout times lock-service requests (acquire, release); storeTimer the
+	// outstanding store operation, so a late store reply never cancels a
+	// lock request's retry.
+	timeout, storeTimer, renewTimer, watchdog, workTimer clockwork.Timer
 }
 
 // NewClient returns a client process; every restart needs a new one.
@@ -170,10 +182,44 @@ func (c *Client) beginCycle() {
 }
 
 func (c *Client) sendAcquire() {
-	c.acqStart = c.now() // the lease is measured from the latest send
-	c.env.Send(c.cfg.Server, AcquireRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, TTL: c.cfg.TTL, Request: c.acqReq})
-	c.log("acquire.sent", c.acqReq)
-	c.after(&c.timeout, c.cfg.RequestTimeout, c.sendAcquire) // retry, same id
+	if c.acqStartReq != c.acqReq {
+		// The lease is measured from the first send of this request id: a
+		// retry is deduplicated, so the grant it is answered with may have
+		// started when the first copy arrived.
+		c.acqStart, c.acqStartReq = c.now(), c.acqReq
+	}
+	c.env.Send(c.server(), AcquireRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, TTL: c.cfg.TTL, Request: c.acqReq})
+	c.log("acquire.sent", c.acqReq, slog.Int("to", int(c.server())))
+	c.after(&c.timeout, c.cfg.RequestTimeout, func() { // retry elsewhere, same id
+		c.rotate()
+		c.sendAcquire()
+	})
+}
+
+// server is the node lock requests go to now.
+func (c *Client) server() sim.NodeID { return c.cfg.Servers[c.target] }
+
+// rotate moves to the next server: the current one did not answer.
+func (c *Client) rotate() { c.target = (c.target + 1) % len(c.cfg.Servers) }
+
+// redirect follows a NotLeader answer: to the leader it names, else to the
+// next server. It reports whether the leader was named.
+func (c *Client) redirect(m LockReply) bool {
+	if i := slices.Index(c.cfg.Servers, m.Leader); m.Leader != NoLeader && i >= 0 {
+		c.target = i
+		return true
+	}
+	c.rotate()
+	return false
+}
+
+// retryDelay is how long to wait before following a redirect: at once to
+// a named leader, after a backoff while an election is on.
+func (c *Client) retryDelay(named bool) time.Duration {
+	if named {
+		return 0
+	}
+	return c.backoff()
 }
 
 func (c *Client) onAcquireReply(m LockReply) {
@@ -191,8 +237,13 @@ func (c *Client) onAcquireReply(m LockReply) {
 		c.log("acquire."+m.Status.String(), m.Request)
 		c.acqReq = c.newRequest() // a definitive answer: the next attempt is new
 		c.after(&c.timeout, c.backoff(), c.sendAcquire)
+	case NotLeader:
+		named := c.redirect(m)
+		c.log("acquire.redirect", m.Request, slog.Int("leader", int(m.Leader)))
+		c.after(&c.timeout, c.retryDelay(named), c.sendAcquire) // same id
 	default:
 		c.log("acquire.failed", m.Request, slog.String("status", m.Status.String()), slog.String("err", m.Err))
+		c.stopAll()
 		c.phase = phaseDone
 	}
 }
@@ -222,6 +273,13 @@ func (c *Client) watchdogFired() {
 	c.lose()
 }
 
+// stopAll stops every timer: the client has given up its workload.
+func (c *Client) stopAll() {
+	for _, t := range []clockwork.Timer{c.timeout, c.storeTimer, c.renewTimer, c.watchdog, c.workTimer} {
+		stop(t)
+	}
+}
+
 // lose stops using the lock: the renewer and any pending work stop, and the
 // client moves on to its next cycle without releasing (it is not the
 // holder any more as far as it can tell).
@@ -239,9 +297,13 @@ func (c *Client) sendRenew() {
 	if c.phase != phaseHolding {
 		return
 	}
+	if c.renewPending {
+		c.rotate() // the last renewal went unanswered
+	}
+	c.renewPending = true
 	c.renewReq = c.newRequest()
 	c.renewStart = c.now()
-	c.env.Send(c.cfg.Server, RenewRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.renewReq})
+	c.env.Send(c.server(), RenewRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.renewReq})
 	c.log("renew.sent", c.renewReq, slog.Uint64("token", c.token))
 	// Renew again at a third of the TTL; a lost renewal is covered by the next.
 	c.after(&c.renewTimer, c.cfg.TTL/3, c.sendRenew)
@@ -250,6 +312,12 @@ func (c *Client) sendRenew() {
 func (c *Client) onRenewReply(m LockReply) {
 	if c.phase != phaseHolding {
 		return
+	}
+	c.renewPending = false
+	if m.Status == NotLeader {
+		c.redirect(m)
+		c.log("renew.redirect", m.Request, slog.Int("leader", int(m.Leader)))
+		return // the next renewal goes to the new target
 	}
 	if m.Status == Renewed && m.Token == c.token {
 		c.extend(c.renewStart, m.TTL)
@@ -284,7 +352,7 @@ func (c *Client) sendWrite() {
 	c.storeOp = c.cfg.Observer.WriteCalled(c.cfg.Name, c.cfg.Resource, c.token, value)
 	c.env.Send(c.cfg.Store, WriteRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Value: value, Request: c.storeReq})
 	c.log("write.sent", c.storeReq, slog.Uint64("token", c.token), slog.Int64("value", value))
-	c.after(&c.timeout, c.cfg.RequestTimeout, c.storeTimedOut)
+	c.after(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOut)
 }
 
 func (c *Client) sendRead() {
@@ -293,7 +361,7 @@ func (c *Client) sendRead() {
 	c.storeOp = c.cfg.Observer.ReadCalled(c.cfg.Name, c.cfg.Resource)
 	c.env.Send(c.cfg.Store, ReadRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Request: c.storeReq})
 	c.log("read.sent", c.storeReq)
-	c.after(&c.timeout, c.cfg.RequestTimeout, c.storeTimedOut)
+	c.after(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOut)
 }
 
 // storeTimedOut gives up on the outstanding store operation: its outcome is
@@ -308,15 +376,19 @@ func (c *Client) onWriteReply(m WriteReply) {
 	if m.Request != c.storeReq || c.storeRead {
 		return
 	}
-	stop(c.timeout)
+	stop(c.storeTimer)
 	c.storeReq = 0
 	if m.Err != "" {
 		c.log("write.invalid", m.Request, slog.String("err", m.Err))
+		c.stopAll()
 		c.phase = phaseDone
 		return
 	}
 	c.cfg.Observer.WriteReturned(c.storeOp, m.Accepted)
 	c.log("write.reply", m.Request, slog.Uint64("token", c.token), slog.Bool("accepted", m.Accepted), slog.Uint64("highest", m.Highest))
+	if c.phase != phaseHolding {
+		return // the lock was lost while the write was out; recorded, nothing more
+	}
 	if !m.Accepted {
 		// The store has seen a newer token: someone else holds the lock.
 		c.lose()
@@ -329,7 +401,7 @@ func (c *Client) onReadReply(m ReadReply) {
 	if m.Request != c.storeReq || !c.storeRead {
 		return
 	}
-	stop(c.timeout)
+	stop(c.storeTimer)
 	c.storeReq = 0
 	if m.Err == "" {
 		c.cfg.Observer.ReadReturned(c.storeOp, m.Value, m.Token)
@@ -358,17 +430,29 @@ func (c *Client) sendRelease() {
 	stop(c.watchdog)
 	c.phase = phaseReleasing
 	c.relReq = c.newRequest()
+	c.relAttempts = 0
 	c.resendRelease()
 }
 
+// releaseAttempts bounds the release handler's retries; after them the
+// lease expires on its own.
+const releaseAttempts = 3
+
 func (c *Client) resendRelease() {
-	c.env.Send(c.cfg.Server, ReleaseRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.relReq})
+	c.relAttempts++
+	c.env.Send(c.server(), ReleaseRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.relReq})
 	c.log("release.sent", c.relReq, slog.Uint64("token", c.token))
 	c.after(&c.timeout, c.cfg.RequestTimeout, c.releaseTimedOut)
 }
 
-// releaseTimedOut gives up on the release: the lease expires on its own.
+// releaseTimedOut retries the release elsewhere, then gives up: the lease
+// expires on its own.
 func (c *Client) releaseTimedOut() {
+	if c.relAttempts < releaseAttempts {
+		c.rotate()
+		c.resendRelease()
+		return
+	}
 	c.log("release.timeout", c.relReq)
 	c.phase = phaseIdle
 	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycle)
@@ -376,6 +460,11 @@ func (c *Client) releaseTimedOut() {
 
 func (c *Client) onReleaseReply(m LockReply) {
 	stop(c.timeout)
+	if m.Status == NotLeader && c.relAttempts < releaseAttempts {
+		named := c.redirect(m)
+		c.after(&c.timeout, c.retryDelay(named), c.resendRelease)
+		return
+	}
 	c.log("release."+m.Status.String(), m.Request, slog.Uint64("token", c.token))
 	c.phase = phaseIdle
 	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycle)

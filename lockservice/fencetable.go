@@ -1,6 +1,9 @@
 package lockservice
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // Register is one resource's state in the fenced store.
 type Register struct {
@@ -88,7 +91,7 @@ type StoreSnapshot struct {
 
 // Snapshot captures the table for the disk (encoding/json sorts map keys).
 func (t *FenceTable) Snapshot() StoreSnapshot {
-	s := StoreSnapshot{Registers: make(map[string]Register, len(t.regs)), Last: t.last}
+	s := StoreSnapshot{Registers: make(map[string]Register, len(t.regs)), Last: maps.Clone(t.last)}
 	for k, r := range t.regs { //detlint:sorted (into a map)
 		s.Registers[k] = *r
 	}
@@ -112,7 +115,7 @@ func RestoreFenceTable(s StoreSnapshot) *FenceTable {
 		t.regs[k] = &r
 	}
 	if s.Last != nil {
-		t.last = s.Last
+		t.last = maps.Clone(s.Last)
 	}
 	return t
 }

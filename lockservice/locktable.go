@@ -171,6 +171,19 @@ func (t *LockTable) Expire(resource string, token uint64, now time.Duration) (Le
 	return t.ExpireDue(resource, now)
 }
 
+// ExpireToken removes the grant with token on resource, whatever the time:
+// under Raft the leader's clock decided, and applying a committed Expire
+// must not depend on the applying replica's clock. A stale token (the lease
+// was released or re-granted since) does nothing.
+func (t *LockTable) ExpireToken(resource string, token uint64) (Lease, bool) {
+	l, ok := t.leases[resource]
+	if !ok || l.Token != token {
+		return Lease{}, false
+	}
+	delete(t.leases, resource)
+	return *l, true
+}
+
 // Snapshot is the table's durable form.
 type Snapshot struct {
 	LastToken uint64                  `json:"last_token"`
@@ -180,7 +193,17 @@ type Snapshot struct {
 
 // Snapshot captures the table for the disk (encoding/json sorts map keys).
 func (t *LockTable) Snapshot() Snapshot {
-	return Snapshot{LastToken: t.lastToken, Leases: t.Leases(), Dedup: t.dedup}
+	return Snapshot{LastToken: t.lastToken, Leases: t.Leases(), Dedup: cloneDedup(t.dedup)}
+}
+
+// cloneDedup deep-copies a dedup table, so a snapshot never shares state
+// with the live table.
+func cloneDedup(d map[string][]dedupEntry) map[string][]dedupEntry {
+	out := make(map[string][]dedupEntry, len(d))
+	for k, v := range d { //detlint:sorted (into a map)
+		out[k] = slices.Clone(v)
+	}
+	return out
 }
 
 // RestoreLockTable rebuilds a table from a snapshot. Every lease restarts
@@ -194,7 +217,7 @@ func RestoreLockTable(s Snapshot, now time.Duration) *LockTable {
 		t.leases[l.Resource] = &l
 	}
 	if s.Dedup != nil {
-		t.dedup = s.Dedup
+		t.dedup = cloneDedup(s.Dedup)
 	}
 	return t
 }

@@ -25,10 +25,17 @@ const (
 	Invalid
 	// Overloaded: the server shed the request at its ingress; back off.
 	Overloaded
+	// NotLeader: this replica cannot serve the request; Leader names the
+	// leader it knows (or NoLeader), and the client retries there with the
+	// same request id.
+	NotLeader
 )
 
+// NoLeader is the Leader hint of a replica that knows no leader.
+const NoLeader sim.NodeID = -1
+
 var statusNames = [...]string{Granted: "granted", Busy: "busy", Renewed: "renewed", Released: "released",
-	NotHolder: "not-holder", Invalid: "invalid", Overloaded: "overloaded"}
+	NotHolder: "not-holder", Invalid: "invalid", Overloaded: "overloaded", NotLeader: "not-leader"}
 
 func (s Status) String() string {
 	if int(s) < len(statusNames) && statusNames[s] != "" {
@@ -71,6 +78,7 @@ type LockReply struct {
 	Token   uint64        // Granted, Renewed: the grant's fencing token
 	TTL     time.Duration // Granted, Renewed: the lease length from the server's receipt
 	Err     string        // Invalid: what to fix
+	Leader  sim.NodeID    // NotLeader: where to retry, or NoLeader
 }
 
 // WriteRequest asks the fenced store to set Resource to Value, fenced by Token.
@@ -119,7 +127,7 @@ func (m ReleaseRequest) Fingerprint() uint64 {
 	return fold(3, sim.HashString(m.Resource), sim.HashString(m.Client), m.Token, m.Request)
 }
 func (m LockReply) Fingerprint() uint64 {
-	return fold(4, m.Request, uint64(m.Status), m.Token, uint64(m.TTL))
+	return fold(4, m.Request, uint64(m.Status)<<32|uint64(uint32(m.Leader)), m.Token, uint64(m.TTL))
 }
 func (m WriteRequest) Fingerprint() uint64 {
 	return fold(5, sim.HashString(m.Resource), sim.HashString(m.Client), m.Token, uint64(m.Value)^m.Request<<32)

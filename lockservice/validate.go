@@ -62,5 +62,11 @@ func (l Limits) CheckHeld(resource, client string, token uint64) error {
 
 // CheckWrite validates a store write.
 func (l Limits) CheckWrite(r WriteRequest) error {
-	return l.checkNames(r.Resource, r.Client)
+	if err := l.checkNames(r.Resource, r.Client); err != nil {
+		return err
+	}
+	if r.Token == 0 {
+		return fmt.Errorf("lockservice: token 0 is never granted")
+	}
+	return nil
 }

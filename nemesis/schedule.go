@@ -37,6 +37,18 @@ const (
 
 var kinds = []Kind{Pause, Crash, Restart, Isolate, Heal}
 
+// Leader is a node selector resolved when the fault fires: the replica that
+// leads at that instant (the fault is skipped if none does). Schedules can
+// so aim at the leader without knowing the seed's election.
+const Leader = "@leader"
+
+// Crashed is a selector for Restart only: every node crashed at that instant.
+const Crashed = "@crashed"
+
+// Resolver maps a node name or selector to a node at the instant a fault
+// fires; ok is false when the selector matches nothing then.
+type Resolver func(name string) (id sim.NodeID, ok bool)
+
 // Op is one fault at a true time.
 type Op struct {
 	At       Duration `json:"at"`
@@ -49,7 +61,8 @@ type Op struct {
 // operations at one instant keep their written order).
 type Schedule []Op
 
-// Validate checks every operation against the names of the run's nodes.
+// Validate checks every operation against the names of the run's nodes
+// (selectors such as Leader are valid where the caller lists them).
 func (s Schedule) Validate(nodes []string) error {
 	for i, op := range s {
 		if op.At < 0 {
@@ -61,7 +74,10 @@ func (s Schedule) Validate(nodes []string) error {
 		if op.Kind == Heal {
 			continue
 		}
-		if !slices.Contains(nodes, op.Node) {
+		if op.Node == Crashed && op.Kind != Restart {
+			return fmt.Errorf("nemesis: fault %d (%s): selector %s only works with restart", i, op.Kind, Crashed)
+		}
+		if op.Node != Crashed && !slices.Contains(nodes, op.Node) {
 			return fmt.Errorf("nemesis: fault %d (%s): unknown node %q (nodes: %v)", i, op.Kind, op.Node, nodes)
 		}
 		if op.Kind == Pause && op.Duration <= 0 {
@@ -71,34 +87,46 @@ func (s Schedule) Validate(nodes []string) error {
 	return nil
 }
 
-// Install schedules every operation on w; node resolves names to ids. The
-// schedule must have been validated against the same names.
-func (s Schedule) Install(w *sim.World, node func(string) sim.NodeID) {
+// Install schedules every operation on w; resolve maps names to nodes when
+// each fault fires. The schedule must have been validated against the same
+// names.
+func (s Schedule) Install(w *sim.World, resolve Resolver) {
 	ops := slices.Clone(s)
 	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.At, b.At) })
 	for _, op := range ops {
-		w.At(time.Duration(op.At), "fault "+op.String(), func() { apply(w, op, node) })
+		w.At(time.Duration(op.At), "fault "+op.String(), func() { apply(w, op, resolve) })
 	}
 }
 
-func apply(w *sim.World, op Op, node func(string) sim.NodeID) {
+func apply(w *sim.World, op Op, resolve Resolver) {
+	if op.Kind == Heal {
+		w.Heal()
+		return
+	}
+	if op.Kind == Restart && op.Node == Crashed {
+		for n := range w.Nodes() {
+			w.Restart(sim.NodeID(n)) // a no-op on live nodes
+		}
+		return
+	}
+	id, ok := resolve(op.Node)
+	if !ok {
+		return
+	}
 	switch op.Kind {
 	case Pause:
-		w.Pause(node(op.Node), time.Duration(op.Duration))
+		w.Pause(id, time.Duration(op.Duration))
 	case Crash:
-		w.Crash(node(op.Node))
+		w.Crash(id)
 	case Restart:
-		w.Restart(node(op.Node))
+		w.Restart(id)
 	case Isolate:
-		id := node(op.Node)
 		for other := range w.Nodes() {
 			if o := sim.NodeID(other); o != id {
 				w.Block(id, o)
 				w.Block(o, id)
 			}
 		}
-	case Heal:
-		w.Heal()
 	}
 }
 

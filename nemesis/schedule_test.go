@@ -98,7 +98,7 @@ func TestInstallAppliesFaultsAtTheirTimes(t *testing.T) {
 	if err := s.Validate([]string{"rx", "tx"}); err != nil {
 		t.Fatal(err)
 	}
-	s.Install(w, func(n string) sim.NodeID { return map[string]sim.NodeID{"rx": 0, "tx": 1}[n] })
+	s.Install(w, func(n string) (sim.NodeID, bool) { id, ok := map[string]sim.NodeID{"rx": 0, "tx": 1}[n]; return id, ok })
 	w.Run(2*time.Second, 1000)
 	want := []int{0, 1, 2, 7, 8, 9}
 	if len(got) != len(want) {

@@ -8,16 +8,23 @@ import (
 // recorder turns the processes' observations into the checker's history,
 // stamping each with the true time and step only the simulator knows.
 type recorder struct {
-	w    *sim.World
-	h    checker.History
-	open map[uint64]int // grant token → index in h.Grants while not ended
+	w       *sim.World
+	h       checker.History
+	open    map[uint64]int  // grant token → index in h.Grants while not ended
+	granted map[uint64]bool // every token recorded so far
 }
 
 func newRecorder(w *sim.World) *recorder {
-	return &recorder{w: w, open: map[uint64]int{}}
+	return &recorder{w: w, open: map[uint64]int{}, granted: map[uint64]bool{}}
 }
 
+// Granted records a grant once: every replica applies the granting entry,
+// and the first to do so marks the instant the service granted it.
 func (r *recorder) Granted(resource, client string, token uint64) {
+	if r.granted[token] {
+		return
+	}
+	r.granted[token] = true
 	r.open[token] = len(r.h.Grants)
 	r.h.Grants = append(r.h.Grants, checker.Grant{Resource: resource, Client: client, Token: token,
 		Start: r.w.Now(), Open: true, Step: r.w.Step()})

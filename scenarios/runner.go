@@ -8,6 +8,7 @@ import (
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/nemesis"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -59,10 +60,27 @@ func Run(spec Spec, seed uint64, opt RunOptions) (Result, error) {
 		return err
 	}
 	limits := lockservice.DefaultLimits()
-	if err := add(lockNode, func() sim.Process {
-		return lockservice.NewServer(lockservice.ServerConfig{Limits: limits, Observer: rec})
-	}); err != nil {
-		return Result{}, err
+	servers := spec.serverNames()
+	var serverIDs []sim.NodeID
+	for i, name := range servers {
+		// Ids are dense and handed out in order: the servers come first.
+		serverIDs = append(serverIDs, sim.NodeID(i))
+		_ = name
+	}
+	for _, name := range servers {
+		var p func() sim.Process
+		if spec.Design == designSingleNode {
+			p = func() sim.Process {
+				return lockservice.NewServer(lockservice.ServerConfig{Limits: limits, Observer: rec})
+			}
+		} else {
+			cfg := lockservice.DefaultReplicaConfig(serverIDs)
+			cfg.Limits, cfg.Observer = limits, rec
+			p = func() sim.Process { return lockservice.NewReplica(cfg) }
+		}
+		if err := add(name, p); err != nil {
+			return Result{}, err
+		}
 	}
 	if err := add(storeNode, func() sim.Process {
 		return lockservice.NewFencedStore(lockservice.StoreConfig{Limits: limits, IgnoreTokens: spec.Store.IgnoreTokens, Observer: rec})
@@ -70,7 +88,7 @@ func Run(spec Spec, seed uint64, opt RunOptions) (Result, error) {
 		return Result{}, err
 	}
 	for _, c := range spec.Clients {
-		cfg := lockservice.DefaultClientConfig(c.Name, ids[lockNode], ids[storeNode], c.Resource)
+		cfg := lockservice.DefaultClientConfig(c.Name, serverIDs, ids[storeNode], c.Resource)
 		cfg.TTL, cfg.StartDelay, cfg.WorkDuration = time.Duration(c.TTL), time.Duration(c.StartDelay), time.Duration(c.WorkDuration)
 		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM = c.Cycles, c.WritesPerHold, c.DriftBoundPPM
 		cfg.Observer = rec
@@ -78,7 +96,13 @@ func Run(spec Spec, seed uint64, opt RunOptions) (Result, error) {
 			return Result{}, err
 		}
 	}
-	spec.Faults.Install(w, func(name string) sim.NodeID { return ids[name] })
+	spec.Faults.Install(w, func(name string) (sim.NodeID, bool) {
+		if name == nemesis.Leader {
+			return leader(w, serverIDs)
+		}
+		id, ok := ids[name]
+		return id, ok
+	})
 
 	outcome := w.Run(time.Duration(spec.Duration), spec.StepLimit)
 	h := rec.history()
@@ -93,4 +117,20 @@ func Run(spec Spec, seed uint64, opt RunOptions) (Result, error) {
 	}
 	res.Wall = time.Since(wallStart)
 	return res, nil
+}
+
+// leader finds the replica that leads now: of those that believe they
+// lead, the one with the highest term.
+func leader(w *sim.World, replicas []sim.NodeID) (sim.NodeID, bool) {
+	best, bestTerm, found := sim.NodeID(0), uint64(0), false
+	for _, id := range replicas {
+		r, ok := w.Process(id).(*lockservice.Replica)
+		if !ok {
+			continue
+		}
+		if lead, term := r.IsLeader(); lead && (!found || term > bestTerm) {
+			best, bestTerm, found = id, term, true
+		}
+	}
+	return best, found
 }

@@ -189,7 +189,7 @@ func TestParseRejectsBadSpecs(t *testing.T) {
 		{"not json", `{`, "scenario:"},
 		{"unknown field", strings.Replace(base, `"design"`, `"desing":"x","design"`, 1), "unknown field"},
 		{"version", strings.Replace(base, `"version":1`, `"version":9`, 1), "version 9 is not supported"},
-		{"design", strings.Replace(base, `"design":"single-node"`, `"design":"paxos"`, 1), "unknown design"},
+		{"design", strings.Replace(base, `"design":"replicated"`, `"design":"paxos"`, 1), "unknown design"},
 		{"expect", strings.Replace(base, `"verdict":"pass"`, `"verdict":"maybe"`, 1), "expect.verdict"},
 		{"duration", strings.Replace(base, `"duration":"10s"`, `"duration":"ten"`, 1), "bad duration"},
 		{"fault node", strings.Replace(base, `"node":"a"`, `"node":"zz"`, 1), "unknown node"},

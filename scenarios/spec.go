@@ -33,9 +33,11 @@ type Spec struct {
 	Description string `json:"description"`
 	// Expect is the verdict the scenario must produce on every seed.
 	Expect Expectation `json:"expect"`
-	// Design is the lock service under test ("single-node" for now).
-	Design string    `json:"design"`
-	Store  StoreSpec `json:"store"`
+	// Design is the lock service under test: "replicated" (the reference,
+	// Raft over Replicas nodes n1…nN) or "single-node" (one server, "lock").
+	Design   string    `json:"design"`
+	Replicas int       `json:"replicas,omitempty"`
+	Store    StoreSpec `json:"store"`
 	// Latency bounds one-way message latency (exponential between them).
 	LatencyMin  Duration         `json:"latency_min"`
 	LatencyMean Duration         `json:"latency_mean"`
@@ -103,7 +105,24 @@ const (
 )
 
 // Designs the runner can build.
-var designs = []string{"single-node"}
+const (
+	designReplicated = "replicated"
+	designSingleNode = "single-node"
+)
+
+var designs = []string{designReplicated, designSingleNode}
+
+// serverNames returns the lock service's node names for the design.
+func (s *Spec) serverNames() []string {
+	if s.Design == designSingleNode {
+		return []string{lockNode}
+	}
+	names := make([]string, s.Replicas)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%d", i+1)
+	}
+	return names
+}
 
 // Validate reports the first thing wrong with s, saying how to fix it.
 func (s *Spec) Validate() error {
@@ -119,6 +138,10 @@ func (s *Spec) Validate() error {
 		return fail("expect.verdict must be \"pass\" or \"violation\", got %q", s.Expect.Verdict)
 	case !slices.Contains(designs, s.Design):
 		return fail("unknown design %q (known: %v)", s.Design, designs)
+	case s.Design == designReplicated && s.Replicas != 3 && s.Replicas != 5:
+		return fail("replicas must be 3 or 5 for the replicated design, got %d", s.Replicas)
+	case s.Design == designSingleNode && s.Replicas != 0:
+		return fail("replicas is only for the replicated design")
 	case s.LatencyMin < 0 || s.LatencyMax < s.LatencyMin || s.LatencyMean <= 0:
 		return fail("latency needs 0 ≤ latency_min ≤ latency_max and latency_mean > 0")
 	case len(s.Clients) == 0:
@@ -128,7 +151,7 @@ func (s *Spec) Validate() error {
 	case s.StepLimit == 0:
 		return fail("step_limit must be positive")
 	}
-	names := []string{lockNode, storeNode}
+	names := append(s.serverNames(), storeNode)
 	for i, c := range s.Clients {
 		switch {
 		case c.Name == "" || slices.Contains(names, c.Name):
@@ -143,6 +166,9 @@ func (s *Spec) Validate() error {
 			return fail("client %s: drift_bound_ppm must be in [0, 1000000)", c.Name)
 		}
 		names = append(names, c.Name)
+	}
+	if s.Design == designReplicated {
+		names = append(names, nemesis.Leader)
 	}
 	if err := s.Faults.Validate(names); err != nil {
 		return fail("%v", err)

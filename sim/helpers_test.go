@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/fakeclock"
+	"github.com/jonboulle/clockwork"
 )
 
 // Shared fixtures of the sim tests: a tiny message type and a recording
@@ -74,8 +75,8 @@ func (p *proc) Receive(env Env, from NodeID, m Message) {
 }
 
 // timer arms a timer on the node's own clock that records its firing.
-func (p *proc) timer(d time.Duration, tag string) {
-	p.env.Clock().AfterFunc(d, func() {
+func (p *proc) timer(d time.Duration, tag string) clockwork.Timer {
+	return p.env.Clock().AfterFunc(d, func() {
 		p.pr.obs = append(p.pr.obs, obs{What: "timer", Inc: p.inc, Mono: p.env.Clock().Monotonic(), Tag: tag})
 	})
 }
@@ -156,13 +157,4 @@ func runAll(t testing.TB, w *World) {
 	if got := w.Run(time.Hour, 1_000_000); got != Quiescent {
 		t.Fatalf("Run: got %v, want %v", got, Quiescent)
 	}
-}
-
-// mustPanic runs f and returns the panic value, failing if there is none.
-func mustPanic(t testing.TB, f func()) (v any) {
-	t.Helper()
-	defer func() { v = recover() }()
-	f()
-	t.Fatalf("no panic")
-	return nil
 }

@@ -61,7 +61,8 @@ type queue struct {
 
 func (q *queue) len() int { return len(q.items) }
 
-// push adds e, stamping it with the next sequence number.
+// push adds e, stamping it with the next sequence number. Sifting moves a
+// hole rather than swapping, which halves the copies of these wide events.
 func (q *queue) push(e event) {
 	q.seq++
 	e.seq = q.seq
@@ -69,12 +70,13 @@ func (q *queue) push(e event) {
 	i := len(q.items) - 1
 	for i > 0 {
 		parent := (i - 1) / 2
-		if !q.items[i].before(&q.items[parent]) {
+		if !e.before(&q.items[parent]) {
 			break
 		}
-		q.items[i], q.items[parent] = q.items[parent], q.items[i]
+		q.items[i] = q.items[parent]
 		i = parent
 	}
+	q.items[i] = e
 }
 
 // pop removes and returns the earliest event.
@@ -85,9 +87,12 @@ func (q *queue) pop() (event, bool) {
 	}
 	top := q.items[0]
 	last := n - 1
-	q.items[0] = q.items[last]
+	moving := q.items[last]
 	q.items[last] = event{} // drop references so the GC can reclaim them
 	q.items = q.items[:last]
+	if last == 0 {
+		return top, true
+	}
 	i := 0
 	for {
 		l := 2*i + 1
@@ -98,12 +103,13 @@ func (q *queue) pop() (event, bool) {
 		if r := l + 1; r < last && q.items[r].before(&q.items[l]) {
 			small = r
 		}
-		if !q.items[small].before(&q.items[i]) {
+		if !q.items[small].before(&moving) {
 			break
 		}
-		q.items[i], q.items[small] = q.items[small], q.items[i]
+		q.items[i] = q.items[small]
 		i = small
 	}
+	q.items[i] = moving
 	return top, true
 }
 

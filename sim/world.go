@@ -154,7 +154,9 @@ func (w *World) Run(until time.Duration, limit uint64) Outcome {
 			return Quiescent
 		}
 		if at > until {
-			w.now = until
+			if until > w.now { // never back: until may lie before now
+				w.now = until
+			}
 			return Deadline
 		}
 		if fired >= limit {
@@ -198,6 +200,13 @@ func (w *World) fire(ev event) {
 		n.proc = n.newProcess()
 		n.proc.Start(nodeEnv{n})
 	case evDeliver:
+		if n.proc == nil {
+			// Restarted at this very instant; its Start event is still
+			// queued, so there is no process to receive the message yet.
+			w.net.dropped++
+			w.trace.record(w, &ev, "stale")
+			return
+		}
 		if w.net.isBlocked(ev.from, ev.node) {
 			w.net.dropped++
 			w.trace.record(w, &ev, "blocked")
@@ -220,9 +229,12 @@ func (w *World) fire(ev event) {
 		n.state = Up
 		held := n.held
 		n.held = nil
+		// What fell due during the pause happens now, in its original
+		// order, before anything else due at this instant reaches the node.
 		for _, h := range held {
-			h.at = w.now // due now, in their original order
-			w.queue.push(h)
+			h.at = w.now
+			w.step++
+			w.fire(h)
 		}
 	case evAction:
 		w.trace.record(w, &ev, w.actionNames[ev.id])
@@ -279,8 +291,11 @@ func (w *World) Crash(id NodeID) {
 	n.crashes++
 	n.proc = nil
 	for _, h := range n.held {
-		if h.kind == evTimer {
+		switch h.kind {
+		case evTimer:
 			w.timers.free(h.id)
+		case evDeliver:
+			w.net.dropped++ // addressed to the incarnation that just died
 		}
 	}
 	n.held = nil

@@ -25,7 +25,7 @@ func TestExitCodes(t *testing.T) {
 		{"unknown command", []string{"fly"}, exitUsage, `unknown command "fly"`},
 		{"reference passes", []string{"run", "-scenario", "kleppmann-gc-pause", "-seed", "1"}, exitPass, "verdict=pass"},
 		{"canary is a violation", []string{"run", "-scenario", "unfenced-gc-pause", "-seed", "1"}, exitViolation, "property=S3"},
-		{"unknown scenario lists them", []string{"run", "-scenario", "nope"}, exitUsage, "kleppmann-gc-pause, lock-server-restart, unfenced-gc-pause"},
+		{"unknown scenario lists them", []string{"run", "-scenario", "nope"}, exitUsage, "built-in scenarios: kleppmann-gc-pause, leader-crash-during-acquire, lock-server-restart"},
 		{"missing scenario", []string{"run"}, exitUsage, "-scenario is required"},
 		{"bad seed", []string{"run", "-scenario", "kleppmann-gc-pause", "-seed", "x"}, exitUsage, "invalid value"},
 		{"bad flag", []string{"run", "-bogus"}, exitUsage, "flag provided but not defined"},
@@ -83,7 +83,7 @@ func TestRunOutDir(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	trace, err := os.ReadFile(filepath.Join(dir, "trace.txt"))
-	if err != nil || !strings.Contains(string(trace), "step=1 t=0.000000s node=lock event=start") {
+	if err != nil || !strings.Contains(string(trace), "step=1 t=0.000000s node=n1 event=start") {
 		t.Fatalf("trace.txt: %v\n%.300s", err, trace)
 	}
 	var h struct {

@@ -1,0 +1,101 @@
+// Package raft is fencesim's consensus core: Raft leader election and log
+// replication, with the PreVote and CheckQuorum extensions, written as a pure
+// state machine.
+//
+// # Why our own Raft
+//
+// go.etcd.io/raft/v3 draws its randomized election timeout from a
+// process-wide crypto/rand source with no injection point, so a seeded
+// simulation that uses it does not replay: two runs with the same seed elect
+// different leaders at different times. fencesim's whole value is that every
+// failure it finds replays exactly from its seed, so this package is written
+// in etcd raft's shape but takes its only randomness from a *rand.Rand that
+// the caller injects per node (Config.Rand).
+//
+// # Shape
+//
+// A Node is a pure state machine. Input arrives only through Step (a message
+// from a peer), Tick (one unit of logical time) and Propose (a new command,
+// on the leader). Output leaves only through Ready: the soft state for
+// observers, the hard state and log entries to persist, the messages to send
+// and the committed entries to apply. The caller does all I/O for a Ready in
+// this order, then calls Advance:
+//
+//  1. if Ready.MustSync, persist Ready.HardState and Ready.Entries durably
+//     (when Entries[0].Index is at or below the last persisted index, first
+//     truncate the persisted log from that index: a conflicting suffix was
+//     replaced);
+//  2. only then send Ready.Messages, because votes and acknowledgements in
+//     them promise that the state they depend on survives a crash;
+//  3. apply Ready.CommittedEntries to the state machine, in order;
+//  4. call Advance.
+//
+// The package does no I/O, reads no clock, starts no goroutines and uses no
+// channels, select, mutexes, wall-clock time, global math/rand or
+// crypto/rand; internal/detlint checks its syntax for this. Peers are kept in
+// sorted slices, never maps, so iteration order never reaches behaviour.
+// Given the same Config (including the seed of Config.Rand) and the same
+// sequence of calls, a Node produces the same sequence of Readys, bit for
+// bit.
+//
+// # Protocol
+//
+// The package follows the Raft paper (Ongaro and Ousterhout, "In Search of an
+// Understandable Consensus Algorithm", 2014) and etcd raft:
+//
+//   - A follower that hears from no leader for a randomized timeout, drawn
+//     from [ElectionTick, 2*ElectionTick) on every reset, starts an election.
+//   - With PreVote, it first runs a pre-election at term+1 without bumping
+//     its term; only a pre-vote majority makes it a Candidate, so a node that
+//     was partitioned away cannot disrupt a healthy cluster's term when it
+//     rejoins.
+//   - With CheckQuorum, a leader that has not heard from a majority
+//     (counting itself) within an election timeout steps down, and a node
+//     that has heard from a leader within the election timeout ignores
+//     (pre-)vote requests for a higher term (the leader lease).
+//   - Log replication uses the AppendEntries consistency check, truncates
+//     conflicting suffixes, and follower reject hints let the leader skip a
+//     whole divergent term per round trip. The leader tracks match and next
+//     per peer (probe and replicate states, with a bounded window of
+//     in-flight appends) and sends heartbeats every HeartbeatTick ticks
+//     carrying commit = min(match, commit).
+//   - A leader advances its commit index only to an index replicated on a
+//     quorum whose entry is of its current term (the paper's Figure 8);
+//     earlier entries commit indirectly. A new leader appends an empty entry
+//     (Data == nil) of its term so that this happens promptly.
+//   - The leader counts itself towards a quorum only for entries it has
+//     persisted, that is, after the Advance of the Ready that carried them.
+//
+// # Restart
+//
+// New with the HardState and Entries persisted from earlier Readys continues
+// safely: the persisted vote prevents voting twice in a term, and because
+// Applied starts at 0 every committed entry is delivered again in
+// CommittedEntries, so the caller rebuilds its state machine by replay.
+//
+// # Bounds
+//
+// There is no log compaction and no snapshotting. The log, in memory and on
+// disk, grows with every entry: a run of E entries keeps all E entries on
+// disk and in memory for the life of the node, and a restart replays the
+// whole log (all committed entries are re-applied from index 1). This is
+// fine for simulation runs of bounded length; it is not fit for a
+// long-running service.
+//
+// Every queue inside a Node is bounded: a MsgApp carries at most
+// MaxEntriesPerMsg entries; each peer has at most MaxInflightMsgs appends in
+// flight; a leader refuses proposals (ErrProposalDropped) while
+// MaxUncommittedEntries entries are uncommitted; a follower ignores appends
+// while MaxUnstableEntries entries wait to be persisted; one Ready carries at
+// most MaxCommittedPerReady committed entries; and the outbox holds at most
+// MaxPendingMsgs messages, dropping (and counting) the rest, which Raft
+// tolerates as message loss.
+//
+// # Errors and panics
+//
+// A malformed or misaddressed message from a peer is answered with an error
+// from Step and changes nothing; messages from older terms are ignored (or
+// answered with the current term), as the paper prescribes. The package
+// panics only when one of its own invariants is broken, with a message that
+// says which.
+package raft

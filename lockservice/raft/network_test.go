@@ -1,0 +1,404 @@
+package raft
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// This file is a small deterministic in-memory network for testing Nodes the
+// way a caller drives them: each round takes every node's Ready, "persists"
+// it to the node's memStore, queues its messages on a FIFO, applies its
+// committed entries and calls Advance; then the FIFO is delivered. It checks
+// the safety properties on every Ready, so every test that runs a network
+// also checks them:
+//
+//   - Election Safety: at most one leader per term;
+//   - a node never changes its persisted vote within a term, and its
+//     persisted term never goes back;
+//   - State Machine Safety: every node applies, at each index, the same
+//     entry, contiguously from index 1 (again from 1 after a restart), and
+//     only entries it has persisted;
+//   - MustSync is set whenever HardState or Entries changed;
+//   - no MsgApp carries more than MaxEntriesPerMsg entries.
+
+// memStore is a node's "disk": what it persisted from its Readys.
+type memStore struct {
+	hs      HardState
+	entries []Entry
+}
+
+type netNode struct {
+	id       ID
+	node     *Node
+	store    memStore
+	applied  []Entry // applied since the last (re)start
+	up       bool
+	restarts uint64
+}
+
+type netOptions struct {
+	size        int
+	seed        uint64
+	preVote     bool
+	checkQuorum bool
+	quorum      func(int) int
+	// state, when set, gives a node's persisted state at creation (as if
+	// it restarted from it).
+	state map[ID]memStore
+}
+
+func defaultOptions(size int, seed uint64) netOptions {
+	return netOptions{size: size, seed: seed, preVote: true, checkQuorum: true}
+}
+
+type network struct {
+	t     testing.TB
+	opts  netOptions
+	ids   []ID
+	nodes []*netNode
+
+	queue    []Message
+	isolated map[ID]bool
+	// drop, when set, drops the messages it returns true for.
+	drop func(Message) bool
+	// mutate, when set, may rewrite a message before delivery.
+	mutate func(*Message)
+	// chaos, when set, reorders each round's deliveries and drops, delays
+	// (to a later round or the next tick) and duplicates messages at random.
+	chaos *rand.Rand
+	later []Message // delayed by chaos until the next tick
+
+	trace     []string // every message sent, in order
+	committed []Entry  // committed[i-1]: the entry applied at index i
+	leaders   map[uint64]ID
+	delivered int
+}
+
+const (
+	testElectionTick  = 10
+	testHeartbeatTick = 1
+)
+
+func newNetwork(t testing.TB, opts netOptions) *network {
+	t.Helper()
+	nw := &network{t: t, opts: opts, isolated: map[ID]bool{}, leaders: map[uint64]ID{}}
+	for i := 1; i <= opts.size; i++ {
+		nw.ids = append(nw.ids, ID(i))
+	}
+	for _, id := range nw.ids {
+		nn := &netNode{id: id, store: opts.state[id]}
+		nw.nodes = append(nw.nodes, nn)
+		nw.start(nn)
+	}
+	return nw
+}
+
+func (nw *network) config(nn *netNode) Config {
+	return Config{
+		ID:            nn.id,
+		Peers:         nw.ids,
+		ElectionTick:  testElectionTick,
+		HeartbeatTick: testHeartbeatTick,
+		Rand:          rand.New(rand.NewPCG(nw.opts.seed, uint64(nn.id)<<32|nn.restarts)),
+		PreVote:       nw.opts.preVote,
+		CheckQuorum:   nw.opts.checkQuorum,
+		HardState:     nn.store.hs,
+		Entries:       slices.Clone(nn.store.entries),
+		Quorum:        nw.opts.quorum,
+	}
+}
+
+// start (re)creates a node from its persisted state, as a process restart
+// would: whatever it had not handed out in a Ready is lost.
+func (nw *network) start(nn *netNode) {
+	nw.t.Helper()
+	n, err := New(nw.config(nn))
+	if err != nil {
+		nw.t.Fatalf("New(node %d): %v", nn.id, err)
+	}
+	nn.node = n
+	nn.applied = nil
+	nn.up = true
+}
+
+func (nw *network) get(id ID) *netNode { return nw.nodes[id-1] }
+
+func (nw *network) node(id ID) *Node { return nw.get(id).node }
+
+// restart crashes node id and starts it again from its store.
+func (nw *network) restart(id ID) {
+	nn := nw.get(id)
+	nn.restarts++
+	nw.start(nn)
+}
+
+func (nw *network) crash(id ID) { nw.get(id).up = false }
+
+func (nw *network) isolate(id ID) { nw.isolated[id] = true }
+
+func (nw *network) heal() {
+	nw.isolated = map[ID]bool{}
+	nw.drop = nil
+	nw.mutate = nil
+}
+
+// handleReady does what a caller does with one Ready, checking it on the way.
+func (nw *network) handleReady(nn *netNode) {
+	t := nw.t
+	t.Helper()
+	rd := nn.node.Ready()
+	st := &nn.store
+
+	// Persist.
+	hs := rd.HardState
+	if (hs != st.hs || len(rd.Entries) > 0) && !rd.MustSync {
+		t.Errorf("node %d: Ready changed HardState %+v -> %+v or has %d entries, but MustSync is false", nn.id, st.hs, hs, len(rd.Entries))
+	}
+	if hs.Term < st.hs.Term {
+		t.Errorf("node %d: persisted term went back from %d to %d", nn.id, st.hs.Term, hs.Term)
+	}
+	if hs.Term == st.hs.Term && st.hs.Vote != None && hs.Vote != st.hs.Vote {
+		t.Errorf("node %d: changed its vote in term %d from %d to %d", nn.id, hs.Term, st.hs.Vote, hs.Vote)
+	}
+	if hs.Commit < st.hs.Commit {
+		t.Errorf("node %d: persisted commit went back from %d to %d", nn.id, st.hs.Commit, hs.Commit)
+	}
+	prevCommit := st.hs.Commit
+	st.hs = hs
+	if len(rd.Entries) > 0 {
+		first := rd.Entries[0].Index
+		if first == 0 || first > uint64(len(st.entries))+1 {
+			t.Fatalf("node %d: Ready.Entries start at %d, leaving a gap after persisted index %d", nn.id, first, len(st.entries))
+		}
+		for i, e := range rd.Entries {
+			if e.Index != first+uint64(i) {
+				t.Fatalf("node %d: Ready.Entries not contiguous at %d: %+v", nn.id, i, rd.Entries)
+			}
+		}
+		if first <= prevCommit {
+			t.Errorf("node %d: Ready rewrites persisted index %d at or below the persisted commit %d", nn.id, first, prevCommit)
+		}
+		st.entries = append(st.entries[:first-1], rd.Entries...)
+	}
+
+	// Send, only after persisting.
+	for _, m := range rd.Messages {
+		if m.From != nn.id {
+			t.Errorf("node %d sent a message from %d: %v", nn.id, m.From, m)
+		}
+		if len(m.Entries) > MaxEntriesPerMsg {
+			t.Errorf("node %d sent %d entries in one message (max %d)", nn.id, len(m.Entries), MaxEntriesPerMsg)
+		}
+		nw.trace = append(nw.trace, fmt.Sprintf("%v %+v", m, m.Entries))
+		nw.queue = append(nw.queue, m)
+	}
+
+	// Apply.
+	for _, e := range rd.CommittedEntries {
+		if want := uint64(len(nn.applied)) + 1; e.Index != want {
+			t.Fatalf("node %d applied index %d, want %d (applies must be contiguous)", nn.id, e.Index, want)
+		}
+		if e.Index > uint64(len(st.entries)) || !sameEntry(st.entries[e.Index-1], e) {
+			t.Errorf("node %d applied %v, which it has not persisted", nn.id, e)
+		}
+		if e.Index <= uint64(len(nw.committed)) {
+			if c := nw.committed[e.Index-1]; !sameEntry(c, e) {
+				t.Errorf("state machine safety violated: node %d applied %s at index %d, another node applied %s",
+					nn.id, fmtEntry(e), e.Index, fmtEntry(c))
+			}
+		} else {
+			nw.committed = append(nw.committed, e)
+		}
+		nn.applied = append(nn.applied, e)
+	}
+
+	if rd.SoftState.Role == Leader {
+		if l, ok := nw.leaders[rd.SoftState.Term]; ok && l != nn.id {
+			t.Errorf("election safety violated: nodes %d and %d both led term %d", l, nn.id, rd.SoftState.Term)
+		}
+		nw.leaders[rd.SoftState.Term] = nn.id
+	}
+	nn.node.Advance()
+}
+
+func sameEntry(a, b Entry) bool {
+	return a.Term == b.Term && a.Index == b.Index && (a.Data == nil) == (b.Data == nil) && bytes.Equal(a.Data, b.Data)
+}
+
+func fmtEntry(e Entry) string {
+	if e.Data == nil {
+		return fmt.Sprintf("{t%d i%d empty}", e.Term, e.Index)
+	}
+	return fmt.Sprintf("{t%d i%d %q}", e.Term, e.Index, e.Data)
+}
+
+func (nw *network) dropped(m Message) bool {
+	return nw.isolated[m.From] || nw.isolated[m.To] || (nw.drop != nil && nw.drop(m))
+}
+
+// settle runs rounds (all Readys, then deliver the FIFO) until no node has
+// anything to do. It runs no ticks, so it always ends.
+func (nw *network) settle() {
+	nw.t.Helper()
+	for round := 0; ; round++ {
+		if round > 10000 {
+			nw.t.Fatalf("network did not quiesce after %d rounds", round)
+		}
+		busy := false
+		for _, nn := range nw.nodes {
+			if nn.up && nn.node.HasReady() {
+				nw.handleReady(nn)
+				busy = true
+			}
+		}
+		q := nw.queue
+		nw.queue = nil
+		if nw.chaos != nil {
+			nw.chaos.Shuffle(len(q), func(i, j int) { q[i], q[j] = q[j], q[i] })
+		}
+		for _, m := range q {
+			busy = true
+			if nw.dropped(m) {
+				continue
+			}
+			if nw.chaos != nil {
+				switch p := nw.chaos.Float64(); {
+				case p < 0.05:
+					continue // lost
+				case p < 0.10:
+					nw.queue = append(nw.queue, m) // delayed to a later round
+					continue
+				case p < 0.15:
+					nw.later = append(nw.later, m) // delayed to the next tick
+					continue
+				case p < 0.20:
+					nw.queue = append(nw.queue, m) // duplicated: delivered now and later
+				}
+			}
+			to := nw.get(m.To)
+			if !to.up {
+				continue
+			}
+			if nw.mutate != nil {
+				nw.mutate(&m)
+			}
+			nw.delivered++
+			if err := to.node.Step(m); err != nil {
+				nw.t.Errorf("node %d: Step(%v): %v", m.To, m, err)
+			}
+		}
+		if !busy {
+			return
+		}
+	}
+}
+
+// tick advances every up node's clock k times, settling after each tick.
+func (nw *network) tick(k int) { nw.tickNodes(nw.ids, k) }
+
+// tickNodes advances only the clocks of ids, k times, settling after each.
+func (nw *network) tickNodes(ids []ID, k int) {
+	nw.t.Helper()
+	for range k {
+		nw.queue = append(nw.queue, nw.later...)
+		nw.later = nil
+		for _, id := range ids {
+			if nn := nw.get(id); nn.up {
+				nn.node.Tick()
+			}
+		}
+		nw.settle()
+	}
+}
+
+// agreedLeader returns the leader that every node of among knows as leader,
+// or None if they do not all agree on one leader in one term.
+func (nw *network) agreedLeader(among []ID) ID {
+	var lead ID
+	var term uint64
+	leaders := 0
+	for i, id := range among {
+		n := nw.node(id)
+		if i == 0 {
+			lead, term = n.Lead(), n.Term()
+		}
+		if n.Lead() != lead || n.Term() != term {
+			return None
+		}
+		if n.Role() == Leader {
+			leaders++
+		}
+	}
+	if lead == None || leaders != 1 || nw.node(lead).Role() != Leader {
+		return None
+	}
+	return lead
+}
+
+// waitLeader ticks until every node of among agrees on one leader, which is
+// among them and the only leader among them, and returns it.
+func (nw *network) waitLeader(among []ID, maxTicks int) ID {
+	nw.t.Helper()
+	for range maxTicks {
+		if l := nw.agreedLeader(among); l != None && slices.Contains(among, l) {
+			return l
+		}
+		nw.tick(1)
+	}
+	for _, id := range among {
+		nw.t.Logf("node %d: %+v", id, nw.node(id).Status())
+	}
+	nw.t.Fatalf("no agreed leader among %v after %d ticks", among, maxTicks)
+	return None
+}
+
+// propose proposes data on id, which must be the leader, and settles.
+func (nw *network) propose(id ID, data string) (index, term uint64) {
+	nw.t.Helper()
+	index, term, err := nw.node(id).Propose([]byte(data))
+	if err != nil {
+		nw.t.Fatalf("Propose(%q) on node %d: %v", data, id, err)
+	}
+	nw.settle()
+	return index, term
+}
+
+// appliedData returns the data of the non-empty entries node id applied
+// since its last start, in order.
+func (nw *network) appliedData(id ID) []string {
+	var out []string
+	for _, e := range nw.get(id).applied {
+		if e.Data != nil {
+			out = append(out, string(e.Data))
+		}
+	}
+	return out
+}
+
+func (nw *network) others(id ID) []ID {
+	var out []ID
+	for _, x := range nw.ids {
+		if x != id {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// logOf returns a copy of node id's in-memory log.
+func (nw *network) logOf(id ID) []Entry { return slices.Clone(nw.node(id).log.entries) }
+
+func logsEqual(a, b []Entry) bool {
+	return slices.EqualFunc(a, b, sameEntry)
+}
+
+func entriesOf(terms ...uint64) []Entry {
+	out := make([]Entry, len(terms))
+	for i, t := range terms {
+		out[i] = Entry{Term: t, Index: uint64(i + 1), Data: fmt.Appendf(nil, "e%d-t%d", i+1, t)}
+	}
+	return out
+}

@@ -1,0 +1,399 @@
+package lockservice
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/fencesim/fencesim/lockservice/raft"
+	"github.com/fencesim/fencesim/sim"
+)
+
+// ReplicaConfig configures one replica of the replicated lock service.
+type ReplicaConfig struct {
+	// Peers are every replica of the group, this one included (3 or 5).
+	Peers []sim.NodeID
+	// TickInterval is the Raft tick on the replica's monotonic clock.
+	TickInterval time.Duration
+	// ElectionTick and HeartbeatTick are in ticks (see raft.Config).
+	ElectionTick, HeartbeatTick int
+	// IngressDepth bounds the client requests a replica has proposed and
+	// not yet answered; beyond it requests are shed at once as Overloaded.
+	IngressDepth int
+	Limits       Limits
+	Observer     Observer
+}
+
+// DefaultReplicaConfig: 10 ms ticks, elections after 100–200 ms of
+// silence, heartbeats every 20 ms, 64 requests in flight per replica.
+func DefaultReplicaConfig(peers []sim.NodeID) ReplicaConfig {
+	return ReplicaConfig{Peers: peers, TickInterval: 10 * time.Millisecond, ElectionTick: 10, HeartbeatTick: 2,
+		IngressDepth: 64, Limits: DefaultLimits()}
+}
+
+// RaftMessage carries a Raft message between replicas.
+type RaftMessage struct{ M raft.Message }
+
+// Fingerprint folds the message's header into the trace hash.
+func (m RaftMessage) Fingerprint() uint64 {
+	r := m.M
+	var last uint64
+	if n := len(r.Entries); n > 0 {
+		last = r.Entries[n-1].Index<<20 | r.Entries[n-1].Term
+	}
+	var rej uint64
+	if r.Reject {
+		rej = 1 << 63
+	}
+	return fold(9, uint64(r.Type)<<56|uint64(r.From)<<28|uint64(r.To), r.Term<<32|r.LogTerm, r.Index^r.Commit<<32, last^rej^uint64(len(r.Entries))<<40)
+}
+
+// waiter is a client to answer once the entry at its index applies.
+type waiter struct {
+	to      sim.NodeID
+	client  string
+	request uint64
+}
+
+// leaderLease is the leader's own timer for one lease: when it fires the
+// leader proposes CmdExpire.
+type leaderLease struct {
+	token, since uint64
+	timer        clockwork.Timer
+}
+
+// Replica is one member of the replicated lock service. Lock commands go
+// through the Raft log; the fencing token of a grant is the log index of the
+// committed entry that granted it, so it grows with the log and is never
+// reissued, across crashes and leader changes. Answers go out only after
+// the entry commits and applies. Leases are timed by the leader's monotonic
+// clock alone: it proposes CmdExpire when its timer fires, and a new leader
+// restarts every lease at its full TTL (it may extend a lease, never
+// shorten it).
+type Replica struct {
+	cfg  ReplicaConfig
+	env  sim.Env
+	node *raft.Node
+
+	table   *LockTable
+	started map[string]uint64 // resource → index of the grant/renewal that last started its lease
+	applied uint64
+
+	persistedLast uint64
+	pending       map[uint64][]waiter // by log index, leader only
+	inflight      int                 // client proposals not yet applied
+	leases        map[string]*leaderLease
+	leader        bool
+	ticker        clockwork.Timer
+}
+
+// NewReplica returns a replica process; every restart needs a new one.
+func NewReplica(cfg ReplicaConfig) *Replica {
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
+	}
+	return &Replica{cfg: cfg}
+}
+
+const (
+	hardStateKey = "raft/hardstate"
+	logKeyPrefix = "raft/log/"
+)
+
+func logKey(index uint64) string { return fmt.Sprintf("%s%020d", logKeyPrefix, index) }
+
+// Start loads term, vote and log from disk, rebuilds the lock table by
+// replaying the committed log, and starts ticking.
+func (r *Replica) Start(env sim.Env) {
+	r.env = env
+	r.table = NewLockTable()
+	r.started = map[string]uint64{}
+	r.pending = map[uint64][]waiter{}
+	r.leases = map[string]*leaderLease{}
+	var hs raft.HardState
+	if b, ok := env.Disk().Read(hardStateKey); ok {
+		if err := json.Unmarshal(b, &hs); err != nil {
+			panic(fmt.Sprintf("lockservice: corrupt raft hard state: %v", err))
+		}
+	}
+	var entries []raft.Entry
+	for _, k := range env.Disk().Keys(logKeyPrefix) {
+		b, _ := env.Disk().Read(k)
+		var e raft.Entry
+		if err := json.Unmarshal(b, &e); err != nil {
+			panic(fmt.Sprintf("lockservice: corrupt raft log entry %s: %v", k, err))
+		}
+		entries = append(entries, e)
+	}
+	if n := len(entries); n > 0 {
+		r.persistedLast = entries[n-1].Index
+	}
+	peers := make([]raft.ID, len(r.cfg.Peers))
+	for i, p := range r.cfg.Peers {
+		peers[i] = raftID(p)
+	}
+	node, err := raft.New(raft.Config{
+		ID: raftID(env.ID()), Peers: peers, ElectionTick: r.cfg.ElectionTick, HeartbeatTick: r.cfg.HeartbeatTick,
+		Rand: env.Rand(), PreVote: true, CheckQuorum: true, HardState: hs, Entries: entries,
+	})
+	if err != nil {
+		panic(fmt.Sprintf("lockservice: replica %s: %v", env.Name(), err))
+	}
+	r.node = node
+	env.Log().Info("replica.start", slog.Uint64("term", hs.Term), slog.Uint64("commit", hs.Commit), slog.Int("log", len(entries)))
+	r.flush()
+	r.tick()
+}
+
+// raftID maps a node to a Raft id (Raft reserves 0 for "none").
+func raftID(id sim.NodeID) raft.ID { return raft.ID(id) + 1 }
+func nodeID(id raft.ID) sim.NodeID { return sim.NodeID(id) - 1 }
+
+func (r *Replica) tick() {
+	r.ticker = r.env.Clock().AfterFunc(r.cfg.TickInterval, func() {
+		r.node.Tick()
+		r.flush()
+		r.tick()
+	})
+}
+
+// Receive handles Raft traffic and client requests.
+func (r *Replica) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
+	switch m := msg.(type) {
+	case RaftMessage:
+		if err := r.node.Step(m.M); err != nil {
+			env.Log().Warn("replica.bad-raft-message", slog.String("err", err.Error()))
+		}
+		r.flush()
+	case AcquireRequest:
+		if err := r.cfg.Limits.CheckAcquire(m); err != nil {
+			env.Send(from, LockReply{Request: m.Request, Status: Invalid, Err: err.Error()})
+			return
+		}
+		r.serve(from, m.Client, m.Request, Command{Kind: CmdAcquire, Resource: m.Resource, Client: m.Client, TTL: m.TTL, Request: m.Request})
+	case RenewRequest:
+		if err := r.cfg.Limits.CheckHeld(m.Resource, m.Client, m.Token); err != nil {
+			env.Send(from, LockReply{Request: m.Request, Status: Invalid, Err: err.Error()})
+			return
+		}
+		r.serve(from, m.Client, m.Request, Command{Kind: CmdRenew, Resource: m.Resource, Client: m.Client, Token: m.Token, Request: m.Request})
+	case ReleaseRequest:
+		if err := r.cfg.Limits.CheckHeld(m.Resource, m.Client, m.Token); err != nil {
+			env.Send(from, LockReply{Request: m.Request, Status: Invalid, Err: err.Error()})
+			return
+		}
+		r.serve(from, m.Client, m.Request, Command{Kind: CmdRelease, Resource: m.Resource, Client: m.Client, Token: m.Token, Request: m.Request})
+	default:
+		env.Log().Warn("replica.unknown-message", slog.String("type", fmt.Sprintf("%T", msg)))
+	}
+}
+
+// serve answers a client request: a redirect from a follower, a replay from
+// the dedup table, an Overloaded shed at the ingress bound, or a proposal
+// answered once it applies.
+func (r *Replica) serve(from sim.NodeID, client string, request uint64, c Command) {
+	env := r.env
+	if r.node.Role() != raft.Leader {
+		lead := NoLeader
+		if l := r.node.Lead(); l != 0 {
+			lead = nodeID(l)
+		}
+		env.Send(from, LockReply{Request: request, Status: NotLeader, Leader: lead})
+		return
+	}
+	if rep, ok := r.table.Seen(client, request); ok {
+		env.Send(from, rep) // applied already: a retry or a duplicate
+		return
+	}
+	if r.inflight >= r.cfg.IngressDepth {
+		env.Log().Info("replica.shed", slog.String("client", client), slog.Uint64("req", request), slog.Int("inflight", r.inflight))
+		env.Send(from, LockReply{Request: request, Status: Overloaded})
+		return
+	}
+	index, _, err := r.node.Propose(encodeCommand(c))
+	if err != nil {
+		env.Send(from, LockReply{Request: request, Status: NotLeader, Leader: NoLeader})
+		return
+	}
+	r.inflight++
+	r.pending[index] = append(r.pending[index], waiter{to: from, client: client, request: request})
+	r.flush()
+}
+
+// flush carries out every Ready: persist term, vote and entries and sync
+// them, then send the messages that depend on them, then apply what
+// committed.
+func (r *Replica) flush() {
+	for r.node.HasReady() {
+		rd := r.node.Ready()
+		if rd.MustSync {
+			r.persist(rd)
+		}
+		for _, m := range rd.Messages {
+			r.env.Send(nodeID(m.To), RaftMessage{M: m})
+		}
+		for _, e := range rd.CommittedEntries {
+			r.apply(e)
+		}
+		r.node.Advance()
+		r.leadership(r.node.Role() == raft.Leader)
+	}
+}
+
+func (r *Replica) persist(rd raft.Ready) {
+	d := r.env.Disk()
+	if n := len(rd.Entries); n > 0 {
+		last := rd.Entries[n-1].Index
+		// Entries may replace a conflicting suffix: overwrite it, and delete
+		// what lies beyond the replacement.
+		for i := last + 1; i <= r.persistedLast; i++ {
+			d.Delete(logKey(i))
+		}
+		for _, e := range rd.Entries {
+			b, _ := json.Marshal(e)
+			d.Write(logKey(e.Index), b)
+		}
+		r.persistedLast = last
+	}
+	b, _ := json.Marshal(rd.HardState)
+	d.Write(hardStateKey, b)
+	d.Sync()
+}
+
+// leadership reacts to gaining or losing the lead.
+func (r *Replica) leadership(leader bool) {
+	if leader == r.leader {
+		return
+	}
+	r.leader = leader
+	if leader {
+		// Restart every lease at its full TTL: the new leader cannot know
+		// how much of it the old one had measured.
+		for _, l := range r.table.Leases() {
+			r.arm(l.Resource, l.Token, r.started[l.Resource], l.TTL)
+		}
+		r.env.Log().Info("replica.leader", slog.Uint64("term", r.node.Term()), slog.Int("leases", len(r.leases)))
+		return
+	}
+	for _, res := range r.leaseResources() {
+		r.disarm(res)
+	}
+	// Clients waiting on this replica retry elsewhere with the same ids.
+	clear(r.pending)
+	r.inflight = 0
+	r.env.Log().Info("replica.follower", slog.Uint64("term", r.node.Term()))
+}
+
+func (r *Replica) leaseResources() []string {
+	out := make([]string, 0, len(r.leases))
+	for k := range r.leases { //detlint:sorted
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// apply applies one committed entry to the table, on every replica alike,
+// and answers the waiting client if this replica is the one it asked.
+func (r *Replica) apply(e raft.Entry) {
+	if e.Index <= r.applied {
+		return
+	}
+	r.applied = e.Index
+	waiters := r.pending[e.Index]
+	delete(r.pending, e.Index)
+	if len(waiters) > 0 {
+		r.inflight -= len(waiters)
+	}
+	if e.Data == nil {
+		return // a new leader's empty entry
+	}
+	c, err := decodeCommand(e.Data)
+	if err != nil {
+		panic(err.Error())
+	}
+	var rep LockReply
+	obs := r.cfg.Observer
+	switch c.Kind {
+	case CmdAcquire:
+		rep = r.table.Acquire(AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request}, 0, e.Index)
+		if rep.Status == Granted {
+			if rep.Token == e.Index {
+				obs.Granted(c.Resource, c.Client, rep.Token)
+			}
+			r.started[c.Resource] = e.Index
+			if r.leader {
+				r.arm(c.Resource, rep.Token, e.Index, c.TTL)
+			}
+		}
+	case CmdRenew:
+		rep = r.table.Renew(RenewRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request}, 0)
+		if rep.Status == Renewed {
+			r.started[c.Resource] = e.Index
+			if r.leader {
+				r.arm(c.Resource, rep.Token, e.Index, rep.TTL)
+			}
+		}
+	case CmdRelease:
+		var ended *Lease
+		rep, ended = r.table.Release(ReleaseRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request})
+		if ended != nil {
+			obs.Ended(c.Resource, ended.Token, "released")
+			r.disarm(c.Resource)
+		}
+	case CmdExpire:
+		if r.started[c.Resource] == c.Since {
+			if l, ok := r.table.ExpireToken(c.Resource, c.Token); ok {
+				obs.Ended(c.Resource, l.Token, "expired")
+				r.disarm(c.Resource)
+			}
+		}
+		return
+	default:
+		panic(fmt.Sprintf("lockservice: unknown command kind %d at index %d", c.Kind, e.Index))
+	}
+	for _, w := range waiters {
+		if w.client == c.Client && w.request == c.Request {
+			r.env.Send(w.to, rep)
+		}
+	}
+}
+
+// arm (re)starts the leader's timer for the lease started at index since.
+func (r *Replica) arm(resource string, token, since uint64, ttl time.Duration) {
+	r.disarm(resource)
+	l := &leaderLease{token: token, since: since}
+	l.timer = r.env.Clock().AfterFunc(ttl, func() {
+		delete(r.leases, resource)
+		if r.node.Role() != raft.Leader {
+			return
+		}
+		r.env.Log().Info("replica.lease-due", slog.String("resource", resource), slog.Uint64("token", token))
+		if _, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: resource, Token: token, Since: since})); err == nil {
+			r.flush()
+		}
+	})
+	r.leases[resource] = l
+}
+
+func (r *Replica) disarm(resource string) {
+	if l, ok := r.leases[resource]; ok {
+		l.timer.Stop()
+		delete(r.leases, resource)
+	}
+}
+
+// IsLeader reports whether the replica believes it leads, and its term.
+func (r *Replica) IsLeader() (bool, uint64) {
+	if r.node == nil {
+		return false, 0
+	}
+	return r.node.Role() == raft.Leader, r.node.Term()
+}
+
+// Table exposes the replica's applied state for tests and the harness.
+func (r *Replica) Table() *LockTable { return r.table }
