@@ -95,7 +95,6 @@ type Client struct {
 	// work
 	writesDone int
 	storeReq   uint64
-	storeOp    int // observer id of the outstanding store op
 	storeRead  bool
 	// release handler
 	relReq      uint64
@@ -128,6 +127,12 @@ func (c *Client) Start(env sim.Env) {
 	env.Disk().Write(incarnationKey, binary.BigEndian.AppendUint64(nil, c.incarnation))
 	env.Disk().Sync()
 	c.after(&c.workTimer, c.cfg.StartDelay, c.beginCycle)
+}
+
+// observe reports an event about this client's own operations.
+func (c *Client) observe(e Event) {
+	e.Client, e.Resource = c.cfg.Name, c.cfg.Resource
+	c.cfg.Observer.Observe(e)
 }
 
 // Done reports whether the client finished its workload.
@@ -187,6 +192,7 @@ func (c *Client) sendAcquire() {
 		// retry is deduplicated, so the grant it is answered with may have
 		// started when the first copy arrived.
 		c.acqStart, c.acqStartReq = c.now(), c.acqReq
+		c.observe(Event{Kind: EvCall, Op: OpAcquire, Request: c.acqReq})
 	}
 	c.env.Send(c.server(), AcquireRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, TTL: c.cfg.TTL, Request: c.acqReq})
 	c.log("acquire.sent", c.acqReq, slog.Int("to", int(c.server())))
@@ -224,6 +230,9 @@ func (c *Client) retryDelay(named bool) time.Duration {
 
 func (c *Client) onAcquireReply(m LockReply) {
 	stop(c.timeout)
+	if m.Status != NotLeader { // a redirect is not an answer: the call goes on
+		c.observe(Event{Kind: EvReturn, Op: OpAcquire, Request: m.Request, Token: m.Token, Status: m.Status})
+	}
 	switch m.Status {
 	case Granted:
 		c.token = m.Token
@@ -270,7 +279,7 @@ func (c *Client) watchdogFired() {
 		return
 	}
 	c.log("watchdog.expired", 0, slog.Uint64("token", c.token))
-	c.lose()
+	c.lose("watchdog")
 }
 
 // stopAll stops every timer: the client has given up its workload.
@@ -283,7 +292,8 @@ func (c *Client) stopAll() {
 // lose stops using the lock: the renewer and any pending work stop, and the
 // client moves on to its next cycle without releasing (it is not the
 // holder any more as far as it can tell).
-func (c *Client) lose() {
+func (c *Client) lose(reason string) {
+	c.observe(Event{Kind: EvBeliefEnd, Token: c.token, Reason: reason})
 	stop(c.renewTimer)
 	stop(c.watchdog)
 	stop(c.workTimer)
@@ -303,6 +313,7 @@ func (c *Client) sendRenew() {
 	c.renewPending = true
 	c.renewReq = c.newRequest()
 	c.renewStart = c.now()
+	c.observe(Event{Kind: EvCall, Op: OpRenew, Request: c.renewReq, Token: c.token})
 	c.env.Send(c.server(), RenewRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.renewReq})
 	c.log("renew.sent", c.renewReq, slog.Uint64("token", c.token))
 	// Renew again at a third of the TTL; a lost renewal is covered by the next.
@@ -314,6 +325,7 @@ func (c *Client) onRenewReply(m LockReply) {
 		return
 	}
 	c.renewPending = false
+	c.observe(Event{Kind: EvReturn, Op: OpRenew, Request: m.Request, Token: m.Token, Status: m.Status})
 	if m.Status == NotLeader {
 		c.redirect(m)
 		c.log("renew.redirect", m.Request, slog.Int("leader", int(m.Leader)))
@@ -325,7 +337,7 @@ func (c *Client) onRenewReply(m LockReply) {
 		return
 	}
 	c.log("renew.lost", m.Request, slog.Uint64("token", c.token), slog.String("status", m.Status.String()))
-	c.lose()
+	c.lose("renew-refused")
 }
 
 // --- work against the fenced store ---
@@ -335,7 +347,7 @@ func (c *Client) onRenewReply(m LockReply) {
 func (c *Client) beginWork() {
 	if !c.Holding() {
 		c.log("work.abandoned", 0, slog.Uint64("token", c.token))
-		c.lose()
+		c.lose("watchdog")
 		return
 	}
 	if c.writesDone >= c.cfg.WritesPerHold {
@@ -349,7 +361,7 @@ func (c *Client) sendWrite() {
 	c.storeReq = c.newRequest()
 	c.storeRead = false
 	value := int64(c.env.ID())<<48 | int64(c.storeReq&(1<<48-1))
-	c.storeOp = c.cfg.Observer.WriteCalled(c.cfg.Name, c.cfg.Resource, c.token, value)
+	c.observe(Event{Kind: EvCall, Op: OpWrite, Request: c.storeReq, Token: c.token, Value: value})
 	c.env.Send(c.cfg.Store, WriteRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Value: value, Request: c.storeReq})
 	c.log("write.sent", c.storeReq, slog.Uint64("token", c.token), slog.Int64("value", value))
 	c.after(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOut)
@@ -358,7 +370,7 @@ func (c *Client) sendWrite() {
 func (c *Client) sendRead() {
 	c.storeReq = c.newRequest()
 	c.storeRead = true
-	c.storeOp = c.cfg.Observer.ReadCalled(c.cfg.Name, c.cfg.Resource)
+	c.observe(Event{Kind: EvCall, Op: OpRead, Request: c.storeReq})
 	c.env.Send(c.cfg.Store, ReadRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Request: c.storeReq})
 	c.log("read.sent", c.storeReq)
 	c.after(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOut)
@@ -384,14 +396,14 @@ func (c *Client) onWriteReply(m WriteReply) {
 		c.phase = phaseDone
 		return
 	}
-	c.cfg.Observer.WriteReturned(c.storeOp, m.Accepted)
+	c.observe(Event{Kind: EvReturn, Op: OpWrite, Request: m.Request, Token: c.token, Accepted: m.Accepted})
 	c.log("write.reply", m.Request, slog.Uint64("token", c.token), slog.Bool("accepted", m.Accepted), slog.Uint64("highest", m.Highest))
 	if c.phase != phaseHolding {
 		return // the lock was lost while the write was out; recorded, nothing more
 	}
 	if !m.Accepted {
 		// The store has seen a newer token: someone else holds the lock.
-		c.lose()
+		c.lose("fenced-out")
 		return
 	}
 	c.afterStoreOp(true)
@@ -404,7 +416,7 @@ func (c *Client) onReadReply(m ReadReply) {
 	stop(c.storeTimer)
 	c.storeReq = 0
 	if m.Err == "" {
-		c.cfg.Observer.ReadReturned(c.storeOp, m.Value, m.Token)
+		c.observe(Event{Kind: EvReturn, Op: OpRead, Request: m.Request, Value: m.Value, Token: m.Token})
 	}
 	c.log("read.reply", m.Request, slog.Int64("value", m.Value), slog.Uint64("token", m.Token))
 	c.afterStoreOp(false)
@@ -431,6 +443,8 @@ func (c *Client) sendRelease() {
 	c.phase = phaseReleasing
 	c.relReq = c.newRequest()
 	c.relAttempts = 0
+	c.observe(Event{Kind: EvBeliefEnd, Token: c.token, Reason: "releasing"})
+	c.observe(Event{Kind: EvCall, Op: OpRelease, Request: c.relReq, Token: c.token})
 	c.resendRelease()
 }
 
@@ -465,6 +479,7 @@ func (c *Client) onReleaseReply(m LockReply) {
 		c.after(&c.timeout, c.retryDelay(named), c.resendRelease)
 		return
 	}
+	c.observe(Event{Kind: EvReturn, Op: OpRelease, Request: m.Request, Token: c.token, Status: m.Status})
 	c.log("release."+m.Status.String(), m.Request, slog.Uint64("token", c.token))
 	c.phase = phaseIdle
 	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycle)

@@ -1,36 +1,86 @@
 package lockservice
 
+// EventKind says what an observed event is.
+type EventKind uint8
+
+const (
+	// EvGranted: the service granted Resource to Client with Token (a
+	// decision of the service itself, the first time it is applied).
+	EvGranted EventKind = iota + 1
+	// EvRenewed: the service restarted the lease of Token.
+	EvRenewed
+	// EvEnded: the service ended the grant Token; Reason is "released" or
+	// "expired".
+	EvEnded
+	// EvApplied: the store decided a write (an entry of its apply log).
+	EvApplied
+	// EvCall: a client sent Op; Request pairs it with its EvReturn.
+	EvCall
+	// EvReturn: a client received the answer to Op.
+	EvReturn
+	// EvBeliefEnd: a client stopped believing it holds Token (its watchdog
+	// fired, the lock was lost, or it sent its release); Reason says which.
+	// Its belief starts at the EvReturn of a granted acquire.
+	EvBeliefEnd
+)
+
+var eventKindNames = [...]string{EvGranted: "granted", EvRenewed: "renewed", EvEnded: "ended", EvApplied: "applied",
+	EvCall: "call", EvReturn: "return", EvBeliefEnd: "belief-end"}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventKindNames) && eventKindNames[k] != "" {
+		return eventKindNames[k]
+	}
+	return "event?"
+}
+
+// Op names a client operation.
+type Op uint8
+
+const (
+	OpAcquire Op = iota + 1
+	OpRenew
+	OpRelease
+	OpWrite
+	OpRead
+)
+
+var opNames = [...]string{OpAcquire: "acquire", OpRenew: "renew", OpRelease: "release", OpWrite: "write", OpRead: "read"}
+
+func (o Op) String() string {
+	if int(o) < len(opNames) && opNames[o] != "" {
+		return opNames[o]
+	}
+	return "op?"
+}
+
+// Event is one observation. Only the fields its kind uses are set.
+type Event struct {
+	Kind     EventKind
+	Op       Op // EvCall, EvReturn
+	Client   string
+	Resource string
+	Request  uint64 // EvCall, EvReturn: the client's request id
+	Token    uint64
+	Value    int64  // writes: the value written; reads: the value read
+	Status   Status // EvReturn of a lock operation
+	Accepted bool   // EvApplied; EvReturn of a write
+	Reason   string // EvEnded, EvBeliefEnd
+}
+
 // Observer receives what the simulator's checker needs from the service,
 // the store and the clients. Processes call it at the instant something
-// happens; the harness stamps each call with true time and step, which the
+// happens; the harness stamps each event with true time and step, which the
 // processes themselves cannot see. Records come from each component's own
 // decisions (the service's grants, the store's apply log), not from what
-// another component believes.
+// another component believes. One method taking a struct keeps the
+// interface stable as observations are added.
 type Observer interface {
-	// Granted: the service granted resource to client with token.
-	Granted(resource, client string, token uint64)
-	// Ended: the service ended the grant with token (reason "released" or
-	// "expired").
-	Ended(resource string, token uint64, reason string)
-	// Applied: the store decided a write (an entry of its apply log).
-	Applied(resource, client string, token uint64, value int64, accepted bool)
-	// WriteCalled: a client sent a write; the id pairs it with its return.
-	WriteCalled(client, resource string, token uint64, value int64) (id int)
-	// WriteReturned: the client received the store's decision on write id.
-	WriteReturned(id int, accepted bool)
-	// ReadCalled: a client sent a read.
-	ReadCalled(client, resource string) (id int)
-	// ReadReturned: the client received the value of read id.
-	ReadReturned(id int, value int64, token uint64)
+	Observe(Event)
 }
 
 // NopObserver ignores everything; for unit tests and real deployments.
 type NopObserver struct{}
 
-func (NopObserver) Granted(string, string, uint64)                {}
-func (NopObserver) Ended(string, uint64, string)                  {}
-func (NopObserver) Applied(string, string, uint64, int64, bool)   {}
-func (NopObserver) WriteCalled(string, string, uint64, int64) int { return 0 }
-func (NopObserver) WriteReturned(int, bool)                       {}
-func (NopObserver) ReadCalled(string, string) int                 { return 0 }
-func (NopObserver) ReadReturned(int, int64, uint64)               {}
+// Observe does nothing.
+func (NopObserver) Observe(Event) {}

@@ -323,7 +323,7 @@ func (r *Replica) apply(e raft.Entry) {
 		rep = r.table.Acquire(AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request}, 0, e.Index)
 		if rep.Status == Granted {
 			if rep.Token == e.Index {
-				obs.Granted(c.Resource, c.Client, rep.Token)
+				obs.Observe(Event{Kind: EvGranted, Resource: c.Resource, Client: c.Client, Token: rep.Token})
 			}
 			r.started[c.Resource] = e.Index
 			if r.leader {
@@ -333,6 +333,7 @@ func (r *Replica) apply(e raft.Entry) {
 	case CmdRenew:
 		rep = r.table.Renew(RenewRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request}, 0)
 		if rep.Status == Renewed {
+			obs.Observe(Event{Kind: EvRenewed, Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request})
 			r.started[c.Resource] = e.Index
 			if r.leader {
 				r.arm(c.Resource, rep.Token, e.Index, rep.TTL)
@@ -342,13 +343,13 @@ func (r *Replica) apply(e raft.Entry) {
 		var ended *Lease
 		rep, ended = r.table.Release(ReleaseRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request})
 		if ended != nil {
-			obs.Ended(c.Resource, ended.Token, "released")
+			obs.Observe(Event{Kind: EvEnded, Resource: c.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released"})
 			r.disarm(c.Resource)
 		}
 	case CmdExpire:
 		if r.started[c.Resource] == c.Since {
 			if l, ok := r.table.ExpireToken(c.Resource, c.Token); ok {
-				obs.Ended(c.Resource, l.Token, "expired")
+				obs.Observe(Event{Kind: EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired"})
 				r.disarm(c.Resource)
 			}
 		}

@@ -71,7 +71,7 @@ func (s *Server) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
 		rep := s.table.Acquire(m, now, before+1)
 		s.persist(env) // the token and the grant are durable before the reply
 		if rep.Status == Granted && rep.Token > before {
-			s.cfg.Observer.Granted(m.Resource, m.Client, rep.Token)
+			s.cfg.Observer.Observe(Event{Kind: EvGranted, Resource: m.Resource, Client: m.Client, Token: rep.Token})
 		}
 		if rep.Status == Granted {
 			l, _ := s.table.Lease(m.Resource)
@@ -90,6 +90,7 @@ func (s *Server) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
 		if rep.Status == Renewed {
 			l, _ := s.table.Lease(m.Resource)
 			s.armExpiry(env, l)
+			s.cfg.Observer.Observe(Event{Kind: EvRenewed, Resource: m.Resource, Client: m.Client, Token: m.Token, Request: m.Request})
 		}
 		env.Log().Info("server.renew", slog.String("client", m.Client), slog.Uint64("req", m.Request),
 			slog.String("resource", m.Resource), slog.String("status", rep.Status.String()), slog.Uint64("token", m.Token))
@@ -103,7 +104,7 @@ func (s *Server) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
 		s.persist(env)
 		if ended != nil {
 			s.disarm(m.Resource)
-			s.cfg.Observer.Ended(m.Resource, ended.Token, "released")
+			s.cfg.Observer.Observe(Event{Kind: EvEnded, Resource: m.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released"})
 		}
 		env.Log().Info("server.release", slog.String("client", m.Client), slog.Uint64("req", m.Request),
 			slog.String("resource", m.Resource), slog.String("status", rep.Status.String()), slog.Uint64("token", m.Token))
@@ -128,7 +129,7 @@ func (s *Server) expireDue(env sim.Env, resource string, now time.Duration) {
 	if l, ok := s.table.ExpireDue(resource, now); ok {
 		s.disarm(resource)
 		s.persist(env)
-		s.cfg.Observer.Ended(resource, l.Token, "expired")
+		s.cfg.Observer.Observe(Event{Kind: EvEnded, Resource: resource, Client: l.Holder, Token: l.Token, Reason: "expired"})
 		env.Log().Info("server.expire", slog.String("resource", resource), slog.Uint64("token", l.Token))
 	}
 }

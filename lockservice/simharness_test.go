@@ -135,58 +135,64 @@ type recorder struct {
 	w         *sim.World
 	calls     []obsCall
 	writes    map[int]obsCall // write-called by id
+	ids       map[opKey]int   // store op id by (client, request)
 	nextID    int
 	onGranted func(resource, client string, token uint64)
 	onEnded   func(resource string, token uint64, reason string)
 	onApplied func(resource, client string, token uint64, value int64, accepted bool)
 }
 
-func newRecorder(w *sim.World) *recorder { return &recorder{w: w, writes: map[int]obsCall{}} }
+func newRecorder(w *sim.World) *recorder {
+	return &recorder{w: w, writes: map[int]obsCall{}, ids: map[opKey]int{}}
+}
 
 func (r *recorder) add(c obsCall) { c.at = r.w.Now(); r.calls = append(r.calls, c) }
 
-func (r *recorder) Granted(resource, client string, token uint64) {
-	r.add(obsCall{kind: "granted", resource: resource, client: client, token: token})
-	if r.onGranted != nil {
-		r.onGranted(resource, client, token)
+// Observe records e under the kind names the tests use.
+func (r *recorder) Observe(e Event) {
+	switch e.Kind {
+	case EvGranted:
+		r.add(obsCall{kind: "granted", resource: e.Resource, client: e.Client, token: e.Token})
+		if r.onGranted != nil {
+			r.onGranted(e.Resource, e.Client, e.Token)
+		}
+	case EvEnded:
+		r.add(obsCall{kind: "ended", resource: e.Resource, token: e.Token, reason: e.Reason})
+		if r.onEnded != nil {
+			r.onEnded(e.Resource, e.Token, e.Reason)
+		}
+	case EvApplied:
+		r.add(obsCall{kind: "applied", resource: e.Resource, client: e.Client, token: e.Token, value: e.Value, accepted: e.Accepted})
+		if r.onApplied != nil {
+			r.onApplied(e.Resource, e.Client, e.Token, e.Value, e.Accepted)
+		}
+	case EvCall:
+		if e.Op != OpWrite && e.Op != OpRead {
+			return
+		}
+		r.nextID++
+		r.ids[opKey{e.Client, e.Request}] = r.nextID
+		c := obsCall{kind: e.Op.String() + "-called", resource: e.Resource, client: e.Client, token: e.Token, value: e.Value, id: r.nextID}
+		r.add(c)
+		if e.Op == OpWrite {
+			r.writes[r.nextID] = r.calls[len(r.calls)-1]
+		}
+	case EvReturn:
+		id := r.ids[opKey{e.Client, e.Request}]
+		switch e.Op {
+		case OpWrite:
+			c := r.writes[id]
+			r.add(obsCall{kind: "write-returned", resource: c.resource, client: c.client, token: c.token, value: c.value, accepted: e.Accepted, id: id})
+		case OpRead:
+			r.add(obsCall{kind: "read-returned", value: e.Value, token: e.Token, id: id})
+		}
 	}
 }
 
-func (r *recorder) Ended(resource string, token uint64, reason string) {
-	r.add(obsCall{kind: "ended", resource: resource, token: token, reason: reason})
-	if r.onEnded != nil {
-		r.onEnded(resource, token, reason)
-	}
-}
-
-func (r *recorder) Applied(resource, client string, token uint64, value int64, accepted bool) {
-	r.add(obsCall{kind: "applied", resource: resource, client: client, token: token, value: value, accepted: accepted})
-	if r.onApplied != nil {
-		r.onApplied(resource, client, token, value, accepted)
-	}
-}
-
-func (r *recorder) WriteCalled(client, resource string, token uint64, value int64) int {
-	r.nextID++
-	c := obsCall{kind: "write-called", resource: resource, client: client, token: token, value: value, id: r.nextID}
-	r.add(c)
-	r.writes[r.nextID] = r.calls[len(r.calls)-1]
-	return r.nextID
-}
-
-func (r *recorder) WriteReturned(id int, accepted bool) {
-	c := r.writes[id]
-	r.add(obsCall{kind: "write-returned", resource: c.resource, client: c.client, token: c.token, value: c.value, accepted: accepted, id: id})
-}
-
-func (r *recorder) ReadCalled(client, resource string) int {
-	r.nextID++
-	r.add(obsCall{kind: "read-called", resource: resource, client: client, id: r.nextID})
-	return r.nextID
-}
-
-func (r *recorder) ReadReturned(id int, value int64, token uint64) {
-	r.add(obsCall{kind: "read-returned", value: value, token: token, id: id})
+// opKey pairs a client's call with its return.
+type opKey struct {
+	client  string
+	request uint64
 }
 
 // of returns the recorded calls of kind.

@@ -66,7 +66,7 @@ func (s *FencedStore) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
 			}
 			env.Disk().Write(stateKey, b)
 			env.Disk().Sync()
-			s.cfg.Observer.Applied(m.Resource, m.Client, m.Token, m.Value, d.Reply.Accepted)
+			s.cfg.Observer.Observe(Event{Kind: EvApplied, Resource: m.Resource, Client: m.Client, Token: m.Token, Value: m.Value, Accepted: d.Reply.Accepted, Request: m.Request})
 			env.Log().Info("store.write", slog.String("client", m.Client), slog.Uint64("req", m.Request),
 				slog.String("resource", m.Resource), slog.Uint64("token", m.Token), slog.Bool("accepted", d.Reply.Accepted))
 		}

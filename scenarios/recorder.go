@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -12,69 +13,76 @@ type recorder struct {
 	h       checker.History
 	open    map[uint64]int  // grant token → index in h.Grants while not ended
 	granted map[uint64]bool // every token recorded so far
+	ops     map[opKey]int   // (client, request) → index in h.Ops
+}
+
+// opKey pairs a client's call with its return.
+type opKey struct {
+	client  string
+	request uint64
 }
 
 func newRecorder(w *sim.World) *recorder {
-	return &recorder{w: w, open: map[uint64]int{}, granted: map[uint64]bool{}}
+	return &recorder{w: w, open: map[uint64]int{}, granted: map[uint64]bool{}, ops: map[opKey]int{}}
 }
 
-// Granted records a grant once: every replica applies the granting entry,
-// and the first to do so marks the instant the service granted it.
-func (r *recorder) Granted(resource, client string, token uint64) {
-	if r.granted[token] {
-		return
+// Observe records one event. Service-side events are reported by every
+// replica that applies the entry; the first report is the instant the
+// service decided, later ones are ignored.
+func (r *recorder) Observe(e lockservice.Event) {
+	switch e.Kind {
+	case lockservice.EvGranted:
+		if r.granted[e.Token] {
+			return
+		}
+		r.granted[e.Token] = true
+		r.open[e.Token] = len(r.h.Grants)
+		r.h.Grants = append(r.h.Grants, checker.Grant{Resource: e.Resource, Client: e.Client, Token: e.Token,
+			Start: r.w.Now(), Open: true, Step: r.w.Step()})
+	case lockservice.EvEnded:
+		i, ok := r.open[e.Token]
+		if !ok {
+			return
+		}
+		delete(r.open, e.Token)
+		r.h.Grants[i].Open = false
+		r.h.Grants[i].End = r.w.Now()
+	case lockservice.EvApplied:
+		r.h.Applies = append(r.h.Applies, checker.StoreApply{Resource: e.Resource, Client: e.Client, Token: e.Token,
+			Value: e.Value, Accepted: e.Accepted, At: r.w.Now(), Step: r.w.Step()})
+	case lockservice.EvCall:
+		switch e.Op {
+		case lockservice.OpWrite:
+			r.call(e, checker.StoreOp{Kind: checker.OpWrite, Token: e.Token, Value: e.Value})
+		case lockservice.OpRead:
+			r.call(e, checker.StoreOp{Kind: checker.OpRead})
+		}
+	case lockservice.EvReturn:
+		i, ok := r.ops[opKey{e.Client, e.Request}]
+		if !ok || (e.Op != lockservice.OpWrite && e.Op != lockservice.OpRead) {
+			return
+		}
+		op := &r.h.Ops[i]
+		op.Return = r.w.Now()
+		switch {
+		case e.Op == lockservice.OpRead:
+			op.Outcome = checker.OutcomeAccepted
+			op.ReadValue, op.ReadToken = e.Value, e.Token
+		case e.Accepted:
+			op.Outcome = checker.OutcomeAccepted
+		default:
+			op.Outcome = checker.OutcomeRejected
+		}
 	}
-	r.granted[token] = true
-	r.open[token] = len(r.h.Grants)
-	r.h.Grants = append(r.h.Grants, checker.Grant{Resource: resource, Client: client, Token: token,
-		Start: r.w.Now(), Open: true, Step: r.w.Step()})
 }
 
-func (r *recorder) Ended(resource string, token uint64, reason string) {
-	i, ok := r.open[token]
-	if !ok {
-		return
-	}
-	delete(r.open, token)
-	r.h.Grants[i].Open = false
-	r.h.Grants[i].End = r.w.Now()
-}
-
-func (r *recorder) Applied(resource, client string, token uint64, value int64, accepted bool) {
-	r.h.Applies = append(r.h.Applies, checker.StoreApply{Resource: resource, Client: client, Token: token,
-		Value: value, Accepted: accepted, At: r.w.Now(), Step: r.w.Step()})
-}
-
-func (r *recorder) call(op checker.StoreOp) int {
+func (r *recorder) call(e lockservice.Event, op checker.StoreOp) {
 	op.ID = len(r.h.Ops)
+	op.Client, op.Resource = e.Client, e.Resource
 	op.Call = r.w.Now()
 	op.Outcome = checker.OutcomeUnknown // until a reply says otherwise
+	r.ops[opKey{e.Client, e.Request}] = op.ID
 	r.h.Ops = append(r.h.Ops, op)
-	return op.ID
-}
-
-func (r *recorder) WriteCalled(client, resource string, token uint64, value int64) int {
-	return r.call(checker.StoreOp{Client: client, Resource: resource, Kind: checker.OpWrite, Token: token, Value: value})
-}
-
-func (r *recorder) WriteReturned(id int, accepted bool) {
-	op := &r.h.Ops[id]
-	op.Return = r.w.Now()
-	op.Outcome = checker.OutcomeRejected
-	if accepted {
-		op.Outcome = checker.OutcomeAccepted
-	}
-}
-
-func (r *recorder) ReadCalled(client, resource string) int {
-	return r.call(checker.StoreOp{Client: client, Resource: resource, Kind: checker.OpRead})
-}
-
-func (r *recorder) ReadReturned(id int, value int64, token uint64) {
-	op := &r.h.Ops[id]
-	op.Return = r.w.Now()
-	op.Outcome = checker.OutcomeAccepted
-	op.ReadValue, op.ReadToken = value, token
 }
 
 // history returns the history as of the end of the run: operations still
