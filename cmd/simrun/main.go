@@ -30,9 +30,13 @@ const usage = `usage: simrun <command> [flags]
 commands:
   list                         every built-in scenario, its expectation and what it shows
   run -scenario NAME -seed N   simulate one seed and check it (flags: -json, -out DIR, -trace, -check-twice)
+  sweep [-scenario NAME | -all] [-seeds A..B] [-workers K] [-shard i/n] [-budget D] [-json]
+                               many seeds on all cores: summary per scenario, one repro line per miss
 
 exit codes: 0 pass, 1 safety violation, 2 usage error, 3 liveness failure,
-            4 nondeterminism, 5 unknown
+            4 nondeterminism, 5 unknown, 130 sweep interrupted
+  (sweep: 0 when every scenario met its expectation; otherwise the code of the
+   worst miss — 1 also for a canary that passed)
 `
 
 // run is main without the process: it returns the exit code.
@@ -46,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdList(args[1:], stdout, stderr)
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
+	case "sweep":
+		return cmdSweep(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitPass

@@ -11,26 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/scenarios"
 )
-
-// runJSON is the one object `run -json` prints.
-type runJSON struct {
-	Scenario    string   `json:"scenario"`
-	Seed        uint64   `json:"seed"`
-	Verdict     string   `json:"verdict"`
-	Property    string   `json:"property"`
-	Expected    string   `json:"expected"`
-	Met         bool     `json:"met"`
-	TraceHash   string   `json:"trace_hash"`
-	Events      uint64   `json:"events"`
-	SimSeconds  float64  `json:"sim_seconds"`
-	WallSeconds float64  `json:"wall_seconds"`
-	Speedup     float64  `json:"sim_per_wall"`
-	Detail      []string `json:"detail,omitempty"`
-	Repro       string   `json:"repro"`
-}
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simrun run", flag.ContinueOnError)
@@ -57,7 +39,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "simrun run: unknown scenario %q; built-in scenarios: %s\n", *name, strings.Join(scenarios.Names(), ", "))
 		return exitUsage
 	}
-	repro := fmt.Sprintf("go run ./cmd/simrun run -scenario %s -seed %d", spec.Name, *seed)
+	repro := reproLine(spec.Name, *seed)
 
 	// The seed and every option first, so that even a crash reproduces.
 	if !*asJSON {
@@ -90,18 +72,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	j := runJSON{
-		Scenario: res.Scenario, Seed: res.Seed, Verdict: res.Verdict.Kind.String(), Property: res.Verdict.Property(),
-		Expected: spec.Expect.String(), Met: res.Met(spec), TraceHash: fmt.Sprintf("%016x", res.TraceHash),
-		Events: res.Events, SimSeconds: res.SimTime.Seconds(), WallSeconds: res.Wall.Seconds(),
-		Speedup: res.SimTime.Seconds() / max(res.Wall.Seconds(), 1e-9), Repro: repro,
-	}
-	for _, v := range res.Verdict.Violations {
-		j.Detail = append(j.Detail, fmt.Sprintf("%s at %v (step %d): %s", v.Property, v.At, v.Step, v.Detail))
-	}
-	if res.Verdict.Unknown != "" {
-		j.Detail = append(j.Detail, "unknown: "+res.Verdict.Unknown)
-	}
+	j := toJSON(spec, res)
 	if *out != "" {
 		if err := writeRunDir(*out, res, j, traceBuf.String()); err != nil {
 			fmt.Fprintf(stderr, "simrun run: %v\n", err)
@@ -129,20 +100,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(w, "reproduce: %s\n", repro)
 	}
 	return code
-}
-
-// exitCode maps a verdict to simrun's exit code.
-func exitCode(v checker.Verdict) int {
-	switch v.Kind {
-	case checker.VerdictPass:
-		return exitPass
-	case checker.VerdictViolation:
-		return exitViolation
-	case checker.VerdictLiveness:
-		return exitLiveness
-	default:
-		return exitUnknown
-	}
 }
 
 // writeRunDir writes a run's artefacts: the readable trace, the history the

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/scenarios"
+)
+
+// runJSON is the object `run -json` prints, and each line of `sweep -json`.
+type runJSON struct {
+	Scenario    string   `json:"scenario"`
+	Seed        uint64   `json:"seed"`
+	Verdict     string   `json:"verdict"`
+	Property    string   `json:"property"`
+	Expected    string   `json:"expected"`
+	Met         bool     `json:"met"`
+	TraceHash   string   `json:"trace_hash"`
+	Events      uint64   `json:"events"`
+	SimSeconds  float64  `json:"sim_seconds"`
+	WallSeconds float64  `json:"wall_seconds"`
+	Speedup     float64  `json:"sim_per_wall"`
+	Detail      []string `json:"detail,omitempty"`
+	Error       string   `json:"error,omitempty"`
+	Repro       string   `json:"repro"`
+}
+
+// reproLine is the one command that reproduces a run.
+func reproLine(scenario string, seed uint64) string {
+	return fmt.Sprintf("go run ./cmd/simrun run -scenario %s -seed %d", scenario, seed)
+}
+
+// toJSON flattens a run's result for printing.
+func toJSON(spec scenarios.Spec, res scenarios.Result) runJSON {
+	j := runJSON{
+		Scenario: spec.Name, Seed: res.Seed, Verdict: res.Verdict.Kind.String(), Property: res.Verdict.Property(),
+		Expected: spec.Expect.String(), Met: res.Met(spec), TraceHash: fmt.Sprintf("%016x", res.TraceHash),
+		Events: res.Events, SimSeconds: res.SimTime.Seconds(), WallSeconds: res.Wall.Seconds(),
+		Speedup: res.SimTime.Seconds() / max(res.Wall.Seconds(), 1e-9), Repro: reproLine(spec.Name, res.Seed),
+	}
+	for _, v := range res.Verdict.Violations {
+		j.Detail = append(j.Detail, fmt.Sprintf("%s at %v (step %d): %s", v.Property, v.At, v.Step, v.Detail))
+	}
+	if res.Verdict.Unknown != "" {
+		j.Detail = append(j.Detail, "unknown: "+res.Verdict.Unknown)
+	}
+	return j
+}
+
+// exitCode maps a verdict to simrun's exit code.
+func exitCode(v checker.Verdict) int {
+	switch v.Kind {
+	case checker.VerdictPass:
+		return exitPass
+	case checker.VerdictViolation:
+		return exitViolation
+	case checker.VerdictLiveness:
+		return exitLiveness
+	default:
+		return exitUnknown
+	}
+}

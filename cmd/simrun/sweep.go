@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/fencesim/fencesim/scenarios"
+)
+
+// defaultSeeds is the main job's range: every built-in scenario over it
+// takes about a minute on 2 cores.
+const defaultSeeds = "1..3000"
+
+// exitInterrupted: SIGINT stopped the sweep before every job ran.
+const exitInterrupted = 130
+
+func cmdSweep(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("simrun sweep", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	name := fs.String("scenario", "", "sweep only this built-in `scenario` (default: every one)")
+	all := fs.Bool("all", false, "sweep every built-in scenario (the default)")
+	seeds := fs.String("seeds", defaultSeeds, "seed `range` A..B, inclusive")
+	workers := fs.Int("workers", runtime.NumCPU(), "simulations run at once")
+	shard := fs.String("shard", "1/1", "run only shard `i/n` of the seeds (for CI matrices)")
+	budget := fs.Duration("budget", 0, "stop starting new seeds after this wall `duration` (0: no limit)")
+	asJSON := fs.Bool("json", false, "print one JSON object per seed per line on stdout, nothing else")
+	progress := fs.String("progress", "auto", "progress display: auto (a bar on a terminal, lines elsewhere), bar, lines, none")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "simrun sweep: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	specs := scenarios.Builtin()
+	if *name != "" {
+		if *all {
+			fmt.Fprintln(stderr, "simrun sweep: -scenario and -all exclude each other")
+			return exitUsage
+		}
+		spec, ok := scenarios.Lookup(*name)
+		if !ok {
+			fmt.Fprintf(stderr, "simrun sweep: unknown scenario %q; built-in scenarios: %s\n", *name, strings.Join(scenarios.Names(), ", "))
+			return exitUsage
+		}
+		specs = []scenarios.Spec{spec}
+	}
+	lo, hi, err := parseSeeds(*seeds)
+	if err != nil {
+		fmt.Fprintf(stderr, "simrun sweep: -seeds: %v\n", err)
+		return exitUsage
+	}
+	si, sn, err := parseShard(*shard)
+	if err != nil {
+		fmt.Fprintf(stderr, "simrun sweep: -shard: %v\n", err)
+		return exitUsage
+	}
+	if *workers < 1 {
+		fmt.Fprintf(stderr, "simrun sweep: -workers must be at least 1, got %d\n", *workers)
+		return exitUsage
+	}
+	if !slices.Contains([]string{"auto", "bar", "lines", "none"}, *progress) {
+		fmt.Fprintf(stderr, "simrun sweep: -progress must be auto, bar, lines or none, got %q\n", *progress)
+		return exitUsage
+	}
+
+	jobs := scenarios.Jobs(specs, lo, hi, si, sn)
+	fmt.Fprintf(stderr, "sweep: %d scenario(s) × seeds %d..%d, shard %d/%d: %d runs on %d worker(s)\n",
+		len(specs), lo, hi, si, sn, len(jobs), *workers)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	bar := newProgress(*progress, len(jobs), stderr)
+	start := time.Now()
+	sums := map[string]*scenarios.Summary{}
+	var failures []string
+	enc := json.NewEncoder(stdout)
+	done := scenarios.Sweep(ctx, jobs, scenarios.SweepOptions{Workers: *workers, Budget: *budget}, func(r scenarios.JobResult) {
+		s := sums[r.Job.Spec.Name]
+		if s == nil {
+			s = &scenarios.Summary{Scenario: r.Job.Spec.Name, Expect: r.Job.Spec.Expect}
+			sums[r.Job.Spec.Name] = s
+		}
+		s.Add(r)
+		if *asJSON {
+			j := toJSON(r.Job.Spec, r.Result)
+			if r.Err != nil {
+				j = runJSON{Scenario: r.Job.Spec.Name, Seed: r.Job.Seed, Verdict: "error", Error: r.Err.Error(), Repro: reproLine(r.Job.Spec.Name, r.Job.Seed)}
+			}
+			enc.Encode(j)
+		}
+		if r.Err != nil || !r.Result.Met(r.Job.Spec) {
+			failures = append(failures, failureLine(r))
+		}
+		bar.step(r)
+	})
+	bar.finish()
+	elapsed := time.Since(start)
+	interrupted := done < len(jobs)
+
+	out := stdout
+	if *asJSON {
+		out = stderr // stdout carries JSON only
+	}
+	printSummary(out, specs, sums, elapsed, *workers)
+	for _, f := range failures {
+		fmt.Fprintln(out, f)
+	}
+	if interrupted {
+		why := "interrupted"
+		if ctx.Err() == nil {
+			why = "budget spent"
+		}
+		fmt.Fprintf(out, "%s: %d of %d runs finished; the summary covers those\n", why, done, len(jobs))
+	}
+	code := exitPass
+	for _, s := range sums {
+		code = worse(code, s)
+	}
+	if interrupted && ctx.Err() != nil && code == exitPass {
+		return exitInterrupted
+	}
+	return code
+}
+
+// worse returns the more severe of code and what summary s warrants.
+func worse(code int, s *scenarios.Summary) int {
+	if s.Misses == 0 {
+		return code
+	}
+	c := exitViolation // a violation where a pass was expected, or a canary that passed
+	switch {
+	case s.Errors > 0:
+		c = exitUsage
+	case s.Unknowns > 0 && len(s.Violations) == 0 && s.Expect.Verdict == "pass":
+		c = exitUnknown
+	case s.Liveness > 0 && len(s.Violations) == 0 && s.Expect.Verdict == "pass":
+		c = exitLiveness
+	}
+	if code == exitPass || c == exitViolation {
+		return c
+	}
+	return code
+}
+
+func failureLine(r scenarios.JobResult) string {
+	if r.Err != nil {
+		return fmt.Sprintf("ERROR %s seed %d: %v", r.Job.Spec.Name, r.Job.Seed, r.Err)
+	}
+	v := r.Result.Verdict
+	what := v.Kind.String()
+	if p := v.Property(); p != "" {
+		what += " " + p
+	}
+	return fmt.Sprintf("MISS %s seed %d: got %s, want %s — reproduce: %s", r.Job.Spec.Name, r.Job.Seed, what, r.Job.Spec.Expect, reproLine(r.Job.Spec.Name, r.Job.Seed))
+}
+
+// printSummary writes one row per scenario.
+func printSummary(w io.Writer, specs []scenarios.Spec, sums map[string]*scenarios.Summary, elapsed time.Duration, workers int) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\texpect\tseeds\tpass\tviolations\tliveness\tunknown\tmissed\tseeds/s\tsim/wall\t")
+	for _, spec := range specs {
+		s := sums[spec.Name]
+		if s == nil {
+			continue
+		}
+		var vs []string
+		for _, p := range sortedKeys(s.Violations) {
+			vs = append(vs, fmt.Sprintf("%s:%d", p, s.Violations[p]))
+		}
+		viol := strings.Join(vs, " ")
+		if viol == "" {
+			viol = "-"
+		}
+		// Per-scenario rate from its own summed run time, scaled to the
+		// workers that ran in parallel.
+		rate := float64(s.Seeds) / max(s.Wall.Seconds(), 1e-9) * float64(workers)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%.0f\t%.0f\t\n", s.Scenario, s.Expect, s.Seeds, s.Passes, viol,
+			s.Liveness, s.Unknowns, s.Misses, rate, s.SimTime.Seconds()/max(s.Wall.Seconds(), 1e-9))
+	}
+	tw.Flush()
+	total := 0
+	for _, s := range sums {
+		total += s.Seeds
+	}
+	fmt.Fprintf(w, "%d runs in %.1fs wall (%.0f runs/s on %d workers)\n", total, elapsed.Seconds(), float64(total)/max(elapsed.Seconds(), 1e-9), workers)
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// parseSeeds reads "A..B" (or a single seed "N").
+func parseSeeds(s string) (uint64, uint64, error) {
+	a, b, ok := strings.Cut(s, "..")
+	if !ok {
+		b = a
+	}
+	lo, err1 := strconv.ParseUint(a, 10, 64)
+	hi, err2 := strconv.ParseUint(b, 10, 64)
+	if err := errors.Join(err1, err2); err != nil || hi < lo {
+		return 0, 0, fmt.Errorf("want A..B with A ≤ B (e.g. 1..500), got %q", s)
+	}
+	return lo, hi, nil
+}
+
+// parseShard reads "i/n" with 1 ≤ i ≤ n.
+func parseShard(s string) (int, int, error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n {
+		return 0, 0, fmt.Errorf("want i/n with 1 ≤ i ≤ n (e.g. 2/4), got %q", s)
+	}
+	return i, n, nil
+}
+
+// progress shows how far a sweep is: a bar with rate and ETA on a
+// terminal, a plain line every few seconds elsewhere (CI logs).
+type progress struct {
+	bar   *progressbar.ProgressBar
+	w     io.Writer
+	lines bool
+	total int
+	done  int
+	start time.Time
+	last  time.Time
+}
+
+func newProgress(mode string, total int, w io.Writer) *progress {
+	p := &progress{w: w, total: total, start: time.Now(), last: time.Now()}
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	switch {
+	case mode == "bar" || (mode == "auto" && tty):
+		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("sweep"),
+			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("seeds"),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+	case mode == "lines" || mode == "auto":
+		p.lines = true
+	}
+	return p
+}
+
+func (p *progress) step(scenarios.JobResult) {
+	p.done++
+	if p.bar != nil {
+		p.bar.Add(1)
+		return
+	}
+	if p.lines && (time.Since(p.last) >= 5*time.Second || p.done == p.total) {
+		p.last = time.Now()
+		el := time.Since(p.start).Seconds()
+		rate := float64(p.done) / max(el, 1e-9)
+		eta := float64(p.total-p.done) / max(rate, 1e-9)
+		fmt.Fprintf(p.w, "progress: %d/%d runs, %.0f runs/s, eta %.0fs\n", p.done, p.total, rate, eta)
+	}
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		p.bar.Finish()
+	}
+}
