@@ -1,6 +1,9 @@
 package scenarios
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // BenchmarkKleppmannGCPause measures one whole run of the scenario, checker
 // included, and reports events per run and simulated seconds per wall second.
@@ -19,4 +22,39 @@ func BenchmarkKleppmannGCPause(b *testing.B) {
 	}
 	b.ReportMetric(events/float64(b.N), "events/run")
 	b.ReportMetric(simNS/wallNS, "sim/wall")
+}
+
+// standardSpec is a 5-replica, 10-client, 3-resource run of 60 simulated
+// seconds with no faults: the service's own cost.
+func standardSpec() Spec {
+	s := Spec{Version: SpecVersion, Name: "bench-5x10", Expect: Expectation{Verdict: "pass"}, Design: designReplicated,
+		Replicas: 5, LatencyMin: Duration(500e3), LatencyMean: Duration(1e6), LatencyMax: Duration(5e6),
+		Duration: Duration(60e9), StepLimit: 50_000_000}
+	for i := range 10 {
+		s.Clients = append(s.Clients, ClientSpec{Name: fmt.Sprintf("c%d", i), Resource: fmt.Sprintf("r%d", i%3),
+			TTL: Duration(1e9), StartDelay: Duration(300e6), Cycles: 1000, WritesPerHold: 2, WorkDuration: Duration(10e6), DriftBoundPPM: 1000})
+	}
+	return s
+}
+
+// BenchmarkReplicated5x10 reports what one acquire costs in messages, how
+// many events a simulated second takes, and simulated ÷ wall time.
+func BenchmarkReplicated5x10(b *testing.B) {
+	spec := standardSpec()
+	var events, simNS, wallNS, msgs, acquires float64
+	for i := 0; b.Loop(); i++ {
+		res, err := Run(spec, uint64(i+1), RunOptions{})
+		if err != nil || !res.Met(spec) {
+			b.Fatalf("seed %d: %v %+v", i+1, err, res.Verdict)
+		}
+		events += float64(res.Events)
+		simNS += float64(res.SimTime)
+		wallNS += float64(res.Wall)
+		msgs += float64(res.Stats.Network.Sent)
+		acquires += float64(len(res.History.Grants))
+	}
+	b.ReportMetric(msgs/acquires, "msgs/grant")
+	b.ReportMetric(events/(simNS/1e9), "events/sim-s")
+	b.ReportMetric(simNS/wallNS, "sim/wall")
+	b.ReportMetric(acquires/float64(b.N), "grants/run")
 }

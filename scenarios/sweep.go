@@ -135,30 +135,39 @@ type Summary struct {
 
 // Add folds one job's result into the summary.
 func (s *Summary) Add(r JobResult) {
-	s.Seeds++
 	if r.Err != nil {
+		s.Seeds++
 		s.Errors++
 		s.Misses++
 		return
 	}
 	v := r.Result.Verdict
-	switch v.Kind.String() {
+	s.AddVerdict(v.Kind.String(), v.Property(), r.Result.Met(r.Job.Spec), r.Result.SimTime, r.Result.Wall, r.Result.Events)
+}
+
+// AddVerdict folds one run given by its parts (as a merged JSON result
+// carries them) into the summary.
+func (s *Summary) AddVerdict(kind, property string, met bool, sim, wall time.Duration, events uint64) {
+	s.Seeds++
+	switch kind {
 	case "pass":
 		s.Passes++
 	case "violation":
 		if s.Violations == nil {
 			s.Violations = map[string]int{}
 		}
-		s.Violations[v.Property()]++
+		s.Violations[property]++
 	case "liveness":
 		s.Liveness++
+	case "error":
+		s.Errors++
 	default:
 		s.Unknowns++
 	}
-	if !r.Result.Met(r.Job.Spec) {
+	if !met {
 		s.Misses++
 	}
-	s.SimTime += r.Result.SimTime
-	s.Wall += r.Result.Wall
-	s.Events += r.Result.Events
+	s.SimTime += sim
+	s.Wall += wall
+	s.Events += events
 }

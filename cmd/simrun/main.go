@@ -32,6 +32,7 @@ commands:
   run -scenario NAME -seed N   simulate one seed and check it (flags: -json, -out DIR, -trace, -check-twice)
   sweep [-scenario NAME | -all] [-seeds A..B] [-workers K] [-shard i/n] [-budget D] [-json]
                                many seeds on all cores: summary per scenario, one repro line per miss
+  merge FILE...                merge the -json output of sweep shards into one summary and exit code
 
 exit codes: 0 pass, 1 safety violation, 2 usage error, 3 liveness failure,
             4 nondeterminism, 5 unknown, 130 sweep interrupted
@@ -52,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stdout, stderr)
 	case "sweep":
 		return cmdSweep(args[1:], stdout, stderr)
+	case "merge":
+		return cmdMerge(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitPass

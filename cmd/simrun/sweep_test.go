@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -76,4 +77,65 @@ func TestSweepBadFlags(t *testing.T) {
 			t.Errorf("%v: got exit %d, %q; want exit 2 and %q", c.args, code, errs, c.want)
 		}
 	}
+}
+
+func TestMerge(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, args ...string) string {
+		code, out, errs := simrun(append([]string{"sweep", "-json", "-progress", "none", "-seeds", "1..10"}, args...)...)
+		if code != exitPass {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, b := write("a.jsonl", "-shard", "1/2"), write("b.jsonl", "-shard", "2/2")
+	code, out, errs := simrun("merge", a, b, a) // a twice: counted once
+	if code != exitPass || !strings.Contains(out, "S3:10") || !strings.Contains(out, "60 runs") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+
+	// A line that disagrees with another copy of the same run is nondeterminism.
+	lines := strings.SplitN(readFile(t, a), "\n", 2)
+	var j runJSON
+	json.Unmarshal([]byte(lines[0]), &j)
+	j.TraceHash = "0000000000000000"
+	bad, _ := json.Marshal(j)
+	c := dir + "/c.jsonl"
+	os.WriteFile(c, append(bad, '\n'), 0o644)
+	if code, _, errs := simrun("merge", a, c); code != exitNondeterminism || !strings.Contains(errs, "NONDETERMINISM") {
+		t.Fatalf("got exit %d %q, want 4", code, errs)
+	}
+
+	// A missed expectation makes the merge fail like the sweep would.
+	j.TraceHash, j.Seed, j.Verdict, j.Property, j.Met = "1", 999, "violation", "S2", false
+	j.Scenario = "kleppmann-gc-pause"
+	miss, _ := json.Marshal(j)
+	d := dir + "/d.jsonl"
+	os.WriteFile(d, append(miss, '\n'), 0o644)
+	if code, out, _ := simrun("merge", a, d); code != exitViolation || !strings.Contains(out, "MISS kleppmann-gc-pause seed 999") {
+		t.Fatalf("got exit %d\n%s", code, out)
+	}
+
+	for _, bad := range []string{"{\"x\":1}\n", "not json\n"} {
+		p := dir + "/bad.jsonl"
+		os.WriteFile(p, []byte(bad), 0o644)
+		if code, _, errs := simrun("merge", p); code != exitUsage || !strings.Contains(errs, "bad.jsonl:1") {
+			t.Errorf("%q: got exit %d %q", bad, code, errs)
+		}
+	}
+	if code, _, _ := simrun("merge"); code != exitUsage {
+		t.Errorf("merge without files: exit %d", code)
+	}
+}
+
+func readFile(t *testing.T, p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
