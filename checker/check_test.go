@@ -41,17 +41,20 @@ func apply(res, client string, tok uint64, val int64, accepted bool, at time.Dur
 // kleppmann is the classic fencing scenario: A is granted token 1, writes,
 // pauses past its lease expiry, B is granted token 2 and writes, then A wakes
 // and writes with token 1. staleAccepted says whether the (broken) store
-// accepts A's stale write.
+// accepts A's stale write. Besides the store records it holds what the lock
+// service and the clients record: lock ops, a renewal, lease ends and
+// beliefs (A believes it holds the lock until the store fences it out).
 func kleppmann(staleAccepted bool) History {
 	staleOut, readVal, readTok := OutcomeRejected, int64(20), uint64(2)
 	if staleAccepted {
 		staleOut, readVal, readTok = OutcomeAccepted, 10, 1
 	}
+	a := grant("file", "A", 1, 0, ms(10000), 1) // expires while A is paused
+	a.Reason = EndExpired
+	b := grant("file", "B", 2, ms(11000), ms(20000), 2)
+	b.Reason = EndReleased
 	return History{
-		Grants: []Grant{
-			grant("file", "A", 1, 0, ms(10000), 1),         // expires while A is paused
-			grant("file", "B", 2, ms(11000), ms(20000), 2), // released
-		},
+		Grants: []Grant{a, b},
 		Ops: []StoreOp{
 			write(1, "A", "file", 1, 5, ms(500), ms(600), OutcomeAccepted),
 			write(2, "B", "file", 2, 20, ms(12000), ms(12100), OutcomeAccepted),
@@ -63,8 +66,32 @@ func kleppmann(staleAccepted bool) History {
 			apply("file", "B", 2, 20, true, ms(12050), 4),
 			apply("file", "A", 1, 10, staleAccepted, ms(15050), 5),
 		},
+		LockOps: []LockOp{
+			lockOp(1, "A", "file", LockAcquire, 1, 0, ms(50), LockGranted),
+			lockOp(2, "A", "file", LockRenew, 1, ms(300), ms(350), LockRenewed),
+			lockOp(3, "A", "file", LockRenew, 1, ms(640), 0, LockUnknown), // sent as the pause began
+			lockOp(4, "B", "file", LockAcquire, 0, ms(5000), ms(5050), LockBusy),
+			lockOp(5, "B", "file", LockAcquire, 2, ms(10990), ms(11050), LockGranted),
+			lockOp(6, "B", "file", LockRelease, 2, ms(19990), ms(20050), LockReleased),
+			lockOp(7, "A", "file", LockAcquire, 0, ms(16000), ms(16050), LockBusy), // A tries again later
+		},
+		Renewals: []Renewal{{Resource: "file", Client: "A", Token: 1, Request: 2, At: ms(320), Step: 6}},
+		Ends: []GrantEnd{
+			{Resource: "file", Client: "A", Token: 1, Reason: EndExpired, At: ms(10000), Step: 7},
+			{Resource: "file", Client: "B", Token: 2, Reason: EndReleased, At: ms(20000), Step: 8},
+		},
+		Beliefs: []Belief{
+			{Client: "A", Resource: "file", Token: 1, From: ms(50), To: ms(15100), Reason: "fenced-out"},
+			{Client: "B", Resource: "file", Token: 2, From: ms(11050), To: ms(19990), Reason: "releasing"},
+		},
 		End: ms(21000),
 	}
+}
+
+// lockOp builds a lock op; tok is the token sent (renew, release) or granted
+// (acquire).
+func lockOp(id int, client, res string, kind LockKind, tok uint64, call, ret time.Duration, out LockStatus) LockOp {
+	return LockOp{ID: id, Client: client, Resource: res, Kind: kind, Request: uint64(100 + id), Token: tok, Call: call, Return: ret, Outcome: out}
 }
 
 // TestCanaries checks that each hand-built history fails exactly its
@@ -126,6 +153,81 @@ func TestCanaries(t *testing.T) {
 			Grants:  []Grant{grant("x", "A", 1, 0, ms(10), 1)},
 			Applies: []StoreApply{apply("x", "A", 7, 10, true, ms(5), 2)},
 		}, "S4"},
+		{"S5 acknowledged write the store rejected", History{
+			Grants:  []Grant{grant("x", "A", 1, 0, ms(10), 1)},
+			Ops:     []StoreOp{write(1, "A", "x", 1, 10, ms(1), ms(3), OutcomeAccepted)},
+			Applies: []StoreApply{apply("x", "A", 1, 10, false, ms(2), 2)},
+		}, "S5"},
+		{"S5 acknowledged write forgotten across a store restart", History{
+			Grants: []Grant{
+				grant("x", "B", 1, 0, ms(10), 1),
+				grant("x", "A", 2, ms(10), ms(20), 2),
+			},
+			Ops: []StoreOp{write(1, "A", "x", 2, 20, ms(11), ms(12), OutcomeAccepted)},
+			// A's acceptance is missing from the log, and after the restart
+			// the store accepts B's late write with token 1.
+			Applies:       []StoreApply{apply("x", "B", 1, 10, true, ms(31), 3)},
+			StoreRestarts: []StoreRestart{{At: ms(30), Step: 4}},
+		}, "S5"},
+		{"S5 acknowledged grant the service never made", History{
+			Grants: []Grant{grant("x", "A", 1, 0, ms(10), 1)},
+			LockOps: []LockOp{
+				lockOp(1, "A", "x", LockAcquire, 1, 0, ms(1), LockGranted),
+				lockOp(2, "B", "x", LockAcquire, 2, ms(20), ms(21), LockGranted),
+			},
+		}, "S5"},
+		{"S5 acknowledged grant lost and its token reissued", History{
+			Grants:  []Grant{grant("x", "B", 1, ms(5), ms(10), 1)},
+			LockOps: []LockOp{lockOp(1, "A", "x", LockAcquire, 1, 0, ms(1), LockGranted)},
+		}, "S5"},
+		{"S6 renewal after the grant expired", History{
+			Grants:   []Grant{{Resource: "x", Client: "A", Token: 1, Start: 0, End: ms(10), Step: 1, Reason: EndExpired}},
+			Renewals: []Renewal{{Resource: "x", Client: "A", Token: 1, Request: 7, At: ms(12), Step: 2}},
+		}, "S6"},
+		{"S6 renewal for a client that does not hold the grant", History{
+			Grants:   []Grant{openGrant("x", "A", 1, 0, 1)},
+			Renewals: []Renewal{{Resource: "x", Client: "B", Token: 1, Request: 7, At: ms(5), Step: 2}},
+		}, "S6"},
+		{"S6 renewal of a token never granted", History{
+			Grants:   []Grant{openGrant("x", "A", 1, 0, 1)},
+			Renewals: []Renewal{{Resource: "x", Client: "A", Token: 2, Request: 7, At: ms(5), Step: 2}},
+		}, "S6"},
+		{"S6 release after the grant expired", History{
+			Grants: []Grant{{Resource: "x", Client: "A", Token: 1, Start: 0, End: ms(10), Step: 1, Reason: EndExpired}},
+			Ends: []GrantEnd{
+				{Resource: "x", Client: "A", Token: 1, Reason: EndExpired, At: ms(10), Step: 2},
+				{Resource: "x", Client: "A", Token: 1, Reason: EndReleased, At: ms(12), Step: 3},
+			},
+		}, "S6"},
+		{"S7 busy while the lock is free", History{
+			LockOps: []LockOp{lockOp(1, "B", "x", LockAcquire, 0, 0, ms(1), LockBusy)},
+		}, "S7"},
+		{"S7 renewed after not-holder", History{
+			Grants:   []Grant{openGrant("x", "A", 1, ms(1), 1)},
+			Renewals: []Renewal{{Resource: "x", Client: "A", Token: 1, Request: 103, At: ms(5), Step: 2}},
+			LockOps: []LockOp{
+				lockOp(1, "A", "x", LockAcquire, 1, 0, ms(2), LockGranted),
+				lockOp(2, "A", "x", LockRenew, 1, ms(3), ms(4), LockNotHolder),
+				lockOp(3, "A", "x", LockRenew, 1, ms(5), ms(6), LockRenewed),
+			},
+		}, "S7"},
+		{"S7 released by a client that does not hold the lock", History{
+			Grants: []Grant{openGrant("x", "A", 1, ms(1), 1)},
+			LockOps: []LockOp{
+				lockOp(1, "A", "x", LockAcquire, 1, 0, ms(2), LockGranted),
+				lockOp(2, "B", "x", LockRelease, 1, ms(3), ms(4), LockReleased),
+			},
+		}, "S7"},
+		{"S7 busy for the holder itself", History{
+			Grants: []Grant{openGrant("x", "A", 1, ms(1), 1)},
+			LockOps: []LockOp{
+				lockOp(1, "A", "x", LockAcquire, 1, 0, ms(2), LockGranted),
+				lockOp(2, "A", "x", LockAcquire, 0, ms(3), ms(4), LockBusy),
+			},
+		}, "S7"},
+		{"S7 status the service never gives", History{
+			LockOps: []LockOp{lockOp(1, "A", "x", LockAcquire, 0, 0, ms(1), LockReleased)},
+		}, "S7"},
 		{"S8 read of a value never written", History{Ops: []StoreOp{
 			read(1, "C", "x", 0, ms(1), 7, 3),
 		}}, "S8"},
@@ -338,6 +440,8 @@ func TestGeneratedHistoriesPass(t *testing.T) {
 		{"small", genConfig{resources: 1, clients: 2, ops: 50}},
 		{"stale writers", genConfig{resources: 3, clients: 3, ops: 600, staleRate: 1}},
 		{"ambiguous", genConfig{resources: 2, clients: 3, ops: 600, unknownRate: 0.3, staleRate: 0.5, readers: 3}},
+		{"with locks", genConfig{resources: 3, clients: 3, ops: 600, staleRate: 0.5, readers: 1, locks: true}},
+		{"with ambiguous locks", genConfig{resources: 2, clients: 4, ops: 600, unknownRate: 0.3, staleRate: 0.5, readers: 2, locks: true}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

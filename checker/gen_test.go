@@ -19,6 +19,7 @@ type genConfig struct {
 	unknownRate float64 // probability that an op gets no reply
 	staleRate   float64 // probability that a lease's previous holder writes late
 	readers     int     // lock-free reader clients per resource
+	locks       bool    // also record lock ops, renewals, lease ends and beliefs
 }
 
 // genHistory simulates a correct lock service and a correct fenced store and
@@ -161,7 +162,114 @@ func genHistory(rng *rand.Rand, cfg genConfig) History {
 		grants[i] = l.g
 		end = max(end, l.g.End)
 	}
-	return History{Ops: ops, Grants: grants, Applies: applies, End: end + time.Millisecond}
+	h := History{Ops: ops, Grants: grants, Applies: applies, End: end + time.Millisecond}
+	if cfg.locks {
+		genLocks(rng, &h, cfg)
+	}
+	return h
+}
+
+// genLocks adds to h what a correct lock service and its clients would
+// record around h's grants: each holder's acquire (sometimes unanswered, or
+// repeated after a lost reply), renewals inside the lease, a release or an
+// expiry (sometimes followed by a refused renewal), other clients' busy or
+// unanswered acquires during the lease, and the holders' beliefs. It draws
+// from rng only after everything else, so it changes no other record.
+func genLocks(rng *rand.Rand, h *History, cfg genConfig) {
+	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
+	nextID := 1
+	add := func(op LockOp) LockOp {
+		op.ID = nextID
+		nextID++
+		if op.Outcome != LockGranted && op.Kind == LockAcquire {
+			op.Token = 0
+		}
+		h.LockOps = append(h.LockOps, op)
+		return op
+	}
+	unknown := func() bool { return rng.Float64() < cfg.unknownRate }
+	for i := range h.Grants {
+		g := &h.Grants[i]
+		acq := LockOp{Client: g.Client, Resource: g.Resource, Kind: LockAcquire, Token: g.Token, Outcome: LockGranted,
+			Call: max(0, g.Start-us(rng.IntN(2000))), Return: g.Start + us(rng.IntN(2000))}
+		knows := !unknown()
+		if !knows {
+			acq.Outcome = LockUnknown
+		}
+		add(acq)
+		last := g.End // when the holder stops believing
+		if g.Open {
+			last = h.End
+		}
+		inside := func() time.Duration { // a point well inside the lease
+			hi := min(g.End, h.End)
+			if g.Open {
+				hi = h.End
+			}
+			return g.Start + us(1000+rng.IntN(max(1, int((hi-g.Start)/time.Microsecond)-3000)))
+		}
+		if knows {
+			if rng.IntN(6) == 0 { // the reply was lost; the holder asks again
+				p := inside()
+				add(LockOp{Client: g.Client, Resource: g.Resource, Kind: LockAcquire, Token: g.Token, Outcome: LockGranted, Call: p, Return: p + us(500)})
+			}
+			for range rng.IntN(3) {
+				p := inside()
+				op := LockOp{Client: g.Client, Resource: g.Resource, Kind: LockRenew, Token: g.Token, Outcome: LockRenewed, Call: p - us(400), Return: p + us(400)}
+				applied := true
+				if unknown() {
+					op.Outcome = LockUnknown
+					applied = rng.IntN(2) == 0
+				}
+				add(op)
+				if applied {
+					h.Renewals = append(h.Renewals, Renewal{Resource: g.Resource, Client: g.Client, Token: g.Token, Request: uint64(nextID), At: p, Step: uint64(nextID)})
+				}
+			}
+		}
+		for c := range cfg.clients {
+			other := fmt.Sprintf("c%d", c)
+			if other == g.Client || rng.IntN(2) == 0 {
+				continue
+			}
+			p := inside()
+			op := LockOp{Client: other, Resource: g.Resource, Kind: LockAcquire, Outcome: LockBusy, Call: p - us(300), Return: p + us(300)}
+			if unknown() {
+				op.Outcome = LockUnknown // it would have been busy
+			}
+			add(op)
+		}
+		switch {
+		case g.Open:
+		case knows && rng.IntN(2) == 0:
+			g.Reason = EndReleased
+			op := LockOp{Client: g.Client, Resource: g.Resource, Kind: LockRelease, Token: g.Token, Outcome: LockReleased,
+				Call: g.End - us(rng.IntN(1000)), Return: g.End + us(rng.IntN(1000))}
+			if unknown() {
+				op.Outcome = LockUnknown
+			}
+			add(op)
+			last = op.Call
+			h.Ends = append(h.Ends, GrantEnd{Resource: g.Resource, Client: g.Client, Token: g.Token, Reason: EndReleased, At: g.End, Step: uint64(nextID)})
+		default:
+			g.Reason = EndExpired
+			h.Ends = append(h.Ends, GrantEnd{Resource: g.Resource, Client: g.Client, Token: g.Token, Reason: EndExpired, At: g.End, Step: uint64(nextID)})
+			last = g.End + us(rng.IntN(30_000)) // a paused holder believes past its lease
+			if knows && rng.IntN(2) == 0 {
+				add(LockOp{Client: g.Client, Resource: g.Resource, Kind: LockRenew, Token: g.Token, Outcome: LockNotHolder, Call: last, Return: last + us(500)})
+			}
+		}
+		if knows {
+			b := Belief{Client: g.Client, Resource: g.Resource, Token: g.Token, From: acq.Return, To: last, Reason: "releasing"}
+			if g.Open {
+				b.Open, b.To, b.Reason = true, 0, ""
+			}
+			h.Beliefs = append(h.Beliefs, b)
+		}
+	}
+	for _, op := range h.LockOps {
+		h.End = max(h.End, op.Return+time.Millisecond)
+	}
 }
 
 // tokenIf returns tok for writes and 0 for reads, which send no token.

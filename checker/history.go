@@ -1,6 +1,7 @@
 // Package checker proves or refutes the safety of a fencesim run after the
-// fact, from the records the simulator keeps: the lock service's grants, the
-// fenced store's apply log, and the store operations as the clients saw them.
+// fact, from the records the simulator keeps: the lock service's grants,
+// renewals and lease ends, the fenced store's apply log and restarts, and the
+// lock and store operations as the clients saw them.
 //
 // The package stands alone (it imports nothing else from this module) so that
 // its verdicts cannot be bent by the code under test. Every function is
@@ -8,7 +9,8 @@
 // linearizability check that runs out of its wall-clock budget yields an
 // Unknown verdict rather than a Pass.
 //
-// Properties checked:
+// Each safety property is judged from the records that can refute it, and
+// each has a canary test: a history that fails it and no other property.
 //
 //   - S1 (grants): fencing tokens strictly increase in grant order, across all
 //     resources, and no token is issued twice.
@@ -18,8 +20,21 @@
 //     token below the highest token accepted before it.
 //   - S4 (applies and grants): an accepted write with token t comes from the
 //     client that was granted t, for the resource t was granted on.
-//   - S8 (ops): per resource, the store operations are linearizable against a
-//     fenced register.
+//   - S5 (client acknowledgements against the service's and store's records):
+//     every acknowledged operation survives: an acknowledged accepted write
+//     is in the store's log and binds every decision and read after a store
+//     restart; an acknowledged grant is among the service's grants.
+//   - S6 (renewals, lease ends and grants): a renewal or release of token t
+//     takes effect only while t is the current grant, and by its holder.
+//   - S7 (lock ops): per resource, the lock operations are linearizable
+//     against a fenced mutex whose lease may expire at any moment.
+//   - S8 (store ops): per resource, the store operations are linearizable
+//     against a fenced register.
+//
+// Check judges safety only. CheckLiveness judges progress after a heal and
+// Combine merges the two; BeliefOverlap measures, without failing anything,
+// how long two clients believed they held the same lock (Check reports it in
+// Verdict.Metrics).
 package checker
 
 import (
@@ -176,6 +191,9 @@ type Grant struct {
 	Open bool `json:"open"`
 	// Step is the simulator step of the grant.
 	Step uint64 `json:"step"`
+	// Reason says how the grant ended: "released" or "expired"; it is empty
+	// while the grant is open.
+	Reason string `json:"reason,omitempty"`
 }
 
 // StoreApply is one decision of the store, taken from its own apply log; a
@@ -190,13 +208,27 @@ type StoreApply struct {
 	Step     uint64        `json:"step"`
 }
 
-// History is everything the checker needs from one run; keeping the three
-// record streams separate lets each property be judged from the records that
-// can actually refute it.
+// History is everything the checker needs from one run; keeping the record
+// streams separate lets each property be judged from the records that can
+// actually refute it.
 type History struct {
 	Ops     []StoreOp    `json:"ops"`
 	Grants  []Grant      `json:"grants"`
 	Applies []StoreApply `json:"applies"`
+	// LockOps are the clients' lock operations as they saw them (S5, S7,
+	// liveness).
+	LockOps []LockOp `json:"lock_ops,omitempty"`
+	// Renewals are the service's own renewal decisions (S6).
+	Renewals []Renewal `json:"renewals,omitempty"`
+	// Ends are the service's own lease-end decisions, including any that
+	// ended a grant already ended (S6).
+	Ends []GrantEnd `json:"ends,omitempty"`
+	// Beliefs are the windows in which clients believed they held a lock
+	// (the belief-overlap metric).
+	Beliefs []Belief `json:"beliefs,omitempty"`
+	// StoreRestarts are the instants the fenced store came back from a
+	// crash (S5).
+	StoreRestarts []StoreRestart `json:"store_restarts,omitempty"`
 	// End is the true time the run ended.
 	End time.Duration `json:"end"`
 }

@@ -293,11 +293,12 @@ func checkLinearizable(h History, opt Options) ([]Violation, []string) {
 // maxDescribedOps caps how many operations a violation's Detail spells out.
 const maxDescribedOps = 3
 
-// linearizabilityViolation builds the S8 violation for a resource porcupine
-// found illegal. It takes the longest partial linearization porcupine found
-// and names the ops that could come next in real-time order but that no
-// state reached fits: the earliest place the history goes wrong.
-func linearizabilityViolation(model porcupine.Model, p opPartition, info porcupine.LinearizationInfo) Violation {
+// stuckOps explains why porcupine found a partition illegal. It takes the
+// longest partial linearization porcupine found (the lexically smallest among
+// equals, for determinism), replays it to get the model's state, and returns
+// the indices, in ops, of the ops that could come next in real-time order
+// but that no state reached fits: the earliest place the history goes wrong.
+func stuckOps(model porcupine.Model, ops []porcupine.Operation, info porcupine.LinearizationInfo) (linearized int, state any, next []int) {
 	var best []int
 	if partials := info.PartialLinearizations(); len(partials) > 0 {
 		for _, seq := range partials[0] {
@@ -307,26 +308,54 @@ func linearizabilityViolation(model porcupine.Model, p opPartition, info porcupi
 		}
 	}
 
-	state := model.Init()
-	done := make([]bool, len(p.ops))
+	state = model.Init()
+	done := make([]bool, len(ops))
 	for _, i := range best {
-		_, state = model.Step(state, p.ops[i].Input, p.ops[i].Output)
+		_, state = model.Step(state, ops[i].Input, ops[i].Output)
 		done[i] = true
 	}
 	minReturn := int64(math.MaxInt64)
-	for i, op := range p.ops {
+	for i, op := range ops {
 		if !done[i] {
 			minReturn = min(minReturn, op.Return)
 		}
 	}
-	var next []StoreOp // ops that could be linearized next; sorted by Call
-	for i, op := range p.ops {
+	for i, op := range ops {
 		if !done[i] && op.Call <= minReturn {
-			next = append(next, p.src[i])
+			next = append(next, i)
 		}
 	}
 	if len(next) == 0 { // defensive: porcupine said illegal, so some op is left
-		next = p.src
+		for i := range ops {
+			next = append(next, i)
+		}
+	}
+	return len(best), state, next
+}
+
+// blockedSentence says how many ops could come next, for violation details.
+func blockedSentence(n int) string {
+	if n > 1 {
+		return fmt.Sprintf("none of the %d ops that could come next fits", n)
+	}
+	return "the only op that could come next does not fit"
+}
+
+// moreSentence names how many ops a detail left out.
+func moreSentence(n int) string {
+	if n > maxDescribedOps {
+		return fmt.Sprintf(" and %d more", n-maxDescribedOps)
+	}
+	return ""
+}
+
+// linearizabilityViolation builds the S8 violation for a resource porcupine
+// found illegal, naming the ops stuckOps finds.
+func linearizabilityViolation(model porcupine.Model, p opPartition, info porcupine.LinearizationInfo) Violation {
+	linearized, state, idx := stuckOps(model, p.ops, info)
+	next := make([]StoreOp, len(idx)) // sorted by Call, as p.src is
+	for i, j := range idx {
+		next[i] = p.src[j]
 	}
 
 	ids := make([]int, len(next))
@@ -338,19 +367,11 @@ func linearizabilityViolation(model porcupine.Model, p opPartition, info porcupi
 		}
 	}
 	slices.Sort(ids)
-	blocked := "the only op that could come next does not fit"
-	if len(next) > 1 {
-		blocked = fmt.Sprintf("none of the %d ops that could come next fits", len(next))
-	}
-	more := ""
-	if len(next) > maxDescribedOps {
-		more = fmt.Sprintf(" and %d more", len(next)-maxDescribedOps)
-	}
 	return Violation{
 		Property: propLinearizable,
 		At:       next[0].Call,
 		Detail: fmt.Sprintf("The %d store ops on resource %q are not linearizable against a fenced register: at most %d of them linearize, leaving the register at %s, and %s (%s%s).",
-			len(p.ops), p.resource, len(best), model.DescribeState(state), blocked, strings.Join(descs, "; "), more),
+			len(p.ops), p.resource, linearized, model.DescribeState(state), blockedSentence(len(next)), strings.Join(descs, "; "), moreSentence(len(next))),
 		Ops: ids,
 	}
 }

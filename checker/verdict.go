@@ -19,8 +19,9 @@ const (
 	VerdictPass VerdictKind = iota
 	// VerdictViolation means at least one safety property was refuted.
 	VerdictViolation
-	// VerdictLiveness means safety held but the run failed to make
-	// progress; the checker never produces it itself, callers do.
+	// VerdictLiveness means no safety property was refuted but the run
+	// failed to make progress after its heal. Check never produces it;
+	// Combine does, from Check's verdict and CheckLiveness's result.
 	VerdictLiveness
 	// VerdictUnknown means no violation was found but a check could not
 	// finish (for example a porcupine timeout), so safety is not proven.
@@ -74,7 +75,8 @@ func (k *VerdictKind) UnmarshalText(b []byte) error {
 // Violation is one refutation of a property, with enough context (time, step,
 // a one-sentence detail and the operations involved) to find it in a trace.
 type Violation struct {
-	// Property is the property refuted, "S1".."S8".
+	// Property is the property refuted, "S1".."S8", or "liveness" for the
+	// violation CheckLiveness reports.
 	Property string `json:"property"`
 	// At is the true time of the offending event.
 	At time.Duration `json:"at"`
@@ -85,6 +87,8 @@ type Violation struct {
 	Detail string `json:"detail"`
 	// Ops lists the IDs of the StoreOps involved, if any.
 	Ops []int `json:"ops,omitempty"`
+	// LockOps lists the IDs of the LockOps involved, if any.
+	LockOps []int `json:"lock_ops,omitempty"`
 }
 
 // Verdict is the outcome of Check: its kind plus every violation found, so
@@ -93,18 +97,35 @@ type Verdict struct {
 	Kind VerdictKind `json:"kind"`
 	// Violations holds every violation found, ordered by property, then At.
 	Violations []Violation `json:"violations,omitempty"`
-	// Unknown says why the verdict is VerdictUnknown; it is empty
-	// otherwise.
+	// Unknown says why a linearizability check was inconclusive. It is set
+	// when the verdict is VerdictUnknown, and kept by Combine when a
+	// liveness failure outranks it; it is empty otherwise.
 	Unknown string `json:"unknown,omitempty"`
+	// Liveness is the liveness failure Combine merged in, if any. Check
+	// never sets it.
+	Liveness *Violation `json:"liveness,omitempty"`
+	// Metrics measures the run without judging it.
+	Metrics Metrics `json:"metrics"`
 }
 
-// Property returns the first violation's property, or "" if there is none,
-// so that callers and tests can name the failure in one word.
+// Metrics are measurements of a run that are reported, never failed.
+type Metrics struct {
+	// BeliefOverlap measures the windows in which two clients believed
+	// they held the same lock.
+	BeliefOverlap OverlapStats `json:"belief_overlap"`
+}
+
+// Property returns the first safety violation's property, else "liveness"
+// if a liveness failure was merged in, else "", so that callers and tests
+// can name the failure in one word.
 func (v Verdict) Property() string {
-	if len(v.Violations) == 0 {
-		return ""
+	switch {
+	case len(v.Violations) > 0:
+		return v.Violations[0].Property
+	case v.Liveness != nil:
+		return v.Liveness.Property
 	}
-	return v.Violations[0].Property
+	return ""
 }
 
 // DefaultTimeout is the porcupine budget used when Options.Timeout is 0; it is
@@ -129,27 +150,34 @@ func (o Options) timeout() time.Duration {
 	return o.Timeout
 }
 
-// Check judges a history against every property and returns the verdict:
-// VerdictViolation if any property is refuted, else VerdictUnknown if a
-// linearizability check ran out of time, else VerdictPass. It never mutates
-// h.
+// Check judges a history against every safety property (S1–S8) and returns
+// the verdict: VerdictViolation if any property is refuted, else
+// VerdictUnknown if a linearizability check ran out of time, else
+// VerdictPass. It never judges liveness (see CheckLiveness and Combine), but
+// it fills Verdict.Metrics whatever the verdict. It never mutates h.
 func Check(h History, opt Options) Verdict {
 	var vs []Violation
 	vs = append(vs, checkTokens(h.Grants)...)
 	vs = append(vs, checkGrantOverlap(h.Grants)...)
 	vs = append(vs, checkStoreMonotonic(h.Applies)...)
 	vs = append(vs, checkStoreGrantee(h.Applies, h.Grants)...)
+	vs = append(vs, checkDurable(h)...)
+	vs = append(vs, checkCurrentGrant(h)...)
+	lockLin, lockUnknown := checkLockLinearizable(h, opt)
+	vs = append(vs, lockLin...)
 	lin, unknown := checkLinearizable(h, opt)
 	vs = append(vs, lin...)
+	unknown = append(lockUnknown, unknown...)
 	sortViolations(vs)
 
+	metrics := Metrics{BeliefOverlap: BeliefOverlap(h)}
 	switch {
 	case len(vs) > 0:
-		return Verdict{Kind: VerdictViolation, Violations: vs}
+		return Verdict{Kind: VerdictViolation, Violations: vs, Metrics: metrics}
 	case len(unknown) > 0:
-		return Verdict{Kind: VerdictUnknown, Unknown: strings.Join(unknown, "; ")}
+		return Verdict{Kind: VerdictUnknown, Unknown: strings.Join(unknown, "; "), Metrics: metrics}
 	}
-	return Verdict{Kind: VerdictPass}
+	return Verdict{Kind: VerdictPass, Metrics: metrics}
 }
 
 // sortViolations orders violations by property, then At, then Step, then
@@ -162,6 +190,7 @@ func sortViolations(vs []Violation) {
 			cmp.Compare(a.Step, b.Step),
 			strings.Compare(a.Detail, b.Detail),
 			slices.Compare(a.Ops, b.Ops),
+			slices.Compare(a.LockOps, b.LockOps),
 		)
 	})
 }

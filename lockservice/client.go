@@ -331,6 +331,12 @@ func (c *Client) onRenewReply(m LockReply) {
 		c.log("renew.redirect", m.Request, slog.Int("leader", int(m.Leader)))
 		return // the next renewal goes to the new target
 	}
+	if m.Status == Overloaded {
+		// Shed at the ingress: the lease stands as it was; the next renewal
+		// tries again and the watchdog still bounds the belief.
+		c.log("renew.overloaded", m.Request, slog.Uint64("token", c.token))
+		return
+	}
 	if m.Status == Renewed && m.Token == c.token {
 		c.extend(c.renewStart, m.TTL)
 		c.log("renew.ok", m.Request, slog.Uint64("token", c.token))

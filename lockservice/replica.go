@@ -320,8 +320,12 @@ func (r *Replica) apply(e raft.Entry) {
 	obs := r.cfg.Observer
 	switch c.Kind {
 	case CmdAcquire:
+		// A second entry of a request (a copy proposed while the first was
+		// in flight) only replays its reply: it must not restart the lease,
+		// nor re-arm a timer on a resource that may have changed hands.
+		_, replay := r.table.Seen(c.Client, c.Request)
 		rep = r.table.Acquire(AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request}, 0, e.Index)
-		if rep.Status == Granted {
+		if rep.Status == Granted && !replay {
 			if rep.Token == e.Index {
 				obs.Observe(Event{Kind: EvGranted, Resource: c.Resource, Client: c.Client, Token: rep.Token})
 			}
@@ -331,8 +335,9 @@ func (r *Replica) apply(e raft.Entry) {
 			}
 		}
 	case CmdRenew:
+		_, replay := r.table.Seen(c.Client, c.Request) // as for CmdAcquire
 		rep = r.table.Renew(RenewRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request}, 0)
-		if rep.Status == Renewed {
+		if rep.Status == Renewed && !replay {
 			obs.Observe(Event{Kind: EvRenewed, Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request})
 			r.started[c.Resource] = e.Index
 			if r.leader {

@@ -11,9 +11,14 @@ import (
 type recorder struct {
 	w       *sim.World
 	h       checker.History
-	open    map[uint64]int  // grant token → index in h.Grants while not ended
-	granted map[uint64]bool // every token recorded so far
-	ops     map[opKey]int   // (client, request) → index in h.Ops
+	open    map[uint64]int   // grant token → index in h.Grants while not ended
+	granted map[uint64]bool  // every token recorded so far
+	ops     map[opKey]int    // (client, request) → index in h.Ops
+	lockOps map[opKey]int    // (client, request) → index in h.LockOps
+	renewed map[opKey]bool   // (client, request) of every renewal recorded
+	ended   map[endKey]bool  // every lease end recorded
+	beliefs map[string][]int // client → indices in h.Beliefs still open
+	starts  map[string]int   // node name → how many times it started
 }
 
 // opKey pairs a client's call with its return.
@@ -22,8 +27,37 @@ type opKey struct {
 	request uint64
 }
 
+// endKey identifies one lease-end decision of the service.
+type endKey struct {
+	token  uint64
+	reason string
+}
+
 func newRecorder(w *sim.World) *recorder {
-	return &recorder{w: w, open: map[uint64]int{}, granted: map[uint64]bool{}, ops: map[opKey]int{}}
+	return &recorder{w: w, open: map[uint64]int{}, granted: map[uint64]bool{}, ops: map[opKey]int{},
+		lockOps: map[opKey]int{}, renewed: map[opKey]bool{}, ended: map[endKey]bool{},
+		beliefs: map[string][]int{}, starts: map[string]int{}}
+}
+
+// NodeStarted records that the process of node name is starting: its boot,
+// or a restart after a crash. The runner calls it from the process
+// constructor it hands to sim.World.AddNode, which the world calls at the
+// node's boot and at every restart, at the instant of the (re)start. A
+// restart of the store is recorded for S5; a restarted client no longer
+// believes it holds anything (its belief ended at the crash, which the
+// recorder cannot see, so the restart instant bounds it from above).
+func (r *recorder) NodeStarted(name string) {
+	r.starts[name]++
+	if r.starts[name] == 1 {
+		return // the boot
+	}
+	if name == storeNode {
+		r.h.StoreRestarts = append(r.h.StoreRestarts, checker.StoreRestart{At: r.w.Now(), Step: r.w.Step()})
+	}
+	for _, i := range r.beliefs[name] {
+		r.endBelief(i, "restarted")
+	}
+	delete(r.beliefs, name)
 }
 
 // Observe records one event. Service-side events are reported by every
@@ -39,7 +73,21 @@ func (r *recorder) Observe(e lockservice.Event) {
 		r.open[e.Token] = len(r.h.Grants)
 		r.h.Grants = append(r.h.Grants, checker.Grant{Resource: e.Resource, Client: e.Client, Token: e.Token,
 			Start: r.w.Now(), Open: true, Step: r.w.Step()})
+	case lockservice.EvRenewed:
+		k := opKey{e.Client, e.Request}
+		if r.renewed[k] {
+			return
+		}
+		r.renewed[k] = true
+		r.h.Renewals = append(r.h.Renewals, checker.Renewal{Resource: e.Resource, Client: e.Client, Token: e.Token,
+			Request: e.Request, At: r.w.Now(), Step: r.w.Step()})
 	case lockservice.EvEnded:
+		k := endKey{e.Token, e.Reason}
+		if !r.ended[k] {
+			r.ended[k] = true
+			r.h.Ends = append(r.h.Ends, checker.GrantEnd{Resource: e.Resource, Client: e.Client, Token: e.Token,
+				Reason: e.Reason, At: r.w.Now(), Step: r.w.Step()})
+		}
 		i, ok := r.open[e.Token]
 		if !ok {
 			return
@@ -47,6 +95,7 @@ func (r *recorder) Observe(e lockservice.Event) {
 		delete(r.open, e.Token)
 		r.h.Grants[i].Open = false
 		r.h.Grants[i].End = r.w.Now()
+		r.h.Grants[i].Reason = e.Reason
 	case lockservice.EvApplied:
 		r.h.Applies = append(r.h.Applies, checker.StoreApply{Resource: e.Resource, Client: e.Client, Token: e.Token,
 			Value: e.Value, Accepted: e.Accepted, At: r.w.Now(), Step: r.w.Step()})
@@ -56,22 +105,28 @@ func (r *recorder) Observe(e lockservice.Event) {
 			r.call(e, checker.StoreOp{Kind: checker.OpWrite, Token: e.Token, Value: e.Value})
 		case lockservice.OpRead:
 			r.call(e, checker.StoreOp{Kind: checker.OpRead})
+		case lockservice.OpAcquire:
+			r.lockCall(e, checker.LockAcquire)
+		case lockservice.OpRenew:
+			r.lockCall(e, checker.LockRenew)
+		case lockservice.OpRelease:
+			r.lockCall(e, checker.LockRelease)
 		}
 	case lockservice.EvReturn:
-		i, ok := r.ops[opKey{e.Client, e.Request}]
-		if !ok || (e.Op != lockservice.OpWrite && e.Op != lockservice.OpRead) {
-			return
+		switch e.Op {
+		case lockservice.OpWrite, lockservice.OpRead:
+			r.storeReturn(e)
+		case lockservice.OpAcquire, lockservice.OpRenew, lockservice.OpRelease:
+			r.lockReturn(e)
 		}
-		op := &r.h.Ops[i]
-		op.Return = r.w.Now()
-		switch {
-		case e.Op == lockservice.OpRead:
-			op.Outcome = checker.OutcomeAccepted
-			op.ReadValue, op.ReadToken = e.Value, e.Token
-		case e.Accepted:
-			op.Outcome = checker.OutcomeAccepted
-		default:
-			op.Outcome = checker.OutcomeRejected
+	case lockservice.EvBeliefEnd:
+		open := r.beliefs[e.Client]
+		for j := len(open) - 1; j >= 0; j-- { // the latest belief in that token
+			if i := open[j]; r.h.Beliefs[i].Token == e.Token {
+				r.endBelief(i, e.Reason)
+				r.beliefs[e.Client] = append(open[:j:j], open[j+1:]...)
+				break
+			}
 		}
 	}
 }
@@ -85,8 +140,66 @@ func (r *recorder) call(e lockservice.Event, op checker.StoreOp) {
 	r.h.Ops = append(r.h.Ops, op)
 }
 
+func (r *recorder) storeReturn(e lockservice.Event) {
+	i, ok := r.ops[opKey{e.Client, e.Request}]
+	if !ok {
+		return
+	}
+	op := &r.h.Ops[i]
+	op.Return = r.w.Now()
+	switch {
+	case e.Op == lockservice.OpRead:
+		op.Outcome = checker.OutcomeAccepted
+		op.ReadValue, op.ReadToken = e.Value, e.Token
+	case e.Accepted:
+		op.Outcome = checker.OutcomeAccepted
+	default:
+		op.Outcome = checker.OutcomeRejected
+	}
+}
+
+// lockCall records a lock operation as unknown until its answer arrives. A
+// renew or release carries the token it sends.
+func (r *recorder) lockCall(e lockservice.Event, kind checker.LockKind) {
+	op := checker.LockOp{ID: len(r.h.LockOps), Client: e.Client, Resource: e.Resource, Kind: kind,
+		Request: e.Request, Call: r.w.Now(), Outcome: checker.LockUnknown}
+	if kind != checker.LockAcquire {
+		op.Token = e.Token
+	}
+	r.lockOps[opKey{e.Client, e.Request}] = op.ID
+	r.h.LockOps = append(r.h.LockOps, op)
+}
+
+// lockReturn records the first answer to a lock operation; a granted acquire
+// starts the client's belief that it holds the lock.
+func (r *recorder) lockReturn(e lockservice.Event) {
+	i, ok := r.lockOps[opKey{e.Client, e.Request}]
+	if !ok || r.h.LockOps[i].Outcome != checker.LockUnknown {
+		return
+	}
+	op := &r.h.LockOps[i]
+	op.Return = r.w.Now()
+	op.Outcome = checker.LockStatus(e.Status.String())
+	if op.Kind != checker.LockAcquire {
+		return
+	}
+	op.Token = e.Token
+	if e.Status == lockservice.Granted {
+		r.beliefs[e.Client] = append(r.beliefs[e.Client], len(r.h.Beliefs))
+		r.h.Beliefs = append(r.h.Beliefs, checker.Belief{Client: e.Client, Resource: e.Resource, Token: e.Token,
+			From: r.w.Now(), Open: true})
+	}
+}
+
+// endBelief closes belief i now.
+func (r *recorder) endBelief(i int, reason string) {
+	b := &r.h.Beliefs[i]
+	b.Open, b.To, b.Reason = false, r.w.Now(), reason
+}
+
 // history returns the history as of the end of the run: operations still
-// without a reply stay unknown, grants still held stay open.
+// without a reply stay unknown, grants still held and beliefs still held
+// stay open.
 func (r *recorder) history() checker.History {
 	h := r.h
 	h.End = r.w.Now()

@@ -55,7 +55,10 @@ func Run(spec Spec, seed uint64, opt RunOptions) (Result, error) {
 	rec := newRecorder(w)
 	ids := map[string]sim.NodeID{}
 	add := func(name string, p func() sim.Process) error {
-		id, err := w.AddNode(name, p, fakeclock.Config{})
+		id, err := w.AddNode(name, func() sim.Process {
+			rec.NodeStarted(name) // the boot, then every restart
+			return p()
+		}, fakeclock.Config{})
 		ids[name] = id
 		return err
 	}

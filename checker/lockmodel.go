@@ -1,0 +1,433 @@
+package checker
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// propLockLinearizable is S7: per resource, the lock operations as the
+// clients saw them are linearizable against a fenced mutex whose lease may
+// expire at any moment. It catches a service that answers in a way no single
+// lock could, judged only from client observations; S5 and S6 judge the
+// service's own records.
+//
+// The model's state is (holder, token, last token granted). Expiry is a
+// non-deterministic release: before any operation the holder may have lost
+// the lock. Then:
+//
+//   - acquire by c → granted(t): the lock is free and t is above the last
+//     token (a fresh grant), or c already holds it and t is its token (a
+//     holder's fresh attempt is answered with the same grant);
+//   - acquire → busy: someone other than c holds the lock;
+//   - renew(t) by c → renewed: c holds the lock with t;
+//   - release(t) by c → released: c holds the lock with t; the lock is free;
+//   - renew or release → not-holder: c does not hold the lock with t, which
+//     expiry always allows (but which rules out renewing t afterwards);
+//   - invalid answers change nothing;
+//   - unknown, overloaded and not-leader answers are ambiguous: the
+//     operation has an open return and may or may not take effect. An
+//     overloaded or not-leader answer speaks for one copy of the request
+//     only, and the client may have sent others under the same request id
+//     (retries after a timeout, duplicates on the wire) that did take
+//     effect. An ambiguous acquire that took effect granted a token the
+//     client never learned; the model then knows only a lower bound for it.
+//
+// Renewals never change the state (expiry is already free to happen at any
+// moment), so renewals whose answer is not renewed or not-holder, and
+// invalid requests, constrain nothing and are left out of the check.
+const propLockLinearizable = "S7"
+
+// lockState is one resource of the fenced mutex. Holder is "" when the lock
+// is free. Token 0 while held means the holder's token is unknown (from an
+// ambiguous acquire) and at least Last. Last is the highest token granted on
+// the resource, or a lower bound of it once an unknown token was granted.
+type lockState struct {
+	Holder string
+	Token  uint64
+	Last   uint64
+}
+
+// lockInput is what a client sent; Resource is carried so that the history
+// can be partitioned by resource.
+type lockInput struct {
+	Resource string
+	Client   string
+	Kind     LockKind
+	Token    uint64 // renew, release: the token sent
+}
+
+// lockOutput is what a client observed.
+type lockOutput struct {
+	Outcome LockStatus
+	Token   uint64 // acquire: the token granted
+}
+
+// lockEffect is what an answer means for the model.
+type lockEffect uint8
+
+const (
+	effNothing    lockEffect = iota // changes nothing, constrains nothing
+	effGranted                      // acquire granted
+	effBusy                         // acquire busy
+	effRenewed                      // renew renewed
+	effReleased                     // release released
+	effNotHolder                    // renew or release not-holder
+	effAmbiguous                    // may or may not have taken effect
+	effImpossible                   // an answer the service never gives to this kind
+)
+
+// lockEffectOf classifies an answer to an operation of kind k.
+func lockEffectOf(k LockKind, out LockStatus) lockEffect {
+	switch out {
+	case LockInvalid:
+		return effNothing
+	case LockUnknown, LockOverloaded, LockNotLeader:
+		if k == LockRenew {
+			return effNothing // a renewal changes no state either way
+		}
+		return effAmbiguous
+	}
+	switch {
+	case k == LockAcquire && out == LockGranted:
+		return effGranted
+	case k == LockAcquire && out == LockBusy:
+		return effBusy
+	case k == LockRenew && out == LockRenewed:
+		return effRenewed
+	case k == LockRelease && out == LockReleased:
+		return effReleased
+	case (k == LockRenew || k == LockRelease) && out == LockNotHolder:
+		return effNotHolder
+	}
+	return effImpossible
+}
+
+// holds reports whether client may hold the lock with token in state p.
+func (p lockState) holds(client string, token uint64) bool {
+	return p.Holder == client && (p.Token == token || p.Token == 0 && token >= p.Last)
+}
+
+// lockStep is the nondeterministic step of the fenced mutex: every state the
+// mutex may be in after the operation, or none if the observed answer is
+// impossible.
+func lockStep(state, input, output any) []any {
+	s := state.(lockState)
+	in := input.(lockInput)
+	out := output.(lockOutput)
+	eff := lockEffectOf(in.Kind, out.Outcome)
+
+	var next []any
+	add := func(x lockState) {
+		if !slices.Contains(next, any(x)) {
+			next = append(next, x)
+		}
+	}
+	candidates := []lockState{s}
+	if s.Holder != "" {
+		candidates = append(candidates, lockState{Last: s.Last}) // the lease expired
+	}
+	for _, p := range candidates {
+		switch eff {
+		case effNothing:
+			add(p)
+		case effGranted:
+			switch {
+			case p.Holder == "" && out.Token > p.Last:
+				add(lockState{Holder: in.Client, Token: out.Token, Last: out.Token})
+			case p.holds(in.Client, out.Token):
+				add(lockState{Holder: in.Client, Token: out.Token, Last: max(p.Last, out.Token)})
+			}
+		case effBusy:
+			if p.Holder != "" && p.Holder != in.Client {
+				add(p)
+			}
+		case effRenewed:
+			if p.holds(in.Client, in.Token) {
+				add(lockState{Holder: in.Client, Token: in.Token, Last: max(p.Last, in.Token)})
+			}
+		case effReleased:
+			if p.holds(in.Client, in.Token) {
+				add(lockState{Last: max(p.Last, in.Token)})
+			}
+		case effNotHolder:
+			if p.Holder != in.Client || p.Token != in.Token {
+				add(p)
+			}
+		case effAmbiguous:
+			add(p)
+			switch {
+			case in.Kind == LockAcquire && p.Holder == "":
+				add(lockState{Holder: in.Client, Last: p.Last + 1})
+			case in.Kind == LockRelease && p.holds(in.Client, in.Token):
+				add(lockState{Last: max(p.Last, in.Token)})
+			}
+		}
+	}
+	return next
+}
+
+// hashLockState mixes a lockState into 64 bits so porcupine's cache can skip
+// most Equal calls.
+func hashLockState(state any) uint64 {
+	s := state.(lockState)
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s.Holder); i++ {
+		h ^= uint64(s.Holder[i])
+		h *= 1099511628211
+	}
+	for _, x := range [...]uint64{s.Token, s.Last} {
+		h ^= x
+		h *= 1099511628211
+		h ^= h >> 29
+	}
+	return h
+}
+
+// describeLockOperation renders an operation for porcupine's visualization.
+func describeLockOperation(input, output any) string {
+	in := input.(lockInput)
+	out := output.(lockOutput)
+	switch {
+	case in.Kind == LockAcquire && out.Outcome == LockGranted:
+		return fmt.Sprintf("acquire(%q) by %q -> granted token %d", in.Resource, in.Client, out.Token)
+	case in.Kind == LockAcquire:
+		return fmt.Sprintf("acquire(%q) by %q -> %s", in.Resource, in.Client, out.Outcome)
+	}
+	return fmt.Sprintf("%v(%q, token %d) by %q -> %s", in.Kind, in.Resource, in.Token, in.Client, out.Outcome)
+}
+
+// describeLockState renders one possible mutex state.
+func describeLockState(state any) string {
+	s := state.(lockState)
+	switch {
+	case s.Holder == "":
+		return fmt.Sprintf("free (last token %d)", s.Last)
+	case s.Token == 0:
+		return fmt.Sprintf("held by %q with a token it never learned, at least %d", s.Holder, s.Last)
+	}
+	return fmt.Sprintf("held by %q with token %d (last token %d)", s.Holder, s.Token, s.Last)
+}
+
+// describeLockStates renders the set of states the nondeterministic mutex
+// may be in, for violation details.
+func describeLockStates(states any) string {
+	ss, ok := states.([]any)
+	if !ok {
+		return describeLockState(states)
+	}
+	descs := make([]string, len(ss))
+	for i, s := range ss {
+		descs[i] = describeLockState(s)
+	}
+	slices.Sort(descs)
+	return strings.Join(descs, " or ")
+}
+
+// partitionLocksByResource splits a lock history into one partition per
+// resource, in ascending resource order. Resources are independent mutexes,
+// so the history is linearizable iff every partition is.
+func partitionLocksByResource(history []porcupine.Operation) [][]porcupine.Operation {
+	byResource := make(map[string][]porcupine.Operation)
+	for _, op := range history {
+		r := op.Input.(lockInput).Resource
+		byResource[r] = append(byResource[r], op)
+	}
+	parts := make([][]porcupine.Operation, 0, len(byResource))
+	for _, r := range sortedKeys(byResource) {
+		parts = append(parts, byResource[r])
+	}
+	return parts
+}
+
+// FencedMutexModel returns the porcupine model S7 checks against, so that
+// callers can replay or visualize a check. Its state per resource is
+// (holder, token, last token), initially free with last token 0; the holder
+// may lose the lock before any operation. Operations must come from
+// LockLinearizabilityInfo's encoding of LockOps.
+func FencedMutexModel() porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition:                 partitionLocksByResource,
+		Init:                      func() []any { return []any{lockState{}} },
+		Step:                      lockStep,
+		Hash:                      hashLockState,
+		DescribeOperation:         describeLockOperation,
+		DescribeState:             describeLockState,
+		DescribeOperationMetadata: describeMetadata,
+	}
+	return nm.ToModel()
+}
+
+// lockPartition is the lock operations of one resource in porcupine's
+// encoding, with the LockOps they came from at the same indices.
+type lockPartition struct {
+	resource string
+	ops      []porcupine.Operation
+	src      []LockOp
+}
+
+// encodeLockOps converts a history's LockOps to porcupine operations, one
+// partition per resource in ascending resource order, each sorted by call
+// time then ID. Operations that constrain nothing are left out. Ambiguous
+// operations get an open return, later than every other event of the
+// history.
+func encodeLockOps(h History) []lockPartition {
+	ops := slices.Clone(h.LockOps)
+	slices.SortStableFunc(ops, func(a, b LockOp) int {
+		return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID))
+	})
+
+	last := h.End
+	clients := make(map[string]int)
+	for _, op := range ops {
+		last = max(last, op.Call, op.Return)
+		clients[op.Client] = 0
+	}
+	open := last
+	if open < math.MaxInt64 {
+		open++
+	}
+	for i, c := range sortedKeys(clients) {
+		clients[c] = i
+	}
+
+	byResource := make(map[string]*lockPartition)
+	for _, op := range ops {
+		eff := lockEffectOf(op.Kind, op.Outcome)
+		if eff == effNothing {
+			continue
+		}
+		ret := max(op.Return, op.Call)
+		if eff == effAmbiguous {
+			ret = open
+		}
+		p := byResource[op.Resource]
+		if p == nil {
+			p = &lockPartition{resource: op.Resource}
+			byResource[op.Resource] = p
+		}
+		p.ops = append(p.ops, porcupine.Operation{
+			ClientId: clients[op.Client],
+			Input:    lockInput{Resource: op.Resource, Client: op.Client, Kind: op.Kind, Token: lockSentToken(op)},
+			Call:     int64(op.Call),
+			Output:   lockOutput{Outcome: op.Outcome, Token: lockGrantedToken(op)},
+			Return:   int64(ret),
+			Metadata: opMetadata{ID: op.ID, Client: op.Client},
+		})
+		p.src = append(p.src, op)
+	}
+	parts := make([]lockPartition, 0, len(byResource))
+	for _, r := range sortedKeys(byResource) {
+		parts = append(parts, *byResource[r])
+	}
+	return parts
+}
+
+// lockSentToken is the token a renew or release sent (0 for an acquire).
+func lockSentToken(op LockOp) uint64 {
+	if op.Kind == LockAcquire {
+		return 0
+	}
+	return op.Token
+}
+
+// lockGrantedToken is the token an acquire returned (0 otherwise).
+func lockGrantedToken(op LockOp) uint64 {
+	if op.Kind == LockAcquire {
+		return op.Token
+	}
+	return 0
+}
+
+// LockLinearizabilityInfo runs the S7 check over the whole history in one
+// porcupine call and returns everything porcupine.Visualize needs. It exists
+// for reports; Check runs the same model per resource. Lock operations that
+// constrain nothing (see S7) are not among the returned operations.
+func LockLinearizabilityInfo(h History, opt Options) (porcupine.Model, []porcupine.Operation, porcupine.CheckResult, porcupine.LinearizationInfo) {
+	model := FencedMutexModel()
+	var ops []porcupine.Operation
+	for _, p := range encodeLockOps(h) {
+		ops = append(ops, p.ops...)
+	}
+	res, info := porcupine.CheckOperationsVerbose(model, ops, opt.timeout())
+	return model, ops, res, info
+}
+
+// checkLockLinearizable checks S7, one porcupine call per resource run in
+// parallel. It returns a violation per non-linearizable resource and, for
+// each resource whose check timed out, a sentence saying so.
+func checkLockLinearizable(h History, opt Options) ([]Violation, []string) {
+	parts := encodeLockOps(h)
+	model := FencedMutexModel()
+	timeout := opt.timeout()
+
+	results := make([]partitionResult, len(parts))
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Go(func() {
+			res, info := porcupine.CheckOperationsVerbose(model, parts[i].ops, timeout)
+			results[i] = partitionResult{res: res, info: info}
+		})
+	}
+	wg.Wait()
+
+	var vs []Violation
+	var unknown []string
+	for i, p := range parts {
+		switch results[i].res {
+		case porcupine.Illegal:
+			vs = append(vs, lockViolation(model, p, results[i].info))
+		case porcupine.Unknown:
+			unknown = append(unknown, fmt.Sprintf("porcupine timed out after %v checking the %d lock ops on resource %q", timeout, len(p.ops), p.resource))
+		}
+	}
+	return vs, unknown
+}
+
+// lockViolation builds the S7 violation for a resource porcupine found
+// illegal, naming the ops stuckOps finds.
+func lockViolation(model porcupine.Model, p lockPartition, info porcupine.LinearizationInfo) Violation {
+	linearized, state, idx := stuckOps(model, p.ops, info)
+	ids := make([]int, len(idx))
+	descs := make([]string, 0, maxDescribedOps)
+	for i, j := range idx {
+		ids[i] = p.src[j].ID
+		if i < maxDescribedOps {
+			descs = append(descs, describeLockOp(p.src[j]))
+		}
+	}
+	slices.Sort(ids)
+	return Violation{
+		Property: propLockLinearizable,
+		At:       p.src[idx[0]].Call,
+		Detail: fmt.Sprintf("The %d lock ops on resource %q are not linearizable against a fenced mutex: at most %d of them linearize, leaving the lock %s, and %s (%s%s).",
+			len(p.ops), p.resource, linearized, describeLockStates(state), blockedSentence(len(idx)), strings.Join(descs, "; "), moreSentence(len(idx))),
+		LockOps: ids,
+	}
+}
+
+// describeLockOp renders a LockOp for violation details.
+func describeLockOp(op LockOp) string {
+	var what string
+	switch {
+	case op.Kind == LockAcquire && op.Outcome == LockGranted:
+		what = fmt.Sprintf("acquire -> granted token %d", op.Token)
+	case op.Kind == LockAcquire:
+		what = fmt.Sprintf("acquire -> %s", op.Outcome)
+	default:
+		what = fmt.Sprintf("%v token %d -> %s", op.Kind, op.Token, op.Outcome)
+	}
+	ret := "never returned"
+	switch {
+	case lockEffectOf(op.Kind, op.Outcome) == effAmbiguous && op.Outcome != LockUnknown:
+		ret = "returned " + op.Return.String() + " (ambiguous)"
+	case op.Outcome != LockUnknown:
+		ret = "returned " + op.Return.String()
+	}
+	return fmt.Sprintf("lock op %d by client %q: %s, called %v, %s", op.ID, op.Client, what, op.Call, ret)
+}
