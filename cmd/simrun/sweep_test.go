@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fencesim/fencesim/scenarios"
 )
 
 // sweepLines runs a sweep with -json and returns "scenario seed verdict hash"
@@ -94,7 +97,7 @@ func TestMerge(t *testing.T) {
 	}
 	a, b := write("a.jsonl", "-shard", "1/2"), write("b.jsonl", "-shard", "2/2")
 	code, out, errs := simrun("merge", a, b, a) // a twice: counted once
-	if code != exitPass || !strings.Contains(out, "S3:10") || !strings.Contains(out, "60 runs") {
+	if code != exitPass || !strings.Contains(out, "S3:10") || !strings.Contains(out, fmt.Sprintf("%d runs", 10*len(scenarios.Builtin()))) {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
 
