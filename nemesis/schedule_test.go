@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestScheduleJSONRoundTrip(t *testing.T) {
 		t.Fatalf("got %s, want %s", b, want)
 	}
 	var out Schedule
-	if err := json.Unmarshal(b, &out); err != nil || len(out) != 2 || out[0] != in[0] || out[1] != in[1] {
+	if err := json.Unmarshal(b, &out); err != nil || !reflect.DeepEqual(out, in) {
 		t.Fatalf("got %v (%v), want %v", out, err, in)
 	}
 }

@@ -8,16 +8,24 @@ import (
 // Disk is a node's durable key-value storage with an explicit sync barrier,
 // modelled on write(2) + fsync(2): Write is visible to Read at once (the page
 // cache) but survives a crash only once Sync has returned. A crash drops
-// every write since the last Sync.
+// every write since the last Sync; a torn crash (World.CrashTorn) keeps a
+// truncated prefix of the last unsynced write instead of dropping it.
 //
-// Sync completes instantly in virtual time; a slow disk is a fault the
-// nemesis models by pausing the node around it.
+// Sync completes instantly in virtual time unless the node has a sync delay
+// (World.SetSyncDelay): then the node stalls around it.
 type Disk struct {
 	cur    map[string][]byte // what Read sees
 	synced map[string][]byte // what survives a crash
 	dirty  []string          // keys written since the last Sync, in write order
+	// last is the key of the most recent unsynced Write ("" with lastOK
+	// false when there is none, or when the most recent change was a
+	// Delete, which cannot tear).
+	last   string
+	lastOK bool
+	// onSync, if set, is told of every Sync (the node stalls on a slow disk).
+	onSync func()
 
-	writes, syncs, lost int
+	writes, syncs, lost, torn int
 }
 
 func newDisk() *Disk {
@@ -28,12 +36,14 @@ func newDisk() *Disk {
 func (d *Disk) Write(key string, value []byte) {
 	d.cur[key] = slices.Clone(value)
 	d.markDirty(key)
+	d.last, d.lastOK = key, true
 }
 
 // Delete removes key. Like Write, it is not durable until Sync.
 func (d *Disk) Delete(key string) {
 	delete(d.cur, key)
 	d.markDirty(key)
+	d.last, d.lastOK = "", false
 }
 
 func (d *Disk) markDirty(key string) {
@@ -63,7 +73,8 @@ func (d *Disk) Keys(prefix string) []string {
 	return keys
 }
 
-// Sync makes every write so far durable.
+// Sync makes every write so far durable. On a node with a sync delay, a
+// Sync made by the node's process stalls the node (see World.SetSyncDelay).
 func (d *Disk) Sync() {
 	d.syncs++
 	for _, k := range d.dirty {
@@ -74,6 +85,10 @@ func (d *Disk) Sync() {
 		}
 	}
 	d.dirty = d.dirty[:0]
+	d.last, d.lastOK = "", false
+	if d.onSync != nil {
+		d.onSync()
+	}
 }
 
 // Dirty reports how many keys hold writes that a crash would lose.
@@ -90,6 +105,30 @@ func (d *Disk) crash() {
 		}
 	}
 	d.dirty = d.dirty[:0]
+	d.last, d.lastOK = "", false
+}
+
+// crashTorn is crash, except that the most recent unsynced write, if the
+// most recent change was a non-empty write, is torn rather than dropped:
+// the first floor(len·keep) of its bytes (always fewer than all of them)
+// survive under its key, durably. keep must lie in [0, 1). It reports
+// whether a write was torn.
+func (d *Disk) crashTorn(keep float64) bool {
+	key, ok := d.last, d.lastOK
+	v := d.cur[key]
+	if !ok || len(v) == 0 {
+		d.crash()
+		return false
+	}
+	n := int(float64(len(v)) * keep) // one IEEE product: the same on every platform
+	n = max(0, min(n, len(v)-1))
+	prefix := slices.Clone(v[:n])
+	d.crash()
+	d.lost-- // the torn key was counted as lost; it is torn instead
+	d.torn++
+	d.cur[key] = prefix
+	d.synced[key] = prefix
+	return true
 }
 
 // DiskStats counts what happened to a disk during a run.
@@ -97,7 +136,10 @@ type DiskStats struct {
 	Writes int // Write and Delete calls
 	Syncs  int // Sync calls
 	Lost   int // keys whose unsynced writes were dropped by crashes
+	Torn   int // writes torn by torn crashes (a prefix survived)
 }
 
 // Stats returns the disk's counters.
-func (d *Disk) Stats() DiskStats { return DiskStats{Writes: d.writes, Syncs: d.syncs, Lost: d.lost} }
+func (d *Disk) Stats() DiskStats {
+	return DiskStats{Writes: d.writes, Syncs: d.syncs, Lost: d.lost, Torn: d.torn}
+}

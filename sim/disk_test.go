@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestDiskWriteIsReadableBeforeSync(t *testing.T) {
@@ -176,4 +179,213 @@ func TestDiskStats(t *testing.T) {
 	if got := d.Stats(); got != want {
 		t.Errorf("Stats: got %+v, want %+v", got, want)
 	}
+}
+
+// TestCrashTornKeepsAPrefixOfTheLastWrite: a torn crash drops every
+// unsynced write except the last one, of which a strict prefix survives,
+// durably. A last change that was a Delete or an empty write has nothing to
+// tear: the crash is an ordinary one.
+func TestCrashTornKeepsAPrefixOfTheLastWrite(t *testing.T) {
+	type kv = map[string]string
+	tests := []struct {
+		name       string
+		do         func(d *Disk)
+		keep       float64
+		want       kv
+		lost, torn int
+	}{
+		{"nothing written", func(d *Disk) {}, 0.5, kv{}, 0, 0},
+		{"half of the last write", func(d *Disk) {
+			d.Write("a", []byte("1"))
+			d.Sync()
+			d.Write("b", []byte("lost"))
+			d.Write("c", []byte("abcdefgh"))
+		}, 0.5, kv{"a": "1", "c": "abcd"}, 1, 1},
+		{"keep 0 leaves an empty value", func(d *Disk) { d.Write("c", []byte("abc")) }, 0, kv{"c": ""}, 0, 1},
+		{"keep just below 1 still loses the last byte", func(d *Disk) { d.Write("c", []byte("abc")) }, 0.999, kv{"c": "ab"}, 0, 1},
+		{"a torn overwrite replaces the synced value", func(d *Disk) {
+			d.Write("a", []byte("old"))
+			d.Sync()
+			d.Write("a", []byte("newvalue"))
+		}, 0.5, kv{"a": "newv"}, 0, 1},
+		{"the last write, not the first key written", func(d *Disk) {
+			d.Write("a", []byte("xxxx"))
+			d.Write("b", []byte("yyyy"))
+			d.Write("a", []byte("zzzz"))
+		}, 0.5, kv{"a": "zz"}, 1, 1},
+		{"a last delete cannot tear", func(d *Disk) {
+			d.Write("a", []byte("1"))
+			d.Sync()
+			d.Write("b", []byte("2"))
+			d.Delete("a")
+		}, 0.5, kv{"a": "1"}, 2, 0},
+		{"an empty last write cannot tear", func(d *Disk) { d.Write("a", nil) }, 0.5, kv{}, 1, 0},
+		{"nothing unsynced", func(d *Disk) { d.Write("a", []byte("1")); d.Sync() }, 0.5, kv{"a": "1"}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, Config{Seed: 1})
+			b, pb := addProbe(t, w, "b")
+			runAll(t, w)
+			d := w.Disk(b)
+			tt.do(d)
+			w.CrashTorn(b, tt.keep)
+			if got := w.State(b); got != Crashed {
+				t.Fatalf("state: got %v, want %v", got, Crashed)
+			}
+			got := kv{}
+			for _, k := range d.Keys("") {
+				v, _ := d.Read(k)
+				got[k] = string(v)
+			}
+			if !equalKV(got, tt.want) {
+				t.Errorf("after the torn crash: got %v, want %v", got, tt.want)
+			}
+			if s := d.Stats(); s.Lost != tt.lost || s.Torn != tt.torn {
+				t.Errorf("Stats: got lost %d torn %d, want lost %d torn %d", s.Lost, s.Torn, tt.lost, tt.torn)
+			}
+			// What survived is durable: an ordinary crash after a restart
+			// keeps it, and the restarted process sees it.
+			w.Restart(b)
+			runAll(t, w)
+			w.Crash(b)
+			if n := len(d.Keys("")); n != len(tt.want) {
+				t.Errorf("after a second crash: %d keys, want %d", n, len(tt.want))
+			}
+			if o := pb.obs[len(pb.obs)-1]; o.What != "start" || len(o.Keys) != len(tt.want) {
+				t.Errorf("the restarted process saw %+v, want a start with %d keys", o, len(tt.want))
+			}
+		})
+	}
+}
+
+func TestCrashTornRejectsABadFraction(t *testing.T) {
+	for _, keep := range []float64{-0.1, 1, 2} {
+		w := newWorld(t, Config{Seed: 1})
+		b, _ := addProbe(t, w, "b")
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "keep must lie in [0, 1)") {
+					t.Errorf("CrashTorn(keep %v): got panic %v, want one about keep", keep, r)
+				}
+			}()
+			w.CrashTorn(b, keep)
+		}()
+	}
+}
+
+// TestCrashTornOfACrashedNodeDoesNothing: the disk is not touched twice.
+func TestCrashTornOfACrashedNodeDoesNothing(t *testing.T) {
+	w := newWorld(t, Config{Seed: 1})
+	b, _ := addProbe(t, w, "b")
+	runAll(t, w)
+	w.Crash(b)
+	w.Disk(b).Write("a", []byte("abcd"))
+	w.CrashTorn(b, 0.5)
+	if v, ok := w.Disk(b).Read("a"); !ok || string(v) != "abcd" {
+		t.Errorf("Read: got %q %v, want the untouched write", v, ok)
+	}
+	if s := w.Stats(); s.Crashes != 1 {
+		t.Errorf("crashes: got %d, want 1", s.Crashes)
+	}
+}
+
+// TestSlowDiskStallsTheNode: b syncs on every message and echoes it to a.
+// With a sync delay of 30ms, b is paused for 30ms from the Sync, a message
+// that arrives meanwhile waits until the stall ends, the echo sent after
+// the Sync leaves 30ms late, and a message sent before the Sync in the same
+// event does not.
+func TestSlowDiskStallsTheNode(t *testing.T) {
+	tests := []struct {
+		name   string
+		delay  time.Duration
+		syncs  int             // Syncs per received message
+		echoAt []time.Duration // true arrival times of the echoes at a
+		stalls int
+	}{
+		{"fast disk", 0, 1, []time.Duration{2 * ms, 3 * ms}, 0},
+		{"slow disk", 30 * ms, 1, []time.Duration{32 * ms, 62 * ms}, 2},
+		{"two syncs in one event add up", 30 * ms, 2, []time.Duration{62 * ms, 122 * ms}, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, Config{Seed: 1, Network: fixedLatency(ms)})
+			a, pa := addProbe(t, w, "a")
+			b, pb := addProbe(t, w, "b")
+			w.SetSyncDelay(b, tt.delay)
+			if got := w.SyncDelay(b); got != tt.delay {
+				t.Fatalf("SyncDelay: got %v, want %v", got, tt.delay)
+			}
+			var arrivals, early []time.Duration
+			pa.onRecv = func(p *proc, from NodeID, m Message) {
+				if m.(testMsg).Body == "early" {
+					early = append(early, w.Now())
+				} else {
+					arrivals = append(arrivals, w.Now())
+				}
+			}
+			var stateAfterSync []NodeState
+			pb.onRecv = func(p *proc, from NodeID, m Message) {
+				p.env.Send(a, testMsg{N: m.(testMsg).N, Body: "early"})
+				p.env.Disk().Write("k", []byte("v"))
+				for range tt.syncs {
+					p.env.Disk().Sync()
+				}
+				stateAfterSync = append(stateAfterSync, w.State(b))
+				p.env.Send(a, testMsg{N: m.(testMsg).N, Body: "echo"})
+			}
+			sendAt(t, w, 0, a, b, testMsg{N: 1})  // arrives at 1ms
+			sendAt(t, w, ms, a, b, testMsg{N: 2}) // arrives at 2ms, during the stall if any
+			runAll(t, w)
+			if !slices.Equal(arrivals, tt.echoAt) {
+				t.Errorf("echoes arrived at %v, want %v", arrivals, tt.echoAt)
+			}
+			if len(early) != 2 || early[0] != 2*ms {
+				t.Errorf("the message sent before the Sync arrived at %v, want first at 2ms", early)
+			}
+			wantState := Up
+			if tt.delay > 0 {
+				wantState = Paused
+			}
+			for _, s := range stateAfterSync {
+				if s != wantState {
+					t.Errorf("state right after the Sync: got %v, want %v", s, wantState)
+				}
+			}
+			if s := w.Stats(); s.Stalls != tt.stalls || s.Pauses != 0 {
+				t.Errorf("stats: got %d stalls, %d pauses; want %d, 0", s.Stalls, s.Pauses, tt.stalls)
+			}
+		})
+	}
+}
+
+// TestSlowDiskIgnoresHarnessSyncs: a Sync made by the harness, outside any
+// event of the node, does not stall it; SetSyncDelay(0) makes it fast again.
+func TestSlowDiskIgnoresHarnessSyncs(t *testing.T) {
+	w := newWorld(t, Config{Seed: 1})
+	b, _ := addProbe(t, w, "b")
+	runAll(t, w)
+	w.SetSyncDelay(b, time.Second)
+	w.Disk(b).Sync()
+	if got := w.State(b); got != Up {
+		t.Errorf("state after a harness Sync: got %v, want %v", got, Up)
+	}
+	w.SetSyncDelay(b, 0)
+	if got := w.SyncDelay(b); got != 0 {
+		t.Errorf("SyncDelay after reset: got %v, want 0", got)
+	}
+}
+
+// TestSlowDiskStallOnStart: a process that syncs in Start on a slow disk is
+// stalled too, and its timers due meanwhile fire when the stall ends.
+func TestSlowDiskStallOnStart(t *testing.T) {
+	w := newWorld(t, Config{Seed: 1})
+	b, pb := addProbe(t, w, "b")
+	w.SetSyncDelay(b, 10*ms)
+	pb.onStart = func(p *proc) {
+		p.env.Disk().Sync()
+		p.timer(2*ms, "t2")
+	}
+	runAll(t, w)
+	checkStory(t, "b", pb.seen(), []string{"timer t2#1@10ms"})
 }

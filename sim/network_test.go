@@ -328,3 +328,35 @@ func TestSetNetworkAppliesFromNow(t *testing.T) {
 		}
 	}
 }
+
+// TestNetworkGetterAndBlocked: Network returns what SetNetwork last set (a
+// rejected config changes nothing), and Blocked shows each directed link.
+func TestNetworkGetterAndBlocked(t *testing.T) {
+	w := newWorld(t, Config{Seed: 1, Network: fixedLatency(ms)})
+	a, _ := addProbe(t, w, "a")
+	b, _ := addProbe(t, w, "b")
+	if got := w.Network(); got != fixedLatency(ms) {
+		t.Errorf("Network: got %+v, want the config New got", got)
+	}
+	lossy := DefaultNetwork()
+	lossy.LossProbability = 0.5
+	if err := w.SetNetwork(lossy); err != nil {
+		t.Fatal(err)
+	}
+	bad := lossy
+	bad.LossProbability = 2
+	if err := w.SetNetwork(bad); err == nil {
+		t.Errorf("SetNetwork(loss 2): got nil error, want one")
+	}
+	if got := w.Network(); got != lossy {
+		t.Errorf("Network: got %+v, want %+v", got, lossy)
+	}
+	w.Block(a, b)
+	if !w.Blocked(a, b) || w.Blocked(b, a) {
+		t.Errorf("Blocked after Block(a, b): a→b %v, b→a %v; want true, false", w.Blocked(a, b), w.Blocked(b, a))
+	}
+	w.Heal()
+	if w.Blocked(a, b) {
+		t.Errorf("Blocked after Heal: got true, want false")
+	}
+}

@@ -52,8 +52,22 @@ type node struct {
 	epoch       uint32        // incarnation: bumped by every crash
 	pausedUntil time.Duration // while Paused
 	held        []event       // events that fell due while Paused, in order
+	syncDelay   time.Duration // a slow disk: each Sync of the process stalls the node this long
 
-	crashes, pauses int
+	crashes, pauses, stalls int
+}
+
+// synced is told of every Sync of n's disk. A Sync made by n's process
+// during one of its events, on a slow disk, stalls n: the stall grows by
+// the sync delay and n is paused until it ends.
+func (n *node) synced() {
+	w := n.w
+	if n.syncDelay <= 0 || w.running != n {
+		return
+	}
+	w.stall += n.syncDelay
+	w.pauseUntil(n, w.now+w.stall)
+	n.stalls++
 }
 
 // nodeEnv is the Env a node's process sees. It is a distinct type so that a

@@ -1,9 +1,9 @@
 // Package sim is fencesim's deterministic discrete-event simulator: the only
 // loop of a run. Virtual time, one root seed, nodes hosting processes, a
 // network that delays, loses, duplicates and partitions, per-node clocks,
-// disks that lose unsynced writes, pauses, crashes and restarts, and a trace
-// whose 64-bit hash identifies the run. Same seed and same code ⇒ same
-// trace, byte for byte.
+// disks that lose (or tear) unsynced writes and may sync slowly, pauses,
+// crashes and restarts, and a trace whose 64-bit hash identifies the run.
+// Same seed and same code ⇒ same trace, byte for byte.
 //
 // Everything runs on the caller's goroutine: no goroutines, channels,
 // mutexes, wall-clock reads or global randomness (a test reads this
@@ -59,6 +59,13 @@ type World struct {
 	trace  *tracer
 
 	actionNames []string
+
+	// running is the node whose process code runs now (nil between
+	// events and during harness actions; process events never nest), and
+	// stall how long its Syncs have stalled it during the current event:
+	// what it sends leaves only when the stall ends.
+	running *node
+	stall   time.Duration
 }
 
 // New builds an empty World. The network draws its random stream first;
@@ -97,6 +104,7 @@ func (w *World) AddNode(name string, newProcess func() Process, clock fakeclock.
 		return 0, fmt.Errorf("sim: node %q: %w", name, err)
 	}
 	n := &node{w: w, id: NodeID(len(w.nodes)), name: name, newProcess: newProcess, disk: newDisk()}
+	n.disk.onSync = n.synced
 	n.rng = w.Stream()
 	n.clock = fakeclock.New(scheduler{n}, clock)
 	n.log = slog.New(w.trace.handler(n))
@@ -198,7 +206,9 @@ func (w *World) fire(ev event) {
 	case evStart:
 		w.trace.record(w, &ev, "")
 		n.proc = n.newProcess()
+		w.running, w.stall = n, 0
 		n.proc.Start(nodeEnv{n})
+		w.running = nil
 	case evDeliver:
 		if n.proc == nil {
 			// Restarted at this very instant; its Start event is still
@@ -214,13 +224,17 @@ func (w *World) fire(ev event) {
 		}
 		w.net.delivered++
 		w.trace.record(w, &ev, "")
+		w.running, w.stall = n, 0
 		n.proc.Receive(nodeEnv{n}, ev.from, ev.msg)
+		w.running = nil
 	case evTimer:
 		if !w.timers.free(ev.id) {
 			return // cancelled: not an event of the run
 		}
 		w.trace.record(w, &ev, "")
+		w.running, w.stall = n, 0
 		ev.fn()
+		w.running = nil
 	case evResume:
 		if n.state != Paused || w.now < n.pausedUntil {
 			return // superseded by a longer pause, or by a crash
@@ -244,9 +258,14 @@ func (w *World) fire(ev event) {
 	}
 }
 
-// send puts a message on the wire from n.
+// send puts a message on the wire from n. A message sent after a stalled
+// Sync of the same event leaves when the stall ends.
 func (w *World) send(n *node, to NodeID, msg Message) {
 	dst := w.node(to)
+	var depart time.Duration
+	if w.running == n {
+		depart = w.stall
+	}
 	w.net.sent++
 	if w.net.isBlocked(n.id, to) || w.net.chance(w.net.cfg.LossProbability) {
 		w.net.dropped++
@@ -257,7 +276,7 @@ func (w *World) send(n *node, to NodeID, msg Message) {
 		copies, w.net.duplicated = 2, w.net.duplicated+1
 	}
 	for range copies {
-		w.queue.push(event{at: w.now + w.net.latency(), kind: evDeliver, node: to, from: n.id, epoch: dst.epoch, msg: msg})
+		w.queue.push(event{at: w.now + depart + w.net.latency(), kind: evDeliver, node: to, from: n.id, epoch: dst.epoch, msg: msg})
 	}
 }
 
@@ -267,24 +286,54 @@ func (w *World) send(n *node, to NodeID, msg Message) {
 // nothing.
 func (w *World) Pause(id NodeID, d time.Duration) {
 	n := w.node(id)
-	if n.state == Crashed || d <= 0 {
-		return
+	if d > 0 && w.pauseUntil(n, w.now+d) {
+		n.pauses++
 	}
-	until := w.now + d
+}
+
+// pauseUntil pauses n until true time until, unless it is crashed or
+// already paused at least as long; it reports whether it did.
+func (w *World) pauseUntil(n *node, until time.Duration) bool {
+	if n.state == Crashed || until <= w.now {
+		return false
+	}
 	if n.state == Paused && until <= n.pausedUntil {
-		return
+		return false
 	}
 	n.state, n.pausedUntil = Paused, until
-	n.pauses++
-	w.queue.push(event{at: until, kind: evResume, node: id, epoch: n.epoch})
+	w.queue.push(event{at: until, kind: evResume, node: n.id, epoch: n.epoch})
+	return true
 }
 
 // Crash kills node id: its process's memory, timers, held events and the
 // messages in flight to it are gone; its disk keeps only synced writes.
 func (w *World) Crash(id NodeID) {
 	n := w.node(id)
+	if w.kill(n) {
+		n.disk.crash()
+	}
+}
+
+// CrashTorn is Crash with a torn write: if the last change to node id's
+// disk since its last Sync was a non-empty Write, a prefix of it survives
+// instead of nothing — the first floor(len·keep) bytes, always fewer than
+// all of them, durably, as when power fails halfway through a write. Every
+// other unsynced write is lost. keep must lie in [0, 1).
+func (w *World) CrashTorn(id NodeID, keep float64) {
+	n := w.node(id)
+	if !(keep >= 0 && keep < 1) {
+		w.failf("CrashTorn(%s, %v): keep must lie in [0, 1)", n.name, keep)
+	}
+	if w.kill(n) {
+		n.disk.crashTorn(keep)
+	}
+}
+
+// kill takes n down, leaving its disk to the caller; it reports false if n
+// was already crashed.
+func (w *World) kill(n *node) bool {
 	if n.state == Crashed {
-		return
+		return false
 	}
 	n.state = Crashed
 	n.epoch++
@@ -300,8 +349,27 @@ func (w *World) Crash(id NodeID) {
 	}
 	n.held = nil
 	n.clock.DropTimers()
-	n.disk.crash()
+	return true
 }
+
+// SetSyncDelay gives node id a slow disk: from now on, every Sync its
+// process makes stalls the node for d of true time — a pause of d starting
+// at the Sync (Pause semantics: what falls due meanwhile is held) — and
+// every message the process sends after that Sync, within the same event,
+// leaves only when the stall ends. Several Syncs in one event add up. The
+// process's own clock readings and timers within that event still see the
+// instant of the Sync. Syncs made by the harness (World.Disk) never stall.
+// d = 0 makes the disk fast again; d must not be negative.
+func (w *World) SetSyncDelay(id NodeID, d time.Duration) {
+	n := w.node(id)
+	if d < 0 {
+		w.failf("SetSyncDelay(%s, %v): the delay must not be negative", n.name, d)
+	}
+	n.syncDelay = d
+}
+
+// SyncDelay returns node id's sync delay (0: a fast disk).
+func (w *World) SyncDelay(id NodeID) time.Duration { return w.node(id).syncDelay }
 
 // Restart boots a crashed node again: a fresh process, started now, with
 // what its disk had synced. Restarting a live node does nothing.
@@ -342,6 +410,17 @@ func (w *World) Partition(a, b []NodeID) {
 // Heal reopens every link.
 func (w *World) Heal() { clear(w.net.blocked) }
 
+// Blocked reports whether the directed link from → to drops everything.
+func (w *World) Blocked(from, to NodeID) bool {
+	w.node(from)
+	w.node(to)
+	return w.net.isBlocked(from, to)
+}
+
+// Network returns the network's current behaviour, so that a fault can
+// change one setting and later restore what was there.
+func (w *World) Network() NetworkConfig { return w.net.cfg }
+
 // SetNetwork replaces the network's behaviour from now on (faults change
 // loss and latency mid-run).
 func (w *World) SetNetwork(cfg NetworkConfig) error {
@@ -359,6 +438,7 @@ type Stats struct {
 	Network NetworkStats
 	Crashes int
 	Pauses  int
+	Stalls  int // slow-disk stalls: Syncs that paused their node
 }
 
 // Stats returns the run's counters.
@@ -369,6 +449,7 @@ func (w *World) Stats() Stats {
 	for _, n := range w.nodes {
 		s.Crashes += n.crashes
 		s.Pauses += n.pauses
+		s.Stalls += n.stalls
 	}
 	return s
 }

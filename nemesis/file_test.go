@@ -1,0 +1,229 @@
+package nemesis
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencesim/fencesim/fakeclock"
+	"github.com/fencesim/fencesim/sim"
+)
+
+// everyKind holds one operation of every kind, with every field it takes.
+var everyKind = Schedule{
+	{At: Duration(10 * ms), Kind: Pause, Node: "a", Duration: Duration(3 * time.Second)},
+	{At: Duration(20 * ms), Kind: Crash, Node: "n1"},
+	{At: Duration(20 * ms), Kind: Crash, Node: "n2", Mode: CrashTorn, Keep: 0.25},
+	{At: Duration(20 * ms), Kind: Crash, Node: "n3", Mode: CrashLose},
+	{At: Duration(30 * ms), Kind: Restart, Node: Crashed},
+	{At: Duration(40 * ms), Kind: Isolate, Node: Leader},
+	{At: Duration(40 * ms), Kind: Partition, Group: []string{"n1", "a"}},
+	{At: Duration(40 * ms), Kind: Block, Node: "n1", To: "store"},
+	{At: Duration(50 * ms), Kind: Heal},
+	{At: Duration(60 * ms), Kind: Loss, Probability: 0.3, Duration: Duration(time.Second)},
+	{At: Duration(60 * ms), Kind: Duplicate, Probability: 0.1},
+	{At: Duration(60 * ms), Kind: Delay, Delay: Duration(time.Second), Mean: Duration(200 * ms), Duration: Duration(time.Second)},
+	{At: Duration(60 * ms), Kind: Reorder, Probability: 1, Delay: Duration(20 * ms), Duration: Duration(time.Second)},
+	{At: Duration(70 * ms), Kind: NetworkReset},
+	{At: Duration(80 * ms), Kind: Drift, Node: "b", PPM: -2500, Duration: Duration(time.Second)},
+	{At: Duration(80 * ms), Kind: Jump, Node: "b", By: Duration(-1500 * ms), Duration: Duration(time.Second)},
+	{At: Duration(90 * ms), Kind: ClockReset, Node: "b"},
+	{At: Duration(90 * ms), Kind: SlowDisk, Node: "store", Delay: Duration(40 * ms), Duration: Duration(time.Second)},
+}
+
+var everyNode = []string{"n1", "n2", "n3", "store", "a", "b", Leader}
+
+func TestEveryKindRoundTrips(t *testing.T) {
+	if err := everyKind.Validate(everyNode); err != nil {
+		t.Fatal(err)
+	}
+	covered := map[Kind]bool{}
+	for _, op := range everyKind {
+		covered[op.Kind] = true
+	}
+	for _, k := range Kinds() {
+		if !covered[k] {
+			t.Errorf("everyKind lacks %s", k)
+		}
+	}
+	b, err := json.Marshal(everyKind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(b)
+	if err != nil || !reflect.DeepEqual(back, everyKind) {
+		t.Fatalf("Parse(Marshal): %v\n got  %v\n want %v", err, back, everyKind)
+	}
+	for _, want := range []string{
+		`{"at":"20ms","kind":"crash","node":"n2","mode":"torn","keep":0.25}`,
+		`{"at":"40ms","kind":"partition","group":["n1","a"]}`,
+		`{"at":"40ms","kind":"block","node":"n1","to":"store"}`,
+		`{"at":"60ms","kind":"delay","duration":"1s","delay":"1s","mean":"200ms"}`,
+		`{"at":"80ms","kind":"drift","node":"b","duration":"1s","ppm":-2500}`,
+		`{"at":"80ms","kind":"jump","node":"b","duration":"1s","by":"-1.5s"}`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("JSON lacks %s:\n%s", want, b)
+		}
+	}
+}
+
+func TestOpString(t *testing.T) {
+	for i, want := range []string{
+		"pause a for 3s", "crash n1", "crash n2 torn keep=0.25", "crash n3 lose", "restart @crashed", "isolate @leader",
+		"partition [n1 a] | rest", "block n1 -> store", "heal", "loss p=0.3 for 1s", "duplicate p=0.1",
+		"delay delay=1s mean=200ms for 1s", "reorder p=1 delay=20ms for 1s", "network-reset",
+		"drift b -2500ppm for 1s", "jump b by -1.5s for 1s", "clock-reset b", "slow-disk store delay=40ms for 1s",
+	} {
+		if got := everyKind[i].String(); got != want {
+			t.Errorf("op %d: got %q, want %q", i, got, want)
+		}
+	}
+}
+
+func TestFileRoundTrip(t *testing.T) {
+	o := DrawOptions(rng(9), replicated)
+	f := File{Version: FileVersion, Seed: 9, Safety: Duration(safety), Options: o, Ops: Generate(rng(9), o, replicated, safety)}
+	b, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseFile(b)
+	if err != nil {
+		t.Fatalf("ParseFile: %v\n%s", err, b)
+	}
+	if !reflect.DeepEqual(back, f) {
+		t.Fatalf("round trip differs:\n%s", b)
+	}
+	var viaJSON File
+	if err := json.Unmarshal(b, &viaJSON); err != nil || !reflect.DeepEqual(viaJSON, f) {
+		t.Errorf("encoding/json reads Marshal's output differently: %v", err)
+	}
+	if n := strings.Count(string(b), "\n    {\"at\""); n != len(f.Ops) {
+		t.Errorf("%d lines hold an op, want one per op (%d)", n, len(f.Ops))
+	}
+	empty, _ := File{Version: FileVersion}.Marshal()
+	if back, err := ParseFile(empty); err != nil || len(back.Ops) != 0 {
+		t.Errorf("empty file: %v\n%s", err, empty)
+	}
+}
+
+func TestParseFileErrors(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"version": 2, "seed": 1, "options": {}, "ops": []}`, "version 2 is not supported"},
+		{`{"version": 1, "seed": 1, "options": {"step": "0s", "pause": {"enabled": true}}, "ops": []}`, "pause: probability 0"},
+		{`{"version": 1, "seed": 1, "options": {}, "ops": [{"at": "1s", "kind": "pause", "node": "a"}]}`, "duration must be positive"},
+		{`{"version": 1, "seed": 1, "options": {}, "ops": [], "extra": 1}`, `unknown field "extra"`},
+		{`{"version": 1, "seed": -1}`, "seed"},
+		{`{"version": 1, "safety": "-1s"}`, "safety -1s is negative"},
+	} {
+		_, err := ParseFile([]byte(c.in))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.in, err, c.want)
+		}
+	}
+}
+
+// TestParseErrorsNameTheProblem: each bad schedule is rejected with a
+// message that says which fault and what to fix.
+func TestParseErrorsNameTheProblem(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`[{"at":"1s","kind":"pause","nod":"a","duration":"1s"}]`, `unknown field "nod"`},
+		{`[{"at":"1s","kind":"nap","node":"a"}]`, `fault 0 (nap a): unknown kind "nap"`},
+		{`[{"at":"-1s","kind":"heal"}]`, "time -1s is negative"},
+		{`[{"at":"1s","kind":"heal"},{"at":"1s","kind":"pause","node":"a"}]`, "fault 1 (pause a): duration must be positive"},
+		{`[{"at":"1s","kind":"pause","duration":"1s"}]`, "pause needs a node"},
+		{`[{"at":"1s","kind":"pause","node":"a","duration":"-1s"}]`, "duration -1s is negative"},
+		{`[{"at":"1s","kind":"crash","node":"a","duration":"-1s"}]`, "duration does not apply to crash"},
+		{`[{"at":"1s","kind":"heal","node":"a"}]`, "node does not apply to heal (it takes: nothing)"},
+		{`[{"at":"1s","kind":"pause","node":"a","duration":"1s","ppm":5}]`, "ppm does not apply to pause (it takes: node, duration)"},
+		{`[{"at":"1s","kind":"crash","node":"a","mode":"melt"}]`, `unknown mode "melt"`},
+		{`[{"at":"1s","kind":"crash","node":"a","mode":"torn","keep":1}]`, "keep 1 must lie in [0, 1)"},
+		{`[{"at":"1s","kind":"crash","node":"a","keep":0.5}]`, `keep only applies with mode "torn"`},
+		{`[{"at":"1s","kind":"partition","group":[]}]`, "group is empty"},
+		{`[{"at":"1s","kind":"partition","group":["a","a"]}]`, `group names "a" twice`},
+		{`[{"at":"1s","kind":"block","node":"a"}]`, "block needs to"},
+		{`[{"at":"1s","kind":"block","node":"a","to":"a"}]`, "to itself"},
+		{`[{"at":"1s","kind":"loss"}]`, "probability 0 must lie in (0, 1]"},
+		{`[{"at":"1s","kind":"duplicate","probability":1.5}]`, "probability 1.5 must lie in (0, 1]"},
+		{`[{"at":"1s","kind":"delay","delay":"1s"}]`, "mean 0s must lie in (0, delay 1s]"},
+		{`[{"at":"1s","kind":"delay","mean":"1s"}]`, "delay must be positive"},
+		{`[{"at":"1s","kind":"reorder","probability":0.5}]`, "longest a reordered message is held back"},
+		{`[{"at":"1s","kind":"drift","node":"a","ppm":1000000}]`, "ppm 1000000 must lie strictly between"},
+		{`[{"at":"1s","kind":"jump","node":"a"}]`, "by must be a non-zero step"},
+		{`[{"at":"1s","kind":"slow-disk","node":"a","delay":"-1ms"}]`, "delay -1ms is negative"},
+		{`[{"at":"1s","kind":"heal"}] []`, "trailing data"},
+		{`[{"at":"1s","kind":"heal"}]]`, "trailing data"},
+		{`[{"at":1,"kind":"heal"}]`, `duration must be a string such as "250ms"`},
+		{`[{"at":"soon","kind":"heal"}]`, `bad duration "soon"`},
+		{`{"at":"1s","kind":"heal"}`, "cannot unmarshal object"},
+		{`[{"at":"2562047h","kind":"loss","probability":1,"duration":"2562047h"}]`, "overflows"},
+	} {
+		_, err := Parse([]byte(c.in))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s:\n got  %v\n want %q", c.in, err, c.want)
+		}
+	}
+}
+
+func TestValidateNames(t *testing.T) {
+	for _, c := range []struct {
+		op   Op
+		want string
+	}{
+		{Op{Kind: Block, Node: "a", To: "zz"}, `unknown node "zz"`},
+		{Op{Kind: Partition, Group: []string{"a", "zz"}}, `unknown node "zz"`},
+		{Op{Kind: Partition, Group: []string{"n1", "n2", "n3", "store", "a", "b"}}, "holds every node"},
+		{Op{Kind: Crash, Node: Crashed}, "only works as the node of a restart"},
+		{Op{Kind: Partition, Group: []string{Crashed}}, "only works as the node of a restart"},
+		{Op{Kind: Isolate, Node: Leader}, ""},
+		{Op{Kind: Partition, Group: []string{Leader}}, ""},
+	} {
+		err := Schedule{c.op}.Validate(everyNode)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: got %v, want %q", c.op, err, c.want)
+		}
+	}
+	if err := (Schedule{{Kind: Isolate, Node: Leader}}).Validate([]string{"lock"}); err == nil {
+		t.Errorf("@leader without the selector listed: got nil error, want one")
+	}
+}
+
+// FuzzParse: Parse never panics; what it accepts survives a JSON round
+// trip and installs and runs in a world without panicking.
+func FuzzParse(f *testing.F) {
+	b, _ := json.Marshal(everyKind)
+	f.Add(b)
+	f.Add([]byte(`[{"at":"1s","kind":"pause","node":"a","duration":"1s"}]`))
+	f.Add([]byte(`[{"at":"1s","kind":"crash","node":"a","mode":"torn","keep":0.999}]`))
+	f.Add([]byte(`[{"at":"1s","kind":"partition","group":["a","@leader"]}]`))
+	f.Add([]byte(`[{"at":"0s","kind":"drift","node":"a","ppm":-999999,"duration":"1ns"}]`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`[{"at":"9223372036s","kind":"heal"}]`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s, err := Parse(in)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatalf("empty error message")
+			}
+			return
+		}
+		out, err := json.Marshal(s)
+		if err != nil {
+			t.Fatalf("Marshal of a parsed schedule: %v", err)
+		}
+		back, err := Parse(out)
+		if err != nil || !reflect.DeepEqual(back, s) {
+			t.Fatalf("round trip: %v\n in  %s\n out %s", err, in, out)
+		}
+		w, _ := sim.New(sim.Config{Seed: 1, Network: fixed1ms})
+		log := &chatLog{w: w, nodes: 2}
+		for _, n := range []string{"a", "b"} {
+			w.AddNode(n, func() sim.Process { return &chatter{log: log} }, fakeclock.Config{})
+		}
+		s.Install(w, func(name string) (sim.NodeID, bool) { return sim.NodeID(len(name) % 2), true })
+		w.Run(2*time.Second, 100_000)
+	})
+}

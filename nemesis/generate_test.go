@@ -1,0 +1,475 @@
+package nemesis
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencesim/fencesim/fakeclock"
+	"github.com/fencesim/fencesim/sim"
+)
+
+func rng(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)) }
+
+var (
+	replicated = Cluster{
+		Servers: []string{"n1", "n2", "n3", "n4", "n5"}, Store: []string{"store"}, Clients: []string{"a", "b", "c", "d"},
+		LeaderSelector: true, TTL: 800 * ms, DriftBoundPPM: 1000,
+	}
+	singleNode = Cluster{Servers: []string{"lock"}, Store: []string{"store"}, Clients: []string{"a"}, TTL: 2 * time.Second}
+	tiny       = Cluster{Servers: []string{"n1", "n2", "n3"}, Store: []string{"store"}, Clients: []string{"a", "b"}, LeaderSelector: true, TTL: 300 * ms, DriftBoundPPM: 500}
+)
+
+// allOn turns every kind on with every target, shape and a brisk rate.
+func allOn(c Cluster) Options {
+	o := DrawOptions(rng(1), c)
+	for _, k := range faultKinds {
+		f := k.fault(&o)
+		f.Enabled, f.Probability = true, 0.05
+		if k.targeted {
+			f.Targets = c.roles()
+		}
+	}
+	o.PartitionShapes = slices.Clone(shapes)
+	o.TornProbability = 0.5
+	return o
+}
+
+const safety = 20 * time.Second
+
+func TestGenerateIsDeterministic(t *testing.T) {
+	for seed := range uint64(20) {
+		o1, o2 := DrawOptions(rng(seed), replicated), DrawOptions(rng(seed), replicated)
+		if !reflect.DeepEqual(o1, o2) {
+			t.Fatalf("seed %d: DrawOptions differs between two draws:\n%v\n%v", seed, o1, o2)
+		}
+		s1, s2 := Generate(rng(seed), o1, replicated, safety), Generate(rng(seed), o1, replicated, safety)
+		if !reflect.DeepEqual(s1, s2) {
+			t.Fatalf("seed %d: Generate differs between two draws", seed)
+		}
+	}
+}
+
+func TestGenerateDiffersAcrossSeeds(t *testing.T) {
+	o := allOn(replicated)
+	seenOps, seenOpts := map[string]uint64{}, map[string]uint64{}
+	for seed := range uint64(50) {
+		b, _ := json.Marshal(Generate(rng(seed), o, replicated, safety))
+		if prev, dup := seenOps[string(b)]; dup {
+			t.Errorf("seeds %d and %d generate the same schedule", prev, seed)
+		}
+		seenOps[string(b)] = seed
+		ob, _ := json.Marshal(DrawOptions(rng(seed), replicated))
+		if prev, dup := seenOpts[string(ob)]; dup {
+			t.Errorf("seeds %d and %d draw the same options", prev, seed)
+		}
+		seenOpts[string(ob)] = seed
+	}
+}
+
+// TestGeneratedSchedulesAreSound: over 500 seeds and three clusters, every
+// drawn option set is valid, and every generated schedule validates
+// against its cluster, is sorted, is undone by the end of the safety phase
+// and survives a JSON round trip. Together the seeds use every kind.
+func TestGeneratedSchedulesAreSound(t *testing.T) {
+	used := map[Kind]int{}
+	shapesUsed := map[string]int{}
+	torn := 0
+	for seed := range uint64(500) {
+		for _, c := range []Cluster{replicated, singleNode, tiny} {
+			r := rng(seed)
+			o := DrawOptions(r, c)
+			if err := o.Validate(); err != nil {
+				t.Fatalf("seed %d: DrawOptions gave invalid options: %v\n%v", seed, err, o)
+			}
+			s := Generate(r, o, c, safety)
+			if err := s.Validate(c.Names()); err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			if !slices.IsSortedFunc(s, func(a, b Op) int { return int(a.At - b.At) }) {
+				t.Fatalf("seed %d: schedule not sorted", seed)
+			}
+			if err := s.CheckUndone(safety); err != nil {
+				t.Fatalf("seed %d: %v\noptions:\n%v", seed, err, o)
+			}
+			b, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := Parse(b)
+			if err != nil || !reflect.DeepEqual(back, s) {
+				t.Fatalf("seed %d: JSON round trip: %v", seed, err)
+			}
+			for _, op := range s {
+				used[op.Kind]++
+				if op.Mode == CrashTorn {
+					torn++
+				}
+				if !c.LeaderSelector && (op.Node == Leader || op.To == Leader) {
+					t.Fatalf("seed %d: %v aims at the leader of a cluster without one", seed, op)
+				}
+			}
+			for _, sh := range o.PartitionShapes {
+				shapesUsed[sh]++
+			}
+		}
+	}
+	for _, k := range Kinds() {
+		if k == NetworkReset || k == ClockReset {
+			continue // only HealAll and hand-written schedules use them
+		}
+		if used[k] == 0 {
+			t.Errorf("no seed generated a %s", k)
+		}
+	}
+	if torn == 0 || len(shapesUsed) != len(shapes) {
+		t.Errorf("torn crashes %d, shapes %v: want some of each", torn, shapesUsed)
+	}
+	t.Logf("ops per kind over 1500 schedules: %v", used)
+}
+
+// TestGenerateRespectsOptions: kinds that are off never appear; targets
+// limit the nodes hit; durations stay within stability and max (unless cut
+// at the end of the phase); drift within the bound stays within it.
+func TestGenerateRespectsOptions(t *testing.T) {
+	o := allOn(replicated)
+	o.Loss.Enabled, o.Jump.Enabled = false, false
+	o.Pause.Targets = []string{RoleClients}
+	o.Pause.Stability, o.Pause.Max = Duration(40*ms), Duration(3*time.Second)
+	o.DriftPPMMax = 1000
+	o.PartitionShapes = []string{ShapeBlock}
+	for seed := range uint64(100) {
+		for _, op := range Generate(rng(seed), o, replicated, safety) {
+			switch op.Kind {
+			case Loss, Jump, Isolate, Partition:
+				t.Fatalf("seed %d: %v generated while off", seed, op)
+			case Pause:
+				if !slices.Contains(replicated.Clients, op.Node) {
+					t.Fatalf("seed %d: pause of %s, want clients only", seed, op.Node)
+				}
+				end := op.At + op.Duration
+				if op.Duration > o.Pause.Max || (op.Duration < o.Pause.Stability && end != Duration(safety)) {
+					t.Fatalf("seed %d: pause of %v outside [40ms, 3s]", seed, time.Duration(op.Duration))
+				}
+			case Drift:
+				if op.PPM == 0 || op.PPM > 1000 || op.PPM < -1000 {
+					t.Fatalf("seed %d: drift %d ppm beyond ±1000", seed, op.PPM)
+				}
+			}
+		}
+	}
+}
+
+// TestGenerateStaysQuietForStability: a kind does not strike again until
+// its stability has passed since its last fault was undone, so two faults
+// of one kind never overlap.
+func TestGenerateStaysQuietForStability(t *testing.T) {
+	o := allOn(tiny)
+	o.Partition.Probability = 1
+	o.Partition.Stability, o.Partition.Max = Duration(100*ms), Duration(200*ms)
+	s := Generate(rng(3), o, tiny, 5*time.Second)
+	var lastHeal time.Duration = -time.Hour
+	starts := 0
+	for _, op := range s {
+		switch op.Kind {
+		case Isolate, Partition, Block:
+			if gap := time.Duration(op.At) - lastHeal; gap < 100*ms {
+				t.Fatalf("a partition started %v after the last heal, want ≥ 100ms", gap)
+			}
+			starts++
+		case Heal:
+			lastHeal = time.Duration(op.At)
+		}
+	}
+	if starts < 10 {
+		t.Errorf("%d partitions with probability 1 over 5s, want many", starts)
+	}
+}
+
+// TestGeneratedSchedulesLeaveTheWorldClean installs generated schedules in
+// a world of chatty nodes and checks that at the end of the safety phase
+// nothing is left: no blocked link, the network as configured, every node
+// up with a true clock and a fast disk.
+func TestGeneratedSchedulesLeaveTheWorldClean(t *testing.T) {
+	c := tiny
+	for seed := range uint64(60) {
+		o := allOn(c)
+		if seed%2 == 1 {
+			o = DrawOptions(rng(seed), c)
+		}
+		s := Generate(rng(seed), o, c, 3*time.Second)
+		w := chatWorld(t, c, seed)
+		base := w.Network()
+		s.Install(w, clusterResolver(c, w))
+		w.Run(3*time.Second, 10_000_000)
+		checkClean(t, w, base, seed)
+	}
+}
+
+// TestHealAllLeavesTheWorldClean: permanent faults of every kind, some
+// still on, are all undone by HealAll.
+func TestHealAllLeavesTheWorldClean(t *testing.T) {
+	c := tiny
+	s := Schedule{
+		{At: Duration(10 * ms), Kind: Crash, Node: "n1", Mode: CrashTorn, Keep: 0.3},
+		{At: Duration(10 * ms), Kind: Crash, Node: Leader},
+		{At: Duration(20 * ms), Kind: Partition, Group: []string{"n2", "a"}},
+		{At: Duration(20 * ms), Kind: Block, Node: "store", To: "b"},
+		{At: Duration(30 * ms), Kind: Loss, Probability: 0.9},
+		{At: Duration(30 * ms), Kind: Delay, Delay: Duration(time.Second), Mean: Duration(100 * ms), Duration: Duration(time.Hour)},
+		{At: Duration(40 * ms), Kind: Drift, Node: "a", PPM: -300_000},
+		{At: Duration(40 * ms), Kind: Jump, Node: "b", By: Duration(time.Minute)},
+		{At: Duration(40 * ms), Kind: Jump, Node: Leader, By: Duration(time.Minute), Duration: Duration(time.Hour)},
+		{At: Duration(50 * ms), Kind: SlowDisk, Node: "store", Delay: Duration(20 * ms)},
+	}
+	if err := s.CheckUndone(time.Second); err == nil {
+		t.Fatalf("CheckUndone of open faults: got nil, want an error")
+	}
+	healed := s.HealAll(500*ms, c)
+	if err := healed.Validate(c.Names()); err != nil {
+		t.Fatal(err)
+	}
+	// The timed jump on the leader lasts an hour: HealAll resets it (the
+	// world is clean) but CheckUndone, which cannot know which node led,
+	// still reports it.
+	if err := healed.CheckUndone(500 * ms); err == nil || !strings.Contains(err.Error(), "jump @leader") {
+		t.Errorf("CheckUndone after HealAll: got %v, want the hour-long jump reported", err)
+	}
+	if err := slices.Delete(slices.Clone(healed), 8, 9).CheckUndone(500 * ms); err != nil {
+		t.Errorf("CheckUndone after HealAll without it: %v", err)
+	}
+	w := chatWorld(t, c, 1)
+	base := w.Network()
+	healed.Install(w, clusterResolver(c, w))
+	w.Run(time.Second, 10_000_000)
+	checkClean(t, w, base, 1)
+}
+
+func chatWorld(t *testing.T, c Cluster, seed uint64) *sim.World {
+	t.Helper()
+	w, err := sim.New(sim.Config{Seed: seed, Network: sim.DefaultNetwork()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &chatLog{w: w, nodes: len(c.Nodes())}
+	for _, n := range c.Nodes() {
+		if _, err := w.AddNode(n, func() sim.Process { return &chatter{log: log} }, fakeclock.Config{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// clusterResolver resolves names to ids in the cluster's order; the leader
+// is the first server that is up.
+func clusterResolver(c Cluster, w *sim.World) Resolver {
+	nodes := c.Nodes()
+	return func(name string) (sim.NodeID, bool) {
+		if name == Leader {
+			for i := range c.Servers {
+				if w.State(sim.NodeID(i)) != sim.Crashed {
+					return sim.NodeID(i), true
+				}
+			}
+			return 0, false
+		}
+		i := slices.Index(nodes, name)
+		return sim.NodeID(i), i >= 0
+	}
+}
+
+func checkClean(t *testing.T, w *sim.World, base sim.NetworkConfig, seed uint64) {
+	t.Helper()
+	if got := w.Network(); got != base {
+		t.Errorf("seed %d: network at the end %+v, want %+v", seed, got, base)
+	}
+	for i := range w.Nodes() {
+		id := sim.NodeID(i)
+		if w.State(id) != sim.Up || w.Clock(id).DriftPPM() != 0 || w.Clock(id).WallOffset() != 0 || w.SyncDelay(id) != 0 {
+			t.Errorf("seed %d: node %s at the end: %v, drift %d, wall offset %v, sync delay %v; want up, 0, 0, 0",
+				seed, w.Name(id), w.State(id), w.Clock(id).DriftPPM(), w.Clock(id).WallOffset(), w.SyncDelay(id))
+		}
+		for j := range w.Nodes() {
+			if w.Blocked(id, sim.NodeID(j)) {
+				t.Errorf("seed %d: link %s → %s still blocked", seed, w.Name(id), w.Name(sim.NodeID(j)))
+			}
+		}
+	}
+}
+
+func TestCheckUndone(t *testing.T) {
+	tests := []struct {
+		name string
+		s    Schedule
+		want string // "" = undone
+	}{
+		{"empty", nil, ""},
+		{"pause ends in time", Schedule{op(time.Second, Pause, "a", time.Second)}, ""},
+		{"pause ends late", Schedule{op(time.Second, Pause, "a", 10*time.Second)}, "still on at 5s"},
+		{"crash restarted", Schedule{op(0, Crash, "a", 0), op(time.Second, Restart, "a", 0)}, ""},
+		{"crash restarted by selector", Schedule{op(0, Crash, "a", 0), op(0, Crash, Leader, 0), op(time.Second, Restart, Crashed, 0)}, ""},
+		{"crash of another node restarted", Schedule{op(0, Crash, "a", 0), op(time.Second, Restart, "b", 0)}, "fault 0 (crash a) is never undone"},
+		{"restart before the crash", Schedule{op(time.Second, Crash, "a", 0), op(0, Restart, "a", 0)}, "never undone"},
+		{"isolate healed", Schedule{op(0, Isolate, "a", 0), op(time.Second, Heal, "", 0)}, ""},
+		{"block not healed", Schedule{{Kind: Block, Node: "a", To: "b"}}, "block a"},
+		{"permanent loss reset", Schedule{{Kind: Loss, Probability: 1}, {At: Duration(time.Second), Kind: NetworkReset}}, ""},
+		{"permanent loss", Schedule{{Kind: Loss, Probability: 1}}, "never undone"},
+		{"drift back to 0", Schedule{{Kind: Drift, Node: "a", PPM: 5}, {Kind: Drift, Node: "a"}}, ""},
+		{"jump reset", Schedule{{Kind: Jump, Node: "a", By: 1}, {Kind: ClockReset, Node: "a"}}, ""},
+		{"jump reset on another node", Schedule{{Kind: Jump, Node: "a", By: 1}, {Kind: ClockReset, Node: "b"}}, "never undone"},
+		{"slow disk made fast", Schedule{{Kind: SlowDisk, Node: "a", Delay: 1}, {Kind: SlowDisk, Node: "a"}}, ""},
+		{"fault after the end", Schedule{op(6*time.Second, Heal, "", 0)}, "after the phase ends"},
+	}
+	for _, tt := range tests {
+		err := tt.s.CheckUndone(5 * time.Second)
+		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s: got %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestHealAllAppendsSortedResets(t *testing.T) {
+	s := Schedule{op(2*time.Second, Heal, "", 0), op(time.Second, Crash, "a", 0)}
+	got := s.HealAll(time.Second, singleNode)
+	var kinds []string
+	for _, op := range got {
+		kinds = append(kinds, op.String())
+	}
+	want := []string{"crash a", "heal", "network-reset", "restart @crashed",
+		"clock-reset lock", "slow-disk lock", "clock-reset store", "slow-disk store", "clock-reset a", "slow-disk a", "heal"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("got %q, want %q", kinds, want)
+	}
+	if len(s) != 2 || s[0].Kind != Heal {
+		t.Errorf("HealAll changed its receiver: %v", s)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	good := allOn(replicated)
+	if err := good.Validate(); err != nil {
+		t.Fatalf("allOn: %v", err)
+	}
+	if err := (Options{}).Validate(); err != nil {
+		t.Errorf("zero options: %v, want valid", err)
+	}
+	tests := []struct {
+		name   string
+		change func(o *Options)
+		want   string
+	}{
+		{"no step", func(o *Options) { o.Step = 0 }, "step must be positive"},
+		{"probability", func(o *Options) { o.Pause.Probability = 1.5 }, "pause: probability 1.5"},
+		{"stability", func(o *Options) { o.Crash.Stability = 0 }, "crash: stability must be positive"},
+		{"max below stability", func(o *Options) { o.Drift.Max = o.Drift.Stability - 1 }, "drift: max"},
+		{"no targets", func(o *Options) { o.SlowDisk.Targets = nil }, "slow-disk: targets is empty"},
+		{"unknown target", func(o *Options) { o.Pause.Targets = []string{"everyone"} }, `unknown target "everyone"`},
+		{"targets on a network fault", func(o *Options) { o.Loss.Targets = []string{RoleServers} }, "loss: targets do not apply"},
+		{"torn", func(o *Options) { o.TornProbability = -1 }, "torn_probability"},
+		{"shapes", func(o *Options) { o.PartitionShapes = []string{"triangle"} }, `unknown partition shape "triangle"`},
+		{"no shapes", func(o *Options) { o.PartitionShapes = nil }, "partition_shapes is empty"},
+		{"loss max", func(o *Options) { o.LossMax = 0 }, "loss_max"},
+		{"drift max", func(o *Options) { o.DriftPPMMax = 1_000_000 }, "drift_ppm_max"},
+		{"sync delay max", func(o *Options) { o.SyncDelayMax = 0 }, "sync_delay_max"},
+	}
+	for _, tt := range tests {
+		o := allOn(replicated)
+		o.PartitionShapes = slices.Clone(o.PartitionShapes)
+		tt.change(&o)
+		err := o.Validate()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: got %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestOptionsPrintReadably(t *testing.T) {
+	o := DrawOptions(rng(4), replicated)
+	o.Crash.Enabled = false
+	s := o.String()
+	lines := strings.Split(s, "\n")
+	if len(lines) != 1+len(faultKinds) || !strings.HasPrefix(lines[0], "step 10ms") {
+		t.Fatalf("got %d lines:\n%s\nwant a step line and one per kind", len(lines), s)
+	}
+	for i, k := range faultKinds {
+		line := lines[i+1]
+		if !strings.HasPrefix(line, k.name) {
+			t.Errorf("line %q, want it to start with %s", line, k.name)
+		}
+		if on := k.fault(&o).Enabled; on == strings.HasSuffix(line, " off") {
+			t.Errorf("line %q does not say whether %s is on (%v)", line, k.name, on)
+		}
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Options
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, o) {
+		t.Errorf("JSON round trip: %v\n%s", err, b)
+	}
+	t.Logf("\n%s", s)
+}
+
+func TestDrawOptionsScalesToTheCluster(t *testing.T) {
+	for seed := range uint64(200) {
+		o := DrawOptions(rng(seed), replicated)
+		if o.Pause.Max < Duration(replicated.TTL/2) || o.Pause.Max > Duration(4*replicated.TTL) {
+			t.Fatalf("seed %d: longest pause %v, want within [TTL/2, 4·TTL]", seed, time.Duration(o.Pause.Max))
+		}
+		if o.DriftBoundPPM != replicated.DriftBoundPPM || o.DriftPPMMax < replicated.DriftBoundPPM {
+			t.Fatalf("seed %d: drift max %d, bound %d", seed, o.DriftPPMMax, o.DriftBoundPPM)
+		}
+		if !slices.ContainsFunc(faultKinds, func(k faultKind) bool { return k.fault(&o).Enabled }) {
+			t.Fatalf("seed %d: no kind on", seed)
+		}
+	}
+}
+
+func TestSpread(t *testing.T) {
+	r := rng(1)
+	for _, c := range []struct{ lo, hi time.Duration }{{ms, 10 * time.Second}, {40 * ms, 41 * ms}, {5 * ms, 5 * ms}, {0, 0}, {time.Second, ms}} {
+		for range 1000 {
+			d := spread(r, c.lo, c.hi)
+			lo := max(c.lo, ms)
+			if d < lo || (d > c.hi && c.hi > lo) || d%ms != 0 && d != lo {
+				t.Fatalf("spread(%v, %v) = %v", c.lo, c.hi, d)
+			}
+		}
+	}
+	// Orders of magnitude are all reached.
+	short := 0
+	for range 1000 {
+		if spread(r, ms, 10*time.Second) < 100*ms {
+			short++
+		}
+	}
+	if short < 300 {
+		t.Errorf("%d of 1000 draws in [1ms, 10s] were under 100ms, want a log-like spread", short)
+	}
+}
+
+func TestClusterValidate(t *testing.T) {
+	for _, c := range []Cluster{replicated, singleNode, tiny} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("%v: %v", c.Nodes(), err)
+		}
+	}
+	for _, bad := range []struct {
+		c    Cluster
+		want string
+	}{
+		{Cluster{}, "no nodes"},
+		{Cluster{Servers: []string{"a"}, Clients: []string{"a"}}, `node "a" twice`},
+		{Cluster{Servers: []string{"@leader"}}, "looks like a selector"},
+		{Cluster{Servers: []string{"a"}, DriftBoundPPM: -1}, "drift bound"},
+	} {
+		if err := bad.c.Validate(); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%+v: got %v, want %q", bad.c, err, bad.want)
+		}
+	}
+}
