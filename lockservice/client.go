@@ -120,11 +120,12 @@ const incarnationKey = "incarnation"
 // never repeat after a crash) and schedules the first cycle.
 func (c *Client) Start(env sim.Env) {
 	c.env = env
-	if b, ok := env.Disk().Read(incarnationKey); ok && len(b) == 8 {
+	rec := slotted{key: incarnationKey}
+	if b, ok := rec.load(env.Disk()); ok && len(b) == 8 {
 		c.incarnation = binary.BigEndian.Uint64(b)
 	}
 	c.incarnation++
-	env.Disk().Write(incarnationKey, binary.BigEndian.AppendUint64(nil, c.incarnation))
+	rec.store(env.Disk(), binary.BigEndian.AppendUint64(nil, c.incarnation))
 	env.Disk().Sync()
 	c.after(&c.workTimer, c.cfg.StartDelay, c.beginCycle)
 }

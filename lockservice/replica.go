@@ -84,6 +84,7 @@ type Replica struct {
 	applied uint64
 
 	persistedLast uint64
+	hardState     slotted
 	pending       map[uint64][]waiter // by log index, leader only
 	inflight      int                 // client proposals not yet applied
 	leases        map[string]*leaderLease
@@ -115,20 +116,13 @@ func (r *Replica) Start(env sim.Env) {
 	r.pending = map[uint64][]waiter{}
 	r.leases = map[string]*leaderLease{}
 	var hs raft.HardState
-	if b, ok := env.Disk().Read(hardStateKey); ok {
+	r.hardState = slotted{key: hardStateKey}
+	if b, ok := r.hardState.load(env.Disk()); ok {
 		if err := json.Unmarshal(b, &hs); err != nil {
-			panic(fmt.Sprintf("lockservice: corrupt raft hard state: %v", err))
+			panic(fmt.Sprintf("lockservice: sealed raft hard state does not decode: %v", err))
 		}
 	}
-	var entries []raft.Entry
-	for _, k := range env.Disk().Keys(logKeyPrefix) {
-		b, _ := env.Disk().Read(k)
-		var e raft.Entry
-		if err := json.Unmarshal(b, &e); err != nil {
-			panic(fmt.Sprintf("lockservice: corrupt raft log entry %s: %v", k, err))
-		}
-		entries = append(entries, e)
-	}
+	entries := loadLog(env.Disk())
 	if n := len(entries); n > 0 {
 		r.persistedLast = entries[n-1].Index
 	}
@@ -147,6 +141,30 @@ func (r *Replica) Start(env sim.Env) {
 	env.Log().Info("replica.start", slog.Uint64("term", hs.Term), slog.Uint64("commit", hs.Commit), slog.Int("log", len(entries)))
 	r.flush()
 	r.tick()
+}
+
+// loadLog reads the persisted log: entries 1, 2, … up to the first one
+// missing or torn. What lies beyond was never synced (a torn write is the
+// last unsynced one, and a follower acknowledges only synced entries), so
+// it is deleted.
+func loadLog(d *sim.Disk) []raft.Entry {
+	var entries []raft.Entry
+	keys := d.Keys(logKeyPrefix)
+	for i, k := range keys {
+		raw, _ := d.Read(k)
+		b, ok := unseal(raw)
+		var e raft.Entry
+		if ok && json.Unmarshal(b, &e) == nil && e.Index == uint64(len(entries))+1 && k == logKey(e.Index) {
+			entries = append(entries, e)
+			continue
+		}
+		for _, stale := range keys[i:] {
+			d.Delete(stale)
+		}
+		d.Sync()
+		break
+	}
+	return entries
 }
 
 // raftID maps a node to a Raft id (Raft reserves 0 for "none").
@@ -255,12 +273,12 @@ func (r *Replica) persist(rd raft.Ready) {
 		}
 		for _, e := range rd.Entries {
 			b, _ := json.Marshal(e)
-			d.Write(logKey(e.Index), b)
+			d.Write(logKey(e.Index), seal(b))
 		}
 		r.persistedLast = last
 	}
 	b, _ := json.Marshal(rd.HardState)
-	d.Write(hardStateKey, b)
+	r.hardState.store(d, b)
 	d.Sync()
 }
 

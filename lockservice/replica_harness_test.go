@@ -208,7 +208,11 @@ func diskEntries(t *testing.T, d *sim.Disk) []raft.Entry {
 	t.Helper()
 	var out []raft.Entry
 	for _, k := range d.Keys(logKeyPrefix) {
-		b, _ := d.Read(k)
+		raw, _ := d.Read(k)
+		b, ok := unseal(raw)
+		if !ok {
+			t.Fatalf("torn or corrupt log entry %s", k)
+		}
 		var e raft.Entry
 		if err := json.Unmarshal(b, &e); err != nil {
 			t.Fatalf("corrupt log entry %s: %v", k, err)
@@ -235,7 +239,8 @@ func diskLogBytes(d *sim.Disk) []string {
 func diskHardState(t *testing.T, d *sim.Disk) raft.HardState {
 	t.Helper()
 	var hs raft.HardState
-	if b, ok := d.Read(hardStateKey); ok {
+	slots := slotted{key: hardStateKey}
+	if b, ok := slots.load(d); ok {
 		if err := json.Unmarshal(b, &hs); err != nil {
 			t.Fatalf("corrupt hard state: %v", err)
 		}

@@ -26,6 +26,7 @@ type ServerConfig struct {
 // service: while it is down, nobody gets a lock; it never grants twice.
 type Server struct {
 	cfg    ServerConfig
+	state  slotted
 	table  *LockTable
 	timers map[string]clockwork.Timer // expiry timer per resource
 }
@@ -35,14 +36,14 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
 	}
-	return &Server{cfg: cfg, timers: map[string]clockwork.Timer{}}
+	return &Server{cfg: cfg, timers: map[string]clockwork.Timer{}, state: slotted{key: stateKey}}
 }
 
 // Start restores the table from disk and restarts every lease at its full TTL.
 func (s *Server) Start(env sim.Env) {
 	now := env.Clock().Monotonic()
 	s.table = NewLockTable()
-	if b, ok := env.Disk().Read(stateKey); ok {
+	if b, ok := s.state.load(env.Disk()); ok {
 		var snap Snapshot
 		if err := json.Unmarshal(b, &snap); err != nil {
 			panic(fmt.Sprintf("lockservice: corrupt server state on disk: %v", err))
@@ -121,7 +122,7 @@ func (s *Server) persist(env sim.Env) {
 	if err != nil {
 		panic(fmt.Sprintf("lockservice: encoding server state: %v", err))
 	}
-	env.Disk().Write(stateKey, b)
+	s.state.store(env.Disk(), b)
 	env.Disk().Sync()
 }
 

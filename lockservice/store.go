@@ -23,6 +23,7 @@ type StoreConfig struct {
 // simulation thread) and are synced to disk before the reply.
 type FencedStore struct {
 	cfg   StoreConfig
+	state slotted
 	table *FenceTable
 }
 
@@ -31,13 +32,13 @@ func NewFencedStore(cfg StoreConfig) *FencedStore {
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
 	}
-	return &FencedStore{cfg: cfg}
+	return &FencedStore{cfg: cfg, state: slotted{key: stateKey}}
 }
 
 // Start restores the registers from disk.
 func (s *FencedStore) Start(env sim.Env) {
 	s.table = NewFenceTable()
-	if b, ok := env.Disk().Read(stateKey); ok {
+	if b, ok := s.state.load(env.Disk()); ok {
 		var snap StoreSnapshot
 		if err := json.Unmarshal(b, &snap); err != nil {
 			panic(fmt.Sprintf("lockservice: corrupt store state on disk: %v", err))
@@ -64,7 +65,7 @@ func (s *FencedStore) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
 			if err != nil {
 				panic(fmt.Sprintf("lockservice: encoding store state: %v", err))
 			}
-			env.Disk().Write(stateKey, b)
+			s.state.store(env.Disk(), b)
 			env.Disk().Sync()
 			s.cfg.Observer.Observe(Event{Kind: EvApplied, Resource: m.Resource, Client: m.Client, Token: m.Token, Value: m.Value, Accepted: d.Reply.Accepted, Request: m.Request})
 			env.Log().Info("store.write", slog.String("client", m.Client), slog.Uint64("req", m.Request),

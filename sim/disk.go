@@ -3,6 +3,7 @@ package sim
 import (
 	"slices"
 	"strings"
+	"time"
 )
 
 // Disk is a node's durable key-value storage with an explicit sync barrier,
@@ -12,7 +13,10 @@ import (
 // truncated prefix of the last unsynced write instead of dropping it.
 //
 // Sync completes instantly in virtual time unless the node has a sync delay
-// (World.SetSyncDelay): then the node stalls around it.
+// (World.SetSyncDelay): then the node stalls until the sync completes, and
+// the writes it covers become durable only then — a crash during the stall
+// loses them (or tears the last), exactly as power failing during fsync.
+// Nothing the process sent after the Sync has left by then.
 type Disk struct {
 	cur    map[string][]byte // what Read sees
 	synced map[string][]byte // what survives a crash
@@ -22,8 +26,15 @@ type Disk struct {
 	// Delete, which cannot tear).
 	last   string
 	lastOK bool
-	// onSync, if set, is told of every Sync (the node stalls on a slow disk).
-	onSync func()
+	// onSync, if set, is told of every Sync; on a slow disk it returns the
+	// true time the sync completes (and stalls the node until then).
+	onSync func() (done time.Duration, slow bool)
+	// now reads true time, to settle syncs in flight.
+	now func() time.Duration
+	// inflight are keys covered by a slow Sync still in progress, durable
+	// once true time reaches inflightDone.
+	inflight     []string
+	inflightDone time.Duration
 
 	writes, syncs, lost, torn int
 }
@@ -34,6 +45,7 @@ func newDisk() *Disk {
 
 // Write stores a copy of value under key. It is not durable until Sync.
 func (d *Disk) Write(key string, value []byte) {
+	d.settle()
 	d.cur[key] = slices.Clone(value)
 	d.markDirty(key)
 	d.last, d.lastOK = key, true
@@ -41,6 +53,7 @@ func (d *Disk) Write(key string, value []byte) {
 
 // Delete removes key. Like Write, it is not durable until Sync.
 func (d *Disk) Delete(key string) {
+	d.settle()
 	delete(d.cur, key)
 	d.markDirty(key)
 	d.last, d.lastOK = "", false
@@ -76,26 +89,73 @@ func (d *Disk) Keys(prefix string) []string {
 // Sync makes every write so far durable. On a node with a sync delay, a
 // Sync made by the node's process stalls the node (see World.SetSyncDelay).
 func (d *Disk) Sync() {
+	d.settle()
 	d.syncs++
-	for _, k := range d.dirty {
+	if d.onSync != nil {
+		if done, slow := d.onSync(); slow {
+			for _, k := range d.dirty {
+				if !slices.Contains(d.inflight, k) {
+					d.inflight = append(d.inflight, k)
+				}
+			}
+			d.dirty = d.dirty[:0]
+			d.inflightDone = max(d.inflightDone, done)
+			return // the last write stays tearable until the sync completes
+		}
+	}
+	d.commit(d.dirty)
+	d.dirty = d.dirty[:0]
+	d.last, d.lastOK = "", false
+}
+
+// commit makes the current values of keys durable.
+func (d *Disk) commit(keys []string) {
+	for _, k := range keys {
 		if v, ok := d.cur[k]; ok {
 			d.synced[k] = v
 		} else {
 			delete(d.synced, k)
 		}
 	}
-	d.dirty = d.dirty[:0]
-	d.last, d.lastOK = "", false
-	if d.onSync != nil {
-		d.onSync()
+}
+
+// settle completes a slow sync whose time has come.
+func (d *Disk) settle() {
+	if len(d.inflight) == 0 || d.now == nil || d.now() < d.inflightDone {
+		return
+	}
+	d.commit(d.inflight)
+	d.inflight = d.inflight[:0]
+	if len(d.dirty) == 0 {
+		d.last, d.lastOK = "", false
 	}
 }
 
+// unsettle is called by a crash: a slow sync still in flight never
+// completes, so the writes it covered are as unsynced as the rest.
+func (d *Disk) unsettle() {
+	d.settle()
+	if len(d.inflight) == 0 {
+		return
+	}
+	keys := d.inflight
+	for _, k := range d.dirty {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	d.dirty, d.inflight = keys, nil
+}
+
 // Dirty reports how many keys hold writes that a crash would lose.
-func (d *Disk) Dirty() int { return len(d.dirty) }
+func (d *Disk) Dirty() int {
+	d.settle()
+	return len(d.dirty) + len(d.inflight)
+}
 
 // crash drops every unsynced write: the disk comes back as of the last Sync.
 func (d *Disk) crash() {
+	d.unsettle()
 	for _, k := range d.dirty {
 		d.lost++
 		if v, ok := d.synced[k]; ok {
@@ -114,6 +174,7 @@ func (d *Disk) crash() {
 // survive under its key, durably. keep must lie in [0, 1). It reports
 // whether a write was torn.
 func (d *Disk) crashTorn(keep float64) bool {
+	d.unsettle()
 	key, ok := d.last, d.lastOK
 	v := d.cur[key]
 	if !ok || len(v) == 0 {

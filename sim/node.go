@@ -59,15 +59,16 @@ type node struct {
 
 // synced is told of every Sync of n's disk. A Sync made by n's process
 // during one of its events, on a slow disk, stalls n: the stall grows by
-// the sync delay and n is paused until it ends.
-func (n *node) synced() {
+// the sync delay, n is paused until it ends, and the sync completes then.
+func (n *node) synced() (time.Duration, bool) {
 	w := n.w
 	if n.syncDelay <= 0 || w.running != n {
-		return
+		return 0, false
 	}
 	w.stall += n.syncDelay
 	w.pauseUntil(n, w.now+w.stall)
 	n.stalls++
+	return w.now + w.stall, true
 }
 
 // nodeEnv is the Env a node's process sees. It is a distinct type so that a

@@ -105,6 +105,7 @@ func (w *World) AddNode(name string, newProcess func() Process, clock fakeclock.
 	}
 	n := &node{w: w, id: NodeID(len(w.nodes)), name: name, newProcess: newProcess, disk: newDisk()}
 	n.disk.onSync = n.synced
+	n.disk.now = w.Now
 	n.rng = w.Stream()
 	n.clock = fakeclock.New(scheduler{n}, clock)
 	n.log = slog.New(w.trace.handler(n))

@@ -1,0 +1,83 @@
+package lockservice
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+
+	"github.com/fencesim/fencesim/sim"
+)
+
+// Torn writes: a crash may leave the last unsynced write as a prefix of
+// itself. Every value this package puts on disk is therefore sealed — a
+// length and a CRC-32C in front — and a value that does not unseal is
+// treated as never written. A record that must survive its own torn
+// overwrite (a snapshot, Raft's term and vote) alternates between two slots
+// with a sequence number, so the other slot still holds the last synced
+// copy; a torn overwrite was never synced, so nothing that depended on it
+// was ever sent.
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+const sealHeader = 8 // uint32 length, uint32 CRC-32C
+
+// seal frames v so that a torn copy is detected.
+func seal(v []byte) []byte {
+	b := make([]byte, sealHeader, sealHeader+len(v))
+	binary.BigEndian.PutUint32(b[0:4], uint32(len(v)))
+	binary.BigEndian.PutUint32(b[4:8], crc32.Checksum(v, castagnoli))
+	return append(b, v...)
+}
+
+// unseal returns the value inside b, or false if b is torn or corrupt.
+func unseal(b []byte) ([]byte, bool) {
+	if len(b) < sealHeader {
+		return nil, false
+	}
+	n := binary.BigEndian.Uint32(b[0:4])
+	v := b[sealHeader:]
+	if uint32(len(v)) != n || crc32.Checksum(v, castagnoli) != binary.BigEndian.Uint32(b[4:8]) {
+		return nil, false
+	}
+	return v, true
+}
+
+// slotted is a record kept in two alternating disk slots.
+type slotted struct {
+	key string
+	seq uint64 // sequence number of the last copy written
+}
+
+func (s *slotted) slot(seq uint64) string {
+	if seq%2 == 0 {
+		return s.key + "/0"
+	}
+	return s.key + "/1"
+}
+
+// load returns the newest intact copy and remembers its sequence number.
+func (s *slotted) load(d *sim.Disk) ([]byte, bool) {
+	var best []byte
+	found := false
+	for _, k := range []string{s.key + "/0", s.key + "/1"} {
+		raw, ok := d.Read(k)
+		if !ok {
+			continue
+		}
+		v, ok := unseal(raw)
+		if !ok || len(v) < 8 {
+			continue // torn
+		}
+		if seq := binary.BigEndian.Uint64(v[:8]); !found || seq > s.seq {
+			best, s.seq, found = v[8:], seq, true
+		}
+	}
+	return best, found
+}
+
+// store writes v as the next copy, into the slot not holding the newest
+// one. The caller syncs.
+func (s *slotted) store(d *sim.Disk, v []byte) {
+	s.seq++
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(v)), s.seq)
+	d.Write(s.slot(s.seq), seal(append(b, v...)))
+}
