@@ -39,6 +39,7 @@ package checker
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -194,6 +195,10 @@ type Grant struct {
 	// Reason says how the grant ended: "released" or "expired"; it is empty
 	// while the grant is open.
 	Reason string `json:"reason,omitempty"`
+	// Lost: a crash took the grant back before it was durable (a
+	// single-node server's slow sync never completed), so it was never
+	// answered and its token may be issued again; the checker ignores it.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // StoreApply is one decision of the store, taken from its own apply log; a
@@ -206,6 +211,10 @@ type StoreApply struct {
 	Accepted bool          `json:"accepted"`
 	At       time.Duration `json:"at"`
 	Step     uint64        `json:"step"`
+	// Lost: a crash took the decision back before it was durable (its
+	// slow sync never completed), so it was never answered and never a
+	// fact; the checker ignores it.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // History is everything the checker needs from one run; keeping the record
@@ -231,4 +240,13 @@ type History struct {
 	StoreRestarts []StoreRestart `json:"store_restarts,omitempty"`
 	// End is the true time the run ended.
 	End time.Duration `json:"end"`
+}
+
+// facts returns h without the records a crash took back before they were
+// durable: decisions nobody was ever told of are not part of the run.
+func (h History) facts() History {
+	h.Applies = slices.DeleteFunc(slices.Clone(h.Applies), func(a StoreApply) bool { return a.Lost })
+	h.Grants = slices.DeleteFunc(slices.Clone(h.Grants), func(g Grant) bool { return g.Lost })
+	h.Ends = slices.DeleteFunc(slices.Clone(h.Ends), func(e GrantEnd) bool { return e.Lost })
+	return h
 }

@@ -85,6 +85,10 @@ const (
 	// LockNotLeader: the replica could not serve this copy of the request;
 	// ambiguous for the same reason as LockOverloaded.
 	LockNotLeader LockStatus = "not-leader"
+	// LockStale: the service judged this copy a late one of a request the
+	// client had abandoned and did not apply it; an earlier copy may have
+	// been applied, so it is ambiguous for the same reason too.
+	LockStale LockStatus = "stale"
 	// LockUnknown: no answer came; the operation may or may not have taken
 	// effect, at any time after it was called.
 	LockUnknown LockStatus = "unknown"
@@ -137,6 +141,8 @@ type GrantEnd struct {
 	Reason string        `json:"reason"`
 	At     time.Duration `json:"at"`
 	Step   uint64        `json:"step"`
+	// Lost: a crash took the decision back before it was durable.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // Reasons a grant ends.

@@ -30,9 +30,9 @@ import (
 //   - renew or release → not-holder: c does not hold the lock with t, which
 //     expiry always allows (but which rules out renewing t afterwards);
 //   - invalid answers change nothing;
-//   - unknown, overloaded and not-leader answers are ambiguous: the
-//     operation has an open return and may or may not take effect. An
-//     overloaded or not-leader answer speaks for one copy of the request
+//   - unknown, overloaded, not-leader and stale answers are ambiguous: the
+//     operation has an open return and may or may not take effect. Such an
+//     answer speaks for one copy of the request
 //     only, and the client may have sent others under the same request id
 //     (retries after a timeout, duplicates on the wire) that did take
 //     effect. An ambiguous acquire that took effect granted a token the
@@ -87,7 +87,7 @@ func lockEffectOf(k LockKind, out LockStatus) lockEffect {
 	switch out {
 	case LockInvalid:
 		return effNothing
-	case LockUnknown, LockOverloaded, LockNotLeader:
+	case LockUnknown, LockOverloaded, LockNotLeader, LockStale:
 		if k == LockRenew {
 			return effNothing // a renewal changes no state either way
 		}

@@ -156,6 +156,7 @@ func (o Options) timeout() time.Duration {
 // VerdictPass. It never judges liveness (see CheckLiveness and Combine), but
 // it fills Verdict.Metrics whatever the verdict. It never mutates h.
 func Check(h History, opt Options) Verdict {
+	h = h.facts()
 	var vs []Violation
 	vs = append(vs, checkTokens(h.Grants)...)
 	vs = append(vs, checkGrantOverlap(h.Grants)...)

@@ -35,7 +35,7 @@ type ClientConfig struct {
 	// BackoffMin/BackoffMax bound the jittered wait after Busy or Overloaded.
 	BackoffMin, BackoffMax time.Duration
 	StartDelay             time.Duration // before the first acquire
-	Cycles                 int           // acquire/work/release cycles to run
+	Cycles                 int           // acquire/work/release cycles to run; 0: until the run ends
 	WritesPerHold          int
 	// WorkDuration is the time between the watchdog check that starts a unit
 	// of work and the write that ends it: a pause inside it is exactly
@@ -176,7 +176,7 @@ func (c *Client) backoff() time.Duration {
 // --- acquirer ---
 
 func (c *Client) beginCycle() {
-	if c.cycle >= c.cfg.Cycles {
+	if c.cfg.Cycles > 0 && c.cycle >= c.cfg.Cycles {
 		c.phase = phaseDone
 		c.log("client.done", 0)
 		return
@@ -243,7 +243,7 @@ func (c *Client) onAcquireReply(m LockReply) {
 		c.log("acquire.granted", m.Request, slog.Uint64("token", m.Token))
 		c.after(&c.renewTimer, c.cfg.TTL/3, c.sendRenew)
 		c.beginWork()
-	case Busy, Overloaded:
+	case Busy, Overloaded, Stale:
 		c.log("acquire."+m.Status.String(), m.Request)
 		c.acqReq = c.newRequest() // a definitive answer: the next attempt is new
 		c.after(&c.timeout, c.backoff(), c.sendAcquire)
@@ -332,9 +332,10 @@ func (c *Client) onRenewReply(m LockReply) {
 		c.log("renew.redirect", m.Request, slog.Int("leader", int(m.Leader)))
 		return // the next renewal goes to the new target
 	}
-	if m.Status == Overloaded {
-		// Shed at the ingress: the lease stands as it was; the next renewal
-		// tries again and the watchdog still bounds the belief.
+	if m.Status == Overloaded || m.Status == Stale {
+		// Shed at the ingress, or overtaken by the client's own later
+		// requests: the lease stands as it was; the next renewal tries
+		// again and the watchdog still bounds the belief.
 		c.log("renew.overloaded", m.Request, slog.Uint64("token", c.token))
 		return
 	}

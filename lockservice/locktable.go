@@ -2,6 +2,7 @@ package lockservice
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -36,11 +37,12 @@ type LockTable struct {
 	leases    map[string]*Lease
 	lastToken uint64
 	dedup     map[string][]dedupEntry // by client, oldest first
+	highest   map[string]uint64       // by client: its highest request id applied
 }
 
 // NewLockTable returns an empty table that has issued no token.
 func NewLockTable() *LockTable {
-	return &LockTable{leases: map[string]*Lease{}, dedup: map[string][]dedupEntry{}}
+	return &LockTable{leases: map[string]*Lease{}, dedup: map[string][]dedupEntry{}, highest: map[string]uint64{}}
 }
 
 // LastToken is the highest token the table has issued.
@@ -86,7 +88,36 @@ func (t *LockTable) Seen(client string, request uint64) (LockReply, bool) {
 	return LockReply{}, false
 }
 
+// stale reports whether request is a late copy of one its client
+// abandoned long ago: from an earlier incarnation of the client (request
+// ids carry the incarnation in their high 32 bits), or older than every
+// request in the client's full dedup window. Such a copy, delayed in the
+// network or in a deposed leader's log, must not be applied: the window
+// that would have answered it from memory has moved on, and applying it
+// would grant a lock nobody waits for. A request merely reordered with a
+// concurrent one of the same client stays inside the window's range and
+// is applied. Seen must have been asked first.
+func (t *LockTable) stale(client string, request uint64) bool {
+	if request>>32 < t.highest[client]>>32 {
+		return true
+	}
+	d := t.dedup[client]
+	if len(d) < dedupDepth {
+		return false
+	}
+	oldest := d[0].Request
+	for _, e := range d[1:] {
+		oldest = min(oldest, e.Request)
+	}
+	return request < oldest
+}
+
+func (t *LockTable) staleReply(request uint64) LockReply {
+	return LockReply{Request: request, Status: Stale}
+}
+
 func (t *LockTable) remember(client string, request uint64, r LockReply) LockReply {
+	t.highest[client] = max(t.highest[client], request)
 	d := append(t.dedup[client], dedupEntry{Request: request, Reply: r})
 	if len(d) > dedupDepth {
 		d = slices.Delete(d, 0, len(d)-dedupDepth)
@@ -114,6 +145,9 @@ func (t *LockTable) Acquire(r AcquireRequest, now time.Duration, token uint64) L
 	if rep, ok := t.Seen(r.Client, r.Request); ok {
 		return rep
 	}
+	if t.stale(r.Client, r.Request) {
+		return t.staleReply(r.Request)
+	}
 	if l, held := t.leases[r.Resource]; held {
 		if l.Holder == r.Client {
 			// A fresh attempt by the holder (its earlier reply was lost):
@@ -138,6 +172,9 @@ func (t *LockTable) Renew(r RenewRequest, now time.Duration) LockReply {
 	if rep, ok := t.Seen(r.Client, r.Request); ok {
 		return rep
 	}
+	if t.stale(r.Client, r.Request) {
+		return t.staleReply(r.Request)
+	}
 	l, ok := t.leases[r.Resource]
 	if !ok || l.Token != r.Token || l.Holder != r.Client || now >= l.Deadline {
 		return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: NotHolder})
@@ -151,6 +188,9 @@ func (t *LockTable) Renew(r RenewRequest, now time.Duration) LockReply {
 func (t *LockTable) Release(r ReleaseRequest) (LockReply, *Lease) {
 	if rep, ok := t.Seen(r.Client, r.Request); ok {
 		return rep, nil
+	}
+	if t.stale(r.Client, r.Request) {
+		return t.staleReply(r.Request), nil
 	}
 	l, ok := t.leases[r.Resource]
 	if !ok || l.Token != r.Token || l.Holder != r.Client {
@@ -189,11 +229,12 @@ type Snapshot struct {
 	LastToken uint64                  `json:"last_token"`
 	Leases    []Lease                 `json:"leases"`
 	Dedup     map[string][]dedupEntry `json:"dedup"`
+	Highest   map[string]uint64       `json:"highest"`
 }
 
 // Snapshot captures the table for the disk (encoding/json sorts map keys).
 func (t *LockTable) Snapshot() Snapshot {
-	return Snapshot{LastToken: t.lastToken, Leases: t.Leases(), Dedup: cloneDedup(t.dedup)}
+	return Snapshot{LastToken: t.lastToken, Leases: t.Leases(), Dedup: cloneDedup(t.dedup), Highest: maps.Clone(t.highest)}
 }
 
 // cloneDedup deep-copies a dedup table, so a snapshot never shares state
@@ -218,6 +259,9 @@ func RestoreLockTable(s Snapshot, now time.Duration) *LockTable {
 	}
 	if s.Dedup != nil {
 		t.dedup = cloneDedup(s.Dedup)
+	}
+	if s.Highest != nil {
+		t.highest = maps.Clone(s.Highest)
 	}
 	return t
 }

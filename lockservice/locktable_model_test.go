@@ -75,6 +75,25 @@ type lockModel struct {
 	leases    map[string]Lease
 	lastToken uint64
 	dedup     map[string][]dedupEntry
+	highest   map[string]uint64
+}
+
+// stale: a request of an earlier incarnation, or older than every request
+// in a full window, is a late copy and is not applied.
+func (m *lockModel) stale(client string, req uint64) bool {
+	if req>>32 < m.highest[client]>>32 {
+		return true
+	}
+	d := m.dedup[client]
+	if len(d) < dedupDepth {
+		return false
+	}
+	for _, e := range d {
+		if e.Request <= req {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *lockModel) seen(client string, req uint64) (LockReply, bool) {
@@ -87,6 +106,10 @@ func (m *lockModel) seen(client string, req uint64) (LockReply, bool) {
 }
 
 func (m *lockModel) remember(client string, req uint64, r LockReply) LockReply {
+	if m.highest == nil {
+		m.highest = map[string]uint64{}
+	}
+	m.highest[client] = max(m.highest[client], req)
 	d := append(m.dedup[client], dedupEntry{Request: req, Reply: r})
 	if len(d) > dedupDepth {
 		d = d[len(d)-dedupDepth:]
@@ -99,6 +122,9 @@ func (m *lockModel) remember(client string, req uint64, r LockReply) LockReply {
 func (m *lockModel) acquire(r AcquireRequest, now time.Duration, token uint64) (LockReply, bool) {
 	if rep, ok := m.seen(r.Client, r.Request); ok {
 		return rep, false
+	}
+	if m.stale(r.Client, r.Request) {
+		return LockReply{Request: r.Request, Status: Stale}, false
 	}
 	if l, held := m.leases[r.Resource]; held {
 		if l.Holder == r.Client {
@@ -117,6 +143,9 @@ func (m *lockModel) renew(r RenewRequest, now time.Duration) LockReply {
 	if rep, ok := m.seen(r.Client, r.Request); ok {
 		return rep
 	}
+	if m.stale(r.Client, r.Request) {
+		return LockReply{Request: r.Request, Status: Stale}
+	}
 	l, ok := m.leases[r.Resource]
 	if !ok || l.Holder != r.Client || l.Token != r.Token || now >= l.Deadline {
 		return m.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: NotHolder})
@@ -129,6 +158,9 @@ func (m *lockModel) renew(r RenewRequest, now time.Duration) LockReply {
 func (m *lockModel) release(r ReleaseRequest) (LockReply, *Lease) {
 	if rep, ok := m.seen(r.Client, r.Request); ok {
 		return rep, nil
+	}
+	if m.stale(r.Client, r.Request) {
+		return LockReply{Request: r.Request, Status: Stale}, nil
 	}
 	l, ok := m.leases[r.Resource]
 	if !ok || l.Holder != r.Client || l.Token != r.Token {
@@ -428,7 +460,11 @@ func TestLockTablePanicsOnTokenThatDoesNotIncrease(t *testing.T) {
 	}
 }
 
-func TestLockTableRepeatedAcquireOutsideDedupWindowIsAppliedAgain(t *testing.T) {
+// TestLockTableLateCopyOutsideDedupWindowIsStale: a copy of an acquire that
+// arrives after its client made a window's worth of newer requests is not
+// applied again (it would grant a lock nobody waits for, as a swarm run
+// once showed), nor is a copy from an earlier incarnation of the client.
+func TestLockTableLateCopyOutsideDedupWindowIsStale(t *testing.T) {
 	tbl := NewLockTable()
 	first := tbl.Acquire(AcquireRequest{Resource: "a", Client: "c", TTL: time.Second, Request: 1}, 0, 1)
 	for i := uint64(0); i < dedupDepth; i++ { // push request 1 out of c's window
@@ -439,7 +475,17 @@ func TestLockTableRepeatedAcquireOutsideDedupWindowIsAppliedAgain(t *testing.T) 
 	}
 	tbl.Release(ReleaseRequest{Resource: "a", Client: "c", Token: 1, Request: 200})
 	again := tbl.Acquire(AcquireRequest{Resource: "a", Client: "c", TTL: time.Second, Request: 1}, 0, 2)
-	if first.Token != 1 || again.Status != Granted || again.Token != 2 {
-		t.Fatalf("first %+v, again %+v: want a new grant with token 2", first, again)
+	if first.Token != 1 || again.Status != Stale {
+		t.Fatalf("first %+v, again %+v: want the late copy answered Stale", first, again)
+	}
+	if _, held := tbl.Lease("a"); held || tbl.LastToken() != 1 {
+		t.Fatalf("the stale copy changed the table: last token %d", tbl.LastToken())
+	}
+	// A new incarnation's request makes the old incarnation's copies stale
+	// at once, window or not.
+	tbl.Acquire(AcquireRequest{Resource: "b", Client: "e", TTL: time.Second, Request: 1<<32 | 1}, 0, 2)
+	tbl.Release(ReleaseRequest{Resource: "b", Client: "e", Token: 2, Request: 2<<32 | 1})
+	if got := tbl.Acquire(AcquireRequest{Resource: "b", Client: "e", TTL: time.Second, Request: 1<<32 | 2}, 0, 3); got.Status != Stale {
+		t.Fatalf("a copy from an earlier incarnation: got %+v, want Stale", got)
 	}
 }

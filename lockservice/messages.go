@@ -29,13 +29,18 @@ const (
 	// leader it knows (or NoLeader), and the client retries there with the
 	// same request id.
 	NotLeader
+	// Stale: the request is older than requests the client has made since
+	// and has fallen out of the dedup window; the client gave up on it long
+	// ago, so it is not applied (a late copy must not grant a lock nobody
+	// waits for).
+	Stale
 )
 
 // NoLeader is the Leader hint of a replica that knows no leader.
 const NoLeader sim.NodeID = -1
 
 var statusNames = [...]string{Granted: "granted", Busy: "busy", Renewed: "renewed", Released: "released",
-	NotHolder: "not-holder", Invalid: "invalid", Overloaded: "overloaded", NotLeader: "not-leader"}
+	NotHolder: "not-holder", Invalid: "invalid", Overloaded: "overloaded", NotLeader: "not-leader", Stale: "stale"}
 
 func (s Status) String() string {
 	if int(s) < len(statusNames) && statusNames[s] != "" {

@@ -19,7 +19,7 @@ func TestRecorderLockRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := newRecorder(w)
+	rec := newRecorder(w, map[string]sim.NodeID{}, false)
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	at := func(n int, f func()) { w.At(ms(n), "script", f) }
 	ev := func(e lockservice.Event) func() { return func() { rec.Observe(e) } }

@@ -1,6 +1,8 @@
 package scenarios
 
 import (
+	"time"
+
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/sim"
@@ -19,6 +21,22 @@ type recorder struct {
 	ended   map[endKey]bool  // every lease end recorded
 	beliefs map[string][]int // client → indices in h.Beliefs still open
 	starts  map[string]int   // node name → how many times it started
+
+	// ids resolves node names (filled by the runner as it adds nodes).
+	ids map[string]sim.NodeID
+	// singleNode: service events come from one server ("lock") whose
+	// decisions, like the store's, are facts only once its sync completes.
+	singleNode bool
+	// tentative are records whose decision's slow sync was still in flight
+	// when reported; a crash before it completed takes them back.
+	tentative []tentative
+}
+
+// tentative is a record a crash may still take back.
+type tentative struct {
+	node string
+	done time.Duration // when the sync that makes it durable completes
+	undo func()
 }
 
 // opKey pairs a client's call with its return.
@@ -33,8 +51,8 @@ type endKey struct {
 	reason string
 }
 
-func newRecorder(w *sim.World) *recorder {
-	return &recorder{w: w, open: map[uint64]int{}, granted: map[uint64]bool{}, ops: map[opKey]int{},
+func newRecorder(w *sim.World, ids map[string]sim.NodeID, singleNode bool) *recorder {
+	return &recorder{w: w, ids: ids, singleNode: singleNode, open: map[uint64]int{}, granted: map[uint64]bool{}, ops: map[opKey]int{},
 		lockOps: map[opKey]int{}, renewed: map[opKey]bool{}, ended: map[endKey]bool{},
 		beliefs: map[string][]int{}, starts: map[string]int{}}
 }
@@ -51,6 +69,7 @@ func (r *recorder) NodeStarted(name string) {
 	if r.starts[name] == 1 {
 		return // the boot
 	}
+	r.takeBack(name)
 	if name == storeNode {
 		r.h.StoreRestarts = append(r.h.StoreRestarts, checker.StoreRestart{At: r.w.Now(), Step: r.w.Step()})
 	}
@@ -70,9 +89,17 @@ func (r *recorder) Observe(e lockservice.Event) {
 			return
 		}
 		r.granted[e.Token] = true
-		r.open[e.Token] = len(r.h.Grants)
+		i := len(r.h.Grants)
+		r.open[e.Token] = i
 		r.h.Grants = append(r.h.Grants, checker.Grant{Resource: e.Resource, Client: e.Client, Token: e.Token,
 			Start: r.w.Now(), Open: true, Step: r.w.Step()})
+		if r.singleNode {
+			r.pending(lockNode, func() {
+				r.h.Grants[i].Lost = true
+				delete(r.granted, e.Token) // the restarted server may issue it again
+				delete(r.open, e.Token)
+			})
+		}
 	case lockservice.EvRenewed:
 		k := opKey{e.Client, e.Request}
 		if r.renewed[k] {
@@ -85,8 +112,12 @@ func (r *recorder) Observe(e lockservice.Event) {
 		k := endKey{e.Token, e.Reason}
 		if !r.ended[k] {
 			r.ended[k] = true
+			j := len(r.h.Ends)
 			r.h.Ends = append(r.h.Ends, checker.GrantEnd{Resource: e.Resource, Client: e.Client, Token: e.Token,
 				Reason: e.Reason, At: r.w.Now(), Step: r.w.Step()})
+			if r.singleNode {
+				r.pending(lockNode, func() { r.h.Ends[j].Lost = true; delete(r.ended, k) })
+			}
 		}
 		i, ok := r.open[e.Token]
 		if !ok {
@@ -96,9 +127,19 @@ func (r *recorder) Observe(e lockservice.Event) {
 		r.h.Grants[i].Open = false
 		r.h.Grants[i].End = r.w.Now()
 		r.h.Grants[i].Reason = e.Reason
+		if r.singleNode {
+			r.pending(lockNode, func() { // the restarted server still holds the lease
+				if !r.h.Grants[i].Lost {
+					r.h.Grants[i].Open, r.h.Grants[i].End, r.h.Grants[i].Reason = true, 0, ""
+					r.open[e.Token] = i
+				}
+			})
+		}
 	case lockservice.EvApplied:
+		i := len(r.h.Applies)
 		r.h.Applies = append(r.h.Applies, checker.StoreApply{Resource: e.Resource, Client: e.Client, Token: e.Token,
 			Value: e.Value, Accepted: e.Accepted, At: r.w.Now(), Step: r.w.Step()})
+		r.pending(storeNode, func() { r.h.Applies[i].Lost = true })
 	case lockservice.EvCall:
 		switch e.Op {
 		case lockservice.OpWrite:
@@ -128,6 +169,43 @@ func (r *recorder) Observe(e lockservice.Event) {
 				break
 			}
 		}
+	}
+}
+
+// pending notes that the record just made on node's behalf is a fact only
+// once node's slow sync in flight completes (if one is in flight: the
+// processes report a decision right after syncing it).
+func (r *recorder) pending(node string, undo func()) {
+	id, known := r.ids[node]
+	if !known {
+		return
+	}
+	if done, ok := r.w.Disk(id).SyncDone(); ok {
+		r.tentative = append(r.tentative, tentative{node: node, done: done, undo: undo})
+	}
+}
+
+// takeBack undoes, at node's restart, the records whose sync its crash
+// interrupted, latest first.
+func (r *recorder) takeBack(node string) {
+	id, known := r.ids[node]
+	if !known {
+		return
+	}
+	crashedAt, _ := r.w.CrashedAt(id)
+	keep := r.tentative[:0]
+	var undo []func()
+	for _, t := range r.tentative {
+		switch {
+		case t.node != node:
+			keep = append(keep, t)
+		case t.done > crashedAt:
+			undo = append(undo, t.undo)
+		}
+	}
+	r.tentative = keep
+	for i := len(undo) - 1; i >= 0; i-- {
+		undo[i]()
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/nemesis"
@@ -39,20 +40,34 @@ type Spec struct {
 	Replicas int       `json:"replicas,omitempty"`
 	Store    StoreSpec `json:"store"`
 	// Latency bounds one-way message latency (exponential between them).
-	LatencyMin  Duration         `json:"latency_min"`
-	LatencyMean Duration         `json:"latency_mean"`
-	LatencyMax  Duration         `json:"latency_max"`
-	Clients     []ClientSpec     `json:"clients"`
-	Faults      nemesis.Schedule `json:"faults"`
-	// Duration is how much true time the run lasts at most.
+	LatencyMin  Duration     `json:"latency_min"`
+	LatencyMean Duration     `json:"latency_mean"`
+	LatencyMax  Duration     `json:"latency_max"`
+	Clients     []ClientSpec `json:"clients"`
+	// Faults are scripted fault operations.
+	Faults nemesis.Schedule `json:"faults"`
+	// Swarm draws fault options and a fault schedule from the seed for
+	// the safety phase, in addition to the scripted faults.
+	Swarm bool `json:"swarm,omitempty"`
+	// Duration is the safety phase: how much true time the run lasts, or,
+	// with Liveness, how long before every fault is healed.
 	Duration Duration `json:"duration"`
+	// Liveness, if set, follows the safety phase: every fault healed and
+	// clocks stable, every live client must complete acquire, a fenced
+	// write and release within Bound.
+	Liveness *LivenessSpec `json:"liveness,omitempty"`
 	// StepLimit bounds the number of events (a runaway guard).
 	StepLimit uint64 `json:"step_limit"`
 }
 
+// LivenessSpec bounds the liveness phase.
+type LivenessSpec struct {
+	Bound Duration `json:"bound"`
+}
+
 // Expectation is the verdict a scenario must produce.
 type Expectation struct {
-	Verdict string `json:"verdict"` // "pass" or "violation"
+	Verdict string `json:"verdict"` // "pass", "violation" or "liveness"
 	// Property, for violations: the property that must be among those violated.
 	Property string `json:"property,omitempty"`
 }
@@ -134,8 +149,12 @@ func (s *Spec) Validate() error {
 		return fail("version %d is not supported (this build reads version %d)", s.Version, SpecVersion)
 	case s.Name == "" || strings.ContainsAny(s.Name, " \t\n/"):
 		return fail("name must be a non-empty kebab-case word")
-	case s.Expect.Verdict != "pass" && s.Expect.Verdict != "violation":
-		return fail("expect.verdict must be \"pass\" or \"violation\", got %q", s.Expect.Verdict)
+	case s.Expect.Verdict != "pass" && s.Expect.Verdict != "violation" && s.Expect.Verdict != "liveness":
+		return fail("expect.verdict must be \"pass\", \"violation\" or \"liveness\", got %q", s.Expect.Verdict)
+	case s.Liveness != nil && s.Liveness.Bound <= 0:
+		return fail("liveness.bound must be positive")
+	case s.Expect.Verdict == "liveness" && s.Liveness == nil:
+		return fail("expect.verdict \"liveness\" needs a liveness phase")
 	case !slices.Contains(designs, s.Design):
 		return fail("unknown design %q (known: %v)", s.Design, designs)
 	case s.Design == designReplicated && s.Replicas != 3 && s.Replicas != 5:
@@ -169,6 +188,11 @@ func (s *Spec) Validate() error {
 	}
 	if s.Design == designReplicated {
 		names = append(names, nemesis.Leader)
+	}
+	for i, op := range s.Faults {
+		if op.At >= s.Duration {
+			return fail("fault %d (%s) at %v lies beyond the duration %v", i, op, time.Duration(op.At), time.Duration(s.Duration))
+		}
 	}
 	if err := s.Faults.Validate(names); err != nil {
 		return fail("%v", err)

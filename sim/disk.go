@@ -147,6 +147,18 @@ func (d *Disk) unsettle() {
 	d.dirty, d.inflight = keys, nil
 }
 
+// SyncDone reports when the slow sync now in flight completes; ok is
+// false when none is in flight (everything synced is durable already). A
+// harness uses it to learn when a decision the process just synced becomes
+// a fact — and, with World.CrashedAt, whether a crash took it back.
+func (d *Disk) SyncDone() (done time.Duration, ok bool) {
+	d.settle()
+	if len(d.inflight) == 0 {
+		return 0, false
+	}
+	return d.inflightDone, true
+}
+
 // Dirty reports how many keys hold writes that a crash would lose.
 func (d *Disk) Dirty() int {
 	d.settle()

@@ -53,8 +53,10 @@ type node struct {
 	pausedUntil time.Duration // while Paused
 	held        []event       // events that fell due while Paused, in order
 	syncDelay   time.Duration // a slow disk: each Sync of the process stalls the node this long
+	outbox      []outgoing    // sent after a slow Sync, leaving when the stall ends
 
 	crashes, pauses, stalls int
+	crashedAt               time.Duration // true time of the latest crash
 }
 
 // synced is told of every Sync of n's disk. A Sync made by n's process
@@ -69,6 +71,12 @@ func (n *node) synced() (time.Duration, bool) {
 	w.pauseUntil(n, w.now+w.stall)
 	n.stalls++
 	return w.now + w.stall, true
+}
+
+// outgoing is a message waiting in a stalled node's outbox.
+type outgoing struct {
+	to  NodeID
+	msg Message
 }
 
 // nodeEnv is the Env a node's process sees. It is a distinct type so that a

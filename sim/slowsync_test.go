@@ -56,3 +56,51 @@ func TestSlowSyncIsDurableOnlyWhenItCompletes(t *testing.T) {
 		})
 	}
 }
+
+// acker syncs then answers every message it receives.
+type acker struct{}
+
+func (acker) Start(Env) {}
+func (acker) Receive(env Env, from NodeID, m Message) {
+	env.Disk().Write("k", []byte("v"))
+	env.Disk().Sync()
+	env.Send(from, m)
+}
+
+// TestCrashDuringSlowSyncTakesBackTheAnswer: an answer sent after a slow
+// Sync leaves only when the sync completes; a crash before that means it
+// never leaves, since what it acknowledges was never durable.
+func TestCrashDuringSlowSyncTakesBackTheAnswer(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		w, _ := New(Config{Seed: 1, Network: NetworkConfig{Latency: Latency{Min: time.Millisecond, Max: time.Millisecond}}})
+		var got []int
+		a, _ := w.AddNode("acker", func() Process { return acker{} }, fakeclock.Config{})
+		c, _ := w.AddNode("client", func() Process { return &recorderProc{got: &got} }, fakeclock.Config{})
+		w.SetSyncDelay(a, 5*time.Millisecond)
+		w.At(0, "send", func() { w.nodes[c].proc.(*recorderProc).env.Send(a, testMsg{N: 7}) })
+		if crash {
+			w.At(3*time.Millisecond, "crash", func() { w.Crash(a) }) // the ack's sync ends at 6 ms
+		}
+		w.Run(time.Second, 100)
+		want := 1
+		if crash {
+			want = 0
+		}
+		if len(got) != want {
+			t.Fatalf("crash=%v: got %d answers, want %d", crash, len(got), want)
+		}
+		if crash && w.Stats().Network.Dropped != 1 {
+			t.Fatalf("the answer held back by the crash should count as dropped: %+v", w.Stats().Network)
+		}
+	}
+}
+
+type recorderProc struct {
+	env Env
+	got *[]int
+}
+
+func (r *recorderProc) Start(env Env) { r.env = env }
+func (r *recorderProc) Receive(_ Env, _ NodeID, m Message) {
+	*r.got = append(*r.got, int(m.(testMsg).N))
+}

@@ -129,6 +129,13 @@ func (w *World) Clock(id NodeID) *fakeclock.Clock { return w.node(id).clock }
 // Disk returns node id's disk, for inspection by the harness.
 func (w *World) Disk(id NodeID) *Disk { return w.node(id).disk }
 
+// CrashedAt returns the true time of node id's latest crash; ok is false
+// if it never crashed.
+func (w *World) CrashedAt(id NodeID) (at time.Duration, ok bool) {
+	n := w.node(id)
+	return n.crashedAt, n.crashes > 0
+}
+
 // State returns node id's lifecycle state.
 func (w *World) State(id NodeID) NodeState { return w.node(id).state }
 
@@ -242,6 +249,12 @@ func (w *World) fire(ev event) {
 		}
 		w.trace.record(w, &ev, "")
 		n.state = Up
+		// What the process sent after a slow Sync leaves now.
+		out := n.outbox
+		n.outbox = nil
+		for _, o := range out {
+			w.transmit(n, o.to, o.msg)
+		}
 		held := n.held
 		n.held = nil
 		// What fell due during the pause happens now, in its original
@@ -260,14 +273,23 @@ func (w *World) fire(ev event) {
 }
 
 // send puts a message on the wire from n. A message sent after a stalled
-// Sync of the same event leaves when the stall ends.
+// Sync of the same event waits in n's outbox until the stall ends: it
+// leaves only if n is still alive then, so a crash during a slow sync
+// takes back every answer that depended on it.
 func (w *World) send(n *node, to NodeID, msg Message) {
-	dst := w.node(to)
-	var depart time.Duration
-	if w.running == n {
-		depart = w.stall
-	}
+	w.node(to)
 	w.net.sent++
+	if w.running == n && w.stall > 0 {
+		n.outbox = append(n.outbox, outgoing{to: to, msg: msg})
+		return
+	}
+	w.transmit(n, to, msg)
+}
+
+// transmit decides a message's fate on the network and queues its
+// delivery.
+func (w *World) transmit(n *node, to NodeID, msg Message) {
+	dst := w.nodes[to]
 	if w.net.isBlocked(n.id, to) || w.net.chance(w.net.cfg.LossProbability) {
 		w.net.dropped++
 		return
@@ -277,7 +299,7 @@ func (w *World) send(n *node, to NodeID, msg Message) {
 		copies, w.net.duplicated = 2, w.net.duplicated+1
 	}
 	for range copies {
-		w.queue.push(event{at: w.now + depart + w.net.latency(), kind: evDeliver, node: to, from: n.id, epoch: dst.epoch, msg: msg})
+		w.queue.push(event{at: w.now + w.net.latency(), kind: evDeliver, node: to, from: n.id, epoch: dst.epoch, msg: msg})
 	}
 }
 
@@ -339,6 +361,7 @@ func (w *World) kill(n *node) bool {
 	n.state = Crashed
 	n.epoch++
 	n.crashes++
+	n.crashedAt = w.now
 	n.proc = nil
 	for _, h := range n.held {
 		switch h.kind {
@@ -349,6 +372,8 @@ func (w *World) kill(n *node) bool {
 		}
 	}
 	n.held = nil
+	w.net.dropped += len(n.outbox) // never left: the sync they waited for never completed
+	n.outbox = nil
 	n.clock.DropTimers()
 	return true
 }
