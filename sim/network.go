@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -94,32 +95,53 @@ func (nw *network) setBlocked(from, to NodeID, v bool) {
 	nw.blocked[int(from)*nw.n+int(to)] = v
 }
 
-// latency draws one message's delay.
-func (nw *network) latency() time.Duration {
+// fate is what the network does to one message.
+type fate struct {
+	lost    bool
+	copies  int
+	latency [2]time.Duration
+}
+
+// decide draws one message's fate. It draws the same eight numbers for
+// every message, whatever the loss, duplication, reorder and latency
+// settings: a fault that changes them then changes only the fate of the
+// messages it covers, not the draws of every later message. That is what
+// lets a shrunk fault schedule replay the rest of a run unchanged.
+func (nw *network) decide() fate {
+	var u [8]float64
+	for i := range u {
+		u[i] = nw.rng.Float64()
+	}
+	c := nw.cfg
+	f := fate{lost: u[0] < c.LossProbability, copies: 1}
+	if u[1] < c.DuplicateProbability {
+		f.copies = 2
+	}
+	f.latency[0] = nw.latency(u[2], u[3], u[4])
+	f.latency[1] = nw.latency(u[5], u[6], u[7])
+	return f
+}
+
+// latency maps three uniform draws in [0, 1) to one copy's delay: the base
+// latency from the configured shape, plus a reorder hold-back.
+func (nw *network) latency(base, reorder, extra float64) time.Duration {
 	l := nw.cfg.Latency
 	var d time.Duration
 	switch l.Shape {
 	case Exponential:
-		d = l.Min + time.Duration(nw.rng.ExpFloat64()*float64(l.Mean))
-		if d > l.Max || d < l.Min { // the cast may overflow on an absurd draw
+		x := -math.Log1p(-base) * float64(l.Mean) // inverse CDF of the exponential
+		d = l.Min + time.Duration(x)
+		if x >= float64(l.Max-l.Min) || d < l.Min { // also guards the cast
 			d = l.Max
 		}
 	default:
-		d = l.Min
-		if l.Max > l.Min {
-			d += time.Duration(nw.rng.Int64N(int64(l.Max-l.Min) + 1))
-		}
+		d = l.Min + time.Duration(base*float64(l.Max-l.Min+1))
+		d = min(d, l.Max)
 	}
-	if p := nw.cfg.ReorderProbability; p > 0 && nw.rng.Float64() < p && nw.cfg.ReorderDelayMax > 0 {
-		d += time.Duration(nw.rng.Int64N(int64(nw.cfg.ReorderDelayMax) + 1))
+	if reorder < nw.cfg.ReorderProbability && nw.cfg.ReorderDelayMax > 0 {
+		d += time.Duration(extra * float64(nw.cfg.ReorderDelayMax+1))
 	}
 	return d
-}
-
-// chance draws a Bernoulli trial; a zero probability consumes no randomness,
-// so turning a fault off does not shift the other draws more than needed.
-func (nw *network) chance(p float64) bool {
-	return p > 0 && nw.rng.Float64() < p
 }
 
 // NetworkStats counts the fate of messages over a run.

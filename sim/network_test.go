@@ -73,7 +73,7 @@ func TestExponentialLatencyIsMostlyFast(t *testing.T) {
 	below := 0
 	median := ms + time.Duration(float64(ms)*math.Ln2)
 	for range n {
-		if nw.latency() < median {
+		if nw.decide().latency[0] < median {
 			below++
 		}
 	}
@@ -358,5 +358,44 @@ func TestNetworkGetterAndBlocked(t *testing.T) {
 	w.Heal()
 	if w.Blocked(a, b) {
 		t.Errorf("Blocked after Heal: got true, want false")
+	}
+}
+
+// TestFaultWindowDoesNotShiftLaterDraws: a network fault on for a while
+// changes the fate of the messages it covers only; every message sent
+// after it gets the same latency as in a run without it. Shrinking a
+// schedule relies on this.
+func TestFaultWindowDoesNotShiftLaterDraws(t *testing.T) {
+	base := NetworkConfig{Latency: Latency{Shape: Exponential, Min: time.Millisecond, Mean: time.Millisecond, Max: 50 * time.Millisecond}}
+	draws := func(fault bool) []time.Duration {
+		w := newWorld(t, Config{Seed: 5, Network: base})
+		var out []time.Duration
+		for i := range 200 {
+			if fault && i == 50 {
+				f := base
+				f.LossProbability, f.DuplicateProbability, f.ReorderProbability, f.ReorderDelayMax = 0.5, 0.5, 0.5, 10*time.Millisecond
+				w.SetNetwork(f)
+			}
+			if fault && i == 100 {
+				w.SetNetwork(base)
+			}
+			out = append(out, w.net.decide().latency[0])
+		}
+		return out
+	}
+	a, b := draws(false), draws(true)
+	for i := 100; i < 200; i++ {
+		if a[i] != b[i] {
+			t.Fatalf("message %d after the fault window: latency %v with it, %v without", i, b[i], a[i])
+		}
+	}
+	same := 0
+	for i := 50; i < 100; i++ {
+		if a[i] == b[i] {
+			same++
+		}
+	}
+	if same == 50 {
+		t.Fatal("the fault window changed nothing: the test proves nothing")
 	}
 }

@@ -290,16 +290,16 @@ func (w *World) send(n *node, to NodeID, msg Message) {
 // delivery.
 func (w *World) transmit(n *node, to NodeID, msg Message) {
 	dst := w.nodes[to]
-	if w.net.isBlocked(n.id, to) || w.net.chance(w.net.cfg.LossProbability) {
+	f := w.net.decide()
+	if w.net.isBlocked(n.id, to) || f.lost {
 		w.net.dropped++
 		return
 	}
-	copies := 1
-	if w.net.chance(w.net.cfg.DuplicateProbability) {
-		copies, w.net.duplicated = 2, w.net.duplicated+1
+	if f.copies == 2 {
+		w.net.duplicated++
 	}
-	for range copies {
-		w.queue.push(event{at: w.now + w.net.latency(), kind: evDeliver, node: to, from: n.id, epoch: dst.epoch, msg: msg})
+	for i := range f.copies {
+		w.queue.push(event{at: w.now + f.latency[i], kind: evDeliver, node: to, from: n.id, epoch: dst.epoch, msg: msg})
 	}
 }
 

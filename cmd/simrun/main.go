@@ -33,6 +33,12 @@ commands:
   sweep [-scenario NAME | -all] [-seeds A..B] [-workers K] [-shard i/n] [-budget D] [-json]
                                many seeds on all cores: summary per scenario, one repro line per miss
   merge FILE...                merge the -json output of sweep shards into one summary and exit code
+  replay FILE                  run a replay file again: the same trace hash and verdict, or why not
+  shrink (-scenario NAME -seed N | FILE) [-o FILE]
+                               reduce a failing run's faults, clients and replicas while the same
+                               property still fails; write the smaller run's replay file
+
+failing runs (any verdict but pass) write a replay file under failures/ (or into -out DIR)
 
 exit codes: 0 pass, 1 safety violation, 2 usage error, 3 liveness failure,
             4 nondeterminism, 5 unknown, 130 sweep interrupted
@@ -55,6 +61,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdSweep(args[1:], stdout, stderr)
 	case "merge":
 		return cmdMerge(args[1:], stdout, stderr)
+	case "replay":
+		return cmdReplay(args[1:], stdout, stderr)
+	case "shrink":
+		return cmdShrink(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitPass

@@ -14,15 +14,29 @@ import (
 	"github.com/fencesim/fencesim/scenarios"
 )
 
+// failuresDir is where failing runs leave their replay files by default.
+const failuresDir = "failures"
+
+// outputFlags are the flags run and replay share.
+type outputFlags struct {
+	asJSON, trace, twice bool
+	out                  string
+}
+
+func (o *outputFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object instead of text")
+	fs.StringVar(&o.out, "out", "", "write trace.txt, history.json, result.json, replay.json and report.html into `dir`")
+	fs.BoolVar(&o.trace, "trace", false, "print the readable trace to stderr")
+	fs.BoolVar(&o.twice, "check-twice", false, "run twice and fail with exit 4 if the trace hashes differ")
+}
+
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simrun run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	name := fs.String("scenario", "", "built-in scenario `name` (see simrun list)")
 	seed := fs.Uint64("seed", 1, "root `seed` of the run")
-	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
-	out := fs.String("out", "", "write trace.txt, history.json and result.json into `dir`")
-	trace := fs.Bool("trace", false, "print the readable trace to stderr")
-	twice := fs.Bool("check-twice", false, "run the seed twice and fail with exit 4 if the trace hashes differ")
+	var o outputFlags
+	o.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -39,50 +53,73 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "simrun run: unknown scenario %q; built-in scenarios: %s\n", *name, strings.Join(scenarios.Names(), ", "))
 		return exitUsage
 	}
-	repro := reproLine(spec.Name, *seed)
-
-	// The seed and every option first, so that even a crash reproduces.
-	if !*asJSON {
-		opts, _ := json.Marshal(spec)
-		fmt.Fprintf(stdout, "scenario=%s seed=%d\noptions=%s\n", spec.Name, *seed, opts)
-	}
-
-	var traceBuf strings.Builder
-	var traceW io.Writer
-	switch {
-	case *out != "":
-		traceW = &traceBuf
-	case *trace:
-		traceW = stderr
-	}
-	res, err := scenarios.Run(spec, *seed, scenarios.RunOptions{Trace: traceW})
+	plan, err := scenarios.NewPlan(spec, *seed)
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun run: %v\n", err)
 		return exitUsage
 	}
-	if *out != "" && *trace {
+	_, code := execute("simrun run", plan, o, true, stdout, stderr)
+	return code
+}
+
+// execute runs a plan and reports it: the seed and every option first (so
+// that even a crash of the run reproduces), then the verdict, the figures
+// and, for a failure, the line that reproduces it and — with keepFailure —
+// its replay file under failures/.
+func execute(cmd string, plan scenarios.Plan, o outputFlags, keepFailure bool, stdout, stderr io.Writer) (scenarios.Result, int) {
+	spec := plan.Spec
+	if !o.asJSON {
+		opts, _ := json.Marshal(spec)
+		fmt.Fprintf(stdout, "scenario=%s seed=%d\noptions=%s\n", spec.Name, plan.Seed, opts)
+		if plan.Options != nil {
+			fmt.Fprintf(stdout, "swarm options (drawn from the seed):\n%s\n", indent(plan.Options.String()))
+		}
+		fmt.Fprintf(stdout, "faults: %d operations\n", len(plan.Schedule))
+	}
+	var traceBuf strings.Builder
+	var traceW io.Writer
+	switch {
+	case o.out != "":
+		traceW = &traceBuf
+	case o.trace:
+		traceW = stderr
+	}
+	res, err := plan.Run(scenarios.RunOptions{Trace: traceW})
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return res, exitUsage
+	}
+	if o.out != "" && o.trace {
 		io.WriteString(stderr, traceBuf.String())
 	}
 	code := exitCode(res.Verdict)
-	if *twice {
-		again, err := scenarios.Run(spec, *seed, scenarios.RunOptions{})
+	if o.twice {
+		again, err := plan.Run(scenarios.RunOptions{})
 		if err != nil || again.TraceHash != res.TraceHash {
-			fmt.Fprintf(stderr, "simrun run: NONDETERMINISM: seed %d gave trace hashes %016x and %016x\n", *seed, res.TraceHash, again.TraceHash)
+			fmt.Fprintf(stderr, "%s: NONDETERMINISM: seed %d gave trace hashes %016x and %016x\n", cmd, plan.Seed, res.TraceHash, again.TraceHash)
 			code = exitNondeterminism
 		}
 	}
-
 	j := toJSON(spec, res)
-	if *out != "" {
-		if err := writeRunDir(*out, res, j, traceBuf.String()); err != nil {
-			fmt.Fprintf(stderr, "simrun run: %v\n", err)
-			return exitUsage
+	var replayPath string
+	switch {
+	case o.out != "":
+		if err := writeRunDir(o.out, res, j, traceBuf.String()); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+			return res, exitUsage
 		}
+		replayPath = filepath.Join(o.out, "replay.json")
+	case keepFailure && res.Verdict.Kind.String() != "pass":
+		p, err := writeReplay(failuresDir, res)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: cannot write the replay file: %v\n", cmd, err)
+		}
+		replayPath = p
 	}
-	if *asJSON {
+	if o.asJSON {
 		b, _ := json.Marshal(j)
 		fmt.Fprintf(stdout, "%s\n", b)
-		return code
+		return res, code
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
@@ -94,16 +131,34 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	for _, d := range j.Detail {
 		fmt.Fprintf(w, "  %s\n", d)
 	}
+	m := res.Verdict.Metrics.BeliefOverlap
+	fmt.Fprintf(w, "belief overlap (not a failure; fencing makes it harmless): %d windows, %v in all, longest %v\n", m.Windows, m.Total, m.Longest)
 	fmt.Fprintf(w, "trace_hash=%s events=%d sim_seconds=%.3f wall_seconds=%.4f sim/wall=%.0f\n",
 		j.TraceHash, j.Events, j.SimSeconds, j.WallSeconds, j.Speedup)
 	if code != exitPass {
-		fmt.Fprintf(w, "reproduce: %s\n", repro)
+		fmt.Fprintf(w, "reproduce: %s\n", j.Repro)
 	}
-	return code
+	if replayPath != "" {
+		fmt.Fprintf(w, "replay file: %s (simrun replay %s)\n", replayPath, replayPath)
+	}
+	return res, code
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}
+
+// writeReplay writes res's replay file into dir as SCENARIO-seedN.json.
+func writeReplay(dir string, res scenarios.Result) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, fmt.Sprintf("%s-seed%d.json", res.Scenario, res.Seed))
+	return p, os.WriteFile(p, scenarios.NewReplay(res).Marshal(), 0o644)
 }
 
 // writeRunDir writes a run's artefacts: the readable trace, the history the
-// checker saw, and the result.
+// checker saw, the result and the replay file.
 func writeRunDir(dir string, res scenarios.Result, j runJSON, trace string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("cannot create -out directory: %w", err)
@@ -120,5 +175,6 @@ func writeRunDir(dir string, res scenarios.Result, j runJSON, trace string) erro
 		os.WriteFile(filepath.Join(dir, "trace.txt"), []byte(trace), 0o644),
 		os.WriteFile(filepath.Join(dir, "history.json"), append(hist, '\n'), 0o644),
 		os.WriteFile(filepath.Join(dir, "result.json"), append(result, '\n'), 0o644),
+		os.WriteFile(filepath.Join(dir, "replay.json"), scenarios.NewReplay(res).Marshal(), 0o644),
 	)
 }

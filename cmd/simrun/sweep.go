@@ -105,7 +105,13 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 			enc.Encode(j)
 		}
 		if r.Err != nil || !r.Result.Met(r.Job.Spec) {
-			failures = append(failures, failureLine(r))
+			line := failureLine(r)
+			if r.Err == nil {
+				if p, err := writeReplay(failuresDir, r.Result); err == nil {
+					line += "\n     replay file: " + p
+				}
+			}
+			failures = append(failures, line)
 		}
 		bar.step(r)
 	})

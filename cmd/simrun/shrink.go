@@ -1,0 +1,84 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/fencesim/fencesim/scenarios"
+)
+
+// cmdShrink reduces a failing run — a built-in scenario and seed, or a
+// replay file — to the fewest faults, clients and replicas that still
+// violate the same property, and writes the smaller run's replay file.
+func cmdShrink(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("simrun shrink", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	name := fs.String("scenario", "", "built-in `scenario` to shrink (with -seed)")
+	seed := fs.Uint64("seed", 0, "`seed` of the failing run (with -scenario)")
+	outFile := fs.String("o", "", "write the shrunk run's replay file to `file` (default failures/SCENARIO-seedN-shrunk.json)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: simrun shrink (-scenario NAME -seed N | FILE) [-o FILE]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	var plan scenarios.Plan
+	switch {
+	case *name != "" && fs.NArg() == 0:
+		spec, ok := scenarios.Lookup(*name)
+		if !ok {
+			fmt.Fprintf(stderr, "simrun shrink: unknown scenario %q; built-in scenarios: %s\n", *name, strings.Join(scenarios.Names(), ", "))
+			return exitUsage
+		}
+		p, err := scenarios.NewPlan(spec, *seed)
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun shrink: %v\n", err)
+			return exitUsage
+		}
+		plan = p
+	case *name == "" && fs.NArg() == 1:
+		b, err := os.ReadFile(fs.Arg(0))
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun shrink: %v\n", err)
+			return exitUsage
+		}
+		r, err := scenarios.ParseReplay(b)
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun shrink: %s: %v\n", fs.Arg(0), err)
+			return exitUsage
+		}
+		plan = r.Plan()
+	default:
+		fs.Usage()
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "shrinking %s seed %d: %s\n", plan.Spec.Name, plan.Seed, scenarios.SizesOf(plan))
+	got, err := scenarios.Shrink(plan, scenarios.RunOptions{})
+	if err != nil {
+		fmt.Fprintf(stderr, "simrun shrink: %v\n", err)
+		return exitUsage
+	}
+	path := *outFile
+	if path == "" {
+		path = filepath.Join(failuresDir, fmt.Sprintf("%s-seed%d-shrunk.json", plan.Spec.Name, plan.Seed))
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		fmt.Fprintf(stderr, "simrun shrink: %v\n", err)
+		return exitUsage
+	}
+	if err := os.WriteFile(path, scenarios.NewReplay(got.Result).Marshal(), 0o644); err != nil {
+		fmt.Fprintf(stderr, "simrun shrink: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "property %s still fails after %d runs\nbefore: %s\nafter:  %s\n", got.Property, got.Runs, got.Before, got.After)
+	for _, op := range got.Result.Plan.Schedule {
+		fmt.Fprintf(stdout, "  at %v: %s\n", op.At, op)
+	}
+	fmt.Fprintf(stdout, "replay file: %s (simrun replay %s)\n", path, path)
+	return exitViolation
+}
