@@ -166,6 +166,9 @@ func (p Plan) Run(opt RunOptions) (Result, error) {
 		} else {
 			cfg := lockservice.DefaultReplicaConfig(serverIDs)
 			cfg.Limits, cfg.Observer = limits, rec
+			if spec.IngressDepth > 0 {
+				cfg.IngressDepth = spec.IngressDepth
+			}
 			p = func() sim.Process { return lockservice.NewReplica(cfg) }
 		}
 		if err := add(name, p); err != nil {

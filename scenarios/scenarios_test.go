@@ -17,13 +17,17 @@ import (
 //	go test ./scenarios -run TestBuiltinExpectations -seeds 1..5000
 var seedsFlag = flag.String("seeds", "", "seed range A..B for the scenario sweeps (default 1..200; env FENCESIM_SEEDS)")
 
-// seedRange returns the seeds the sweeps run.
-func seedRange(t *testing.T) (uint64, uint64) {
+// seedRange returns the seeds the sweeps run: -seeds or FENCESIM_SEEDS if
+// given, else 1..500 for the swarm and 1..200 for scripted scenarios.
+func seedRange(t *testing.T, spec Spec) (uint64, uint64) {
 	s := *seedsFlag
 	if s == "" {
 		s = os.Getenv("FENCESIM_SEEDS")
 	}
 	if s == "" {
+		if spec.Swarm {
+			return 1, 500
+		}
 		return 1, 200
 	}
 	a, b, ok := strings.Cut(s, "..")
@@ -39,10 +43,10 @@ func seedRange(t *testing.T) (uint64, uint64) {
 // and requires its expectation on every seed: the reference passes, the
 // canary fails with its property.
 func TestBuiltinExpectations(t *testing.T) {
-	lo, hi := seedRange(t)
 	for _, spec := range Builtin() {
 		t.Run(spec.Name, func(t *testing.T) {
 			t.Parallel()
+			lo, hi := seedRange(t, spec)
 			for seed := lo; seed <= hi; seed++ {
 				res, err := Run(spec, seed, RunOptions{})
 				if err != nil {

@@ -36,9 +36,12 @@ type Spec struct {
 	Expect Expectation `json:"expect"`
 	// Design is the lock service under test: "replicated" (the reference,
 	// Raft over Replicas nodes n1…nN) or "single-node" (one server, "lock").
-	Design   string    `json:"design"`
-	Replicas int       `json:"replicas,omitempty"`
-	Store    StoreSpec `json:"store"`
+	Design   string `json:"design"`
+	Replicas int    `json:"replicas,omitempty"`
+	// IngressDepth bounds each replica's requests in flight (0: the
+	// default); excess requests are shed as Overloaded.
+	IngressDepth int       `json:"ingress_depth,omitempty"`
+	Store        StoreSpec `json:"store"`
 	// Latency bounds one-way message latency (exponential between them).
 	LatencyMin  Duration     `json:"latency_min"`
 	LatencyMean Duration     `json:"latency_mean"`
@@ -161,6 +164,8 @@ func (s *Spec) Validate() error {
 		return fail("replicas must be 3 or 5 for the replicated design, got %d", s.Replicas)
 	case s.Design == designSingleNode && s.Replicas != 0:
 		return fail("replicas is only for the replicated design")
+	case s.IngressDepth < 0:
+		return fail("ingress_depth must be ≥ 0 (0: the default)")
 	case s.LatencyMin < 0 || s.LatencyMax < s.LatencyMin || s.LatencyMean <= 0:
 		return fail("latency needs 0 ≤ latency_min ≤ latency_max and latency_mean > 0")
 	case len(s.Clients) == 0:
