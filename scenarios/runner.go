@@ -111,6 +111,7 @@ type Result struct {
 	History   checker.History
 	Stats     sim.Stats
 	Plan      Plan
+	Nodes     []string // node names in id order
 }
 
 // Met reports whether the run meets its scenario's expectation.
@@ -202,6 +203,9 @@ func (p Plan) Run(opt RunOptions) (Result, error) {
 	res := Result{
 		Scenario: spec.Name, Seed: p.Seed, TraceHash: w.Hash(), Events: w.Step(), SimTime: w.Now(),
 		Outcome: outcome, History: h, Stats: w.Stats(), Plan: p,
+	}
+	for i := range w.Nodes() {
+		res.Nodes = append(res.Nodes, w.Name(sim.NodeID(i)))
 	}
 	checkStart := time.Now()
 	if outcome == sim.StepLimit {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -25,7 +26,7 @@ func TestExitCodes(t *testing.T) {
 		{"unknown command", []string{"fly"}, exitUsage, `unknown command "fly"`},
 		{"reference passes", []string{"run", "-scenario", "kleppmann-gc-pause", "-seed", "1"}, exitPass, "verdict=pass"},
 		{"canary is a violation", []string{"run", "-scenario", "unfenced-gc-pause", "-seed", "1"}, exitViolation, "property=S3"},
-		{"unknown scenario lists them", []string{"run", "-scenario", "nope"}, exitUsage, "built-in scenarios: kleppmann-gc-pause, leader-crash-during-acquire, lock-server-restart"},
+		{"unknown scenario lists them", []string{"run", "-scenario", "nope"}, exitUsage, "built-in scenarios: clock-drift-beyond-bound, clock-jump-on-leader, kleppmann-gc-pause"},
 		{"missing scenario", []string{"run"}, exitUsage, "-scenario is required"},
 		{"bad seed", []string{"run", "-scenario", "kleppmann-gc-pause", "-seed", "x"}, exitUsage, "invalid value"},
 		{"bad flag", []string{"run", "-bogus"}, exitUsage, "flag provided but not defined"},
@@ -93,7 +94,23 @@ func TestRunOutDir(t *testing.T) {
 	if err != nil || json.Unmarshal(b, &h) != nil || len(h.Ops) == 0 {
 		t.Fatalf("history.json: %v, %d ops", err, len(h.Ops))
 	}
-	if _, err := os.Stat(filepath.Join(dir, "result.json")); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"result.json", "replay.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	if err != nil || !strings.Contains(string(page), "kleppmann-gc-pause") {
+		t.Fatalf("index.html: %v", err)
+	}
+	if m := regexp.MustCompile(`(?i)(https?:|//cdn|src="//)`).Find(page); m != nil {
+		t.Fatalf("the report references a network resource: %q", m)
+	}
+	// Byte-identical for a seed.
+	dir2 := filepath.Join(t.TempDir(), "run")
+	simrun("run", "-scenario", "kleppmann-gc-pause", "-seed", "1", "-out", dir2)
+	page2, _ := os.ReadFile(filepath.Join(dir2, "index.html"))
+	if string(page) != string(page2) {
+		t.Fatal("two reports of the same seed differ")
 	}
 }

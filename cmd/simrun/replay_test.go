@@ -98,3 +98,25 @@ func field(out, key string) string {
 	v, _, _ = strings.Cut(v, "\n")
 	return v
 }
+
+// TestKeepFailureWritesReportAndReplay: what a sweep keeps of a miss — the
+// report, the trace and a replay file that reproduces the run.
+func TestKeepFailureWritesReportAndReplay(t *testing.T) {
+	spec, _ := scenarios.Lookup("unfenced-gc-pause")
+	res, err := scenarios.Run(spec, 5, scenarios.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := keepFailure(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"index.html", "trace.txt", "history.json", "replay.json"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	if code, out, _ := simrun("replay", filepath.Join(dir, "replay.json")); code != exitViolation || !strings.Contains(out, "reproduced") {
+		t.Fatalf("replay: exit %d\n%s", code, out)
+	}
+}

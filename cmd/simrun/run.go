@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/fencesim/fencesim/report"
 	"github.com/fencesim/fencesim/scenarios"
 )
 
@@ -25,7 +26,7 @@ type outputFlags struct {
 
 func (o *outputFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object instead of text")
-	fs.StringVar(&o.out, "out", "", "write trace.txt, history.json, result.json, replay.json and report.html into `dir`")
+	fs.StringVar(&o.out, "out", "", "write the HTML report (index.html), trace.txt, history.json, result.json and replay.json into `dir`")
 	fs.BoolVar(&o.trace, "trace", false, "print the readable trace to stderr")
 	fs.BoolVar(&o.twice, "check-twice", false, "run twice and fail with exit 4 if the trace hashes differ")
 }
@@ -157,14 +158,14 @@ func writeReplay(dir string, res scenarios.Result) (string, error) {
 	return p, os.WriteFile(p, scenarios.NewReplay(res).Marshal(), 0o644)
 }
 
-// writeRunDir writes a run's artefacts: the readable trace, the history the
-// checker saw, the result and the replay file.
+// writeRunDir writes a run's artefacts: the HTML report (index.html, with
+// the history the checker saw and the readable trace beside it), the result
+// and the replay file.
 func writeRunDir(dir string, res scenarios.Result, j runJSON, trace string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("cannot create -out directory: %w", err)
 	}
-	hist, err := json.MarshalIndent(res.History, "", " ")
-	if err != nil {
+	if _, err := report.Write(dir, reportInput(res), trace); err != nil {
 		return err
 	}
 	result, err := json.MarshalIndent(j, "", " ")
@@ -172,9 +173,21 @@ func writeRunDir(dir string, res scenarios.Result, j runJSON, trace string) erro
 		return err
 	}
 	return errors.Join(
-		os.WriteFile(filepath.Join(dir, "trace.txt"), []byte(trace), 0o644),
-		os.WriteFile(filepath.Join(dir, "history.json"), append(hist, '\n'), 0o644),
 		os.WriteFile(filepath.Join(dir, "result.json"), append(result, '\n'), 0o644),
 		os.WriteFile(filepath.Join(dir, "replay.json"), scenarios.NewReplay(res).Marshal(), 0o644),
 	)
+}
+
+// reportInput gathers what the HTML report shows of a run.
+func reportInput(res scenarios.Result) report.Input {
+	spec := res.Plan.Spec
+	in := report.Input{
+		Scenario: spec.Name, Seed: res.Seed, Description: spec.Description, Expect: spec.Expect.String(),
+		TraceHash: fmt.Sprintf("%016x", res.TraceHash), Verdict: res.Verdict, History: res.History,
+		Faults: res.Plan.Schedule, Nodes: res.Nodes, SimEnd: res.SimTime, Repro: reproLine(spec.Name, res.Seed),
+	}
+	if res.Plan.Options != nil {
+		in.Options = res.Plan.Options.String()
+	}
+	return in
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/fencesim/fencesim/report"
 	"github.com/fencesim/fencesim/scenarios"
 )
 
@@ -107,8 +109,11 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		if r.Err != nil || !r.Result.Met(r.Job.Spec) {
 			line := failureLine(r)
 			if r.Err == nil {
-				if p, err := writeReplay(failuresDir, r.Result); err == nil {
-					line += "\n     replay file: " + p
+				if dir, err := keepFailure(r.Result); err == nil {
+					line += fmt.Sprintf("\n     report: %s  replay: %s",
+						filepath.Join(dir, report.IndexFile), filepath.Join(dir, "replay.json"))
+				} else {
+					line += "\n     could not write its report: " + err.Error()
 				}
 			}
 			failures = append(failures, line)
@@ -289,4 +294,20 @@ func (p *progress) finish() {
 	if p.bar != nil {
 		p.bar.Finish()
 	}
+}
+
+// keepFailure runs a missed seed again with its trace on (the run is
+// deterministic, so it is the same run) and writes its report, history,
+// trace and replay file under failures/SCENARIO-seedN/.
+func keepFailure(res scenarios.Result) (string, error) {
+	var trace strings.Builder
+	again, err := res.Plan.Run(scenarios.RunOptions{Trace: &trace})
+	if err != nil {
+		return "", err
+	}
+	if again.TraceHash != res.TraceHash {
+		return "", fmt.Errorf("NONDETERMINISM: the rerun's trace hash %016x differs from %016x", again.TraceHash, res.TraceHash)
+	}
+	dir := filepath.Join(failuresDir, fmt.Sprintf("%s-seed%d", res.Scenario, res.Seed))
+	return dir, writeRunDir(dir, again, toJSON(res.Plan.Spec, again), trace.String())
 }
