@@ -43,6 +43,7 @@ type ClientConfig struct {
 	WorkDuration time.Duration
 	ThinkTime    time.Duration // between cycles
 	Observer     Observer
+	Mutant       Mutant // a planted bug, "" for the reference
 }
 
 // DefaultClientConfig returns a workload of one cycle, two writes per hold,

@@ -26,6 +26,7 @@ type ReplicaConfig struct {
 	IngressDepth int
 	Limits       Limits
 	Observer     Observer
+	Mutant       Mutant // a planted bug, "" for the reference
 }
 
 // DefaultReplicaConfig: 10 ms ticks, elections after 100–200 ms of

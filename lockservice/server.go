@@ -18,6 +18,7 @@ const stateKey = "state"
 type ServerConfig struct {
 	Limits   Limits
 	Observer Observer
+	Mutant   Mutant // a planted bug, "" for the reference
 }
 
 // Server is the single-node lock service: one LockTable, persisted to its

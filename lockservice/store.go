@@ -15,6 +15,7 @@ type StoreConfig struct {
 	// contrast design, and the canary the checker must catch.
 	IgnoreTokens bool
 	Observer     Observer
+	Mutant       Mutant // a planted bug, "" for the reference
 }
 
 // FencedStore is the storage a lock protects: it accepts write(resource,

@@ -1,0 +1,47 @@
+package lockservice
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Mutant names a planted bug: a guarded branch in the reference code path,
+// switched on by configuration, so the harness can prove it catches the
+// bugs real lock services have shipped. The zero value is the reference.
+// Every component of a run gets the same Mutant and acts on the ones that
+// concern it.
+type Mutant string
+
+// MutantInfo describes one planted bug.
+type MutantInfo struct {
+	Name        Mutant
+	Description string
+}
+
+// mutants is the catalogue, filled by the files that plant them.
+var mutants []MutantInfo
+
+// Mutants lists every planted bug, sorted by name.
+func Mutants() []MutantInfo {
+	out := slices.Clone(mutants)
+	slices.SortFunc(out, func(a, b MutantInfo) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	return out
+}
+
+// ParseMutant checks a mutant name ("" is the reference).
+func ParseMutant(s string) (Mutant, error) {
+	if s == "" {
+		return "", nil
+	}
+	for _, m := range mutants {
+		if string(m.Name) == s {
+			return m.Name, nil
+		}
+	}
+	var names []string
+	for _, m := range Mutants() {
+		names = append(names, string(m.Name))
+	}
+	return "", fmt.Errorf("lockservice: unknown mutant %q (known: %s)", s, strings.Join(names, ", "))
+}
