@@ -152,6 +152,7 @@ func (p Plan) Run(opt RunOptions) (Result, error) {
 		return err
 	}
 	limits := lockservice.DefaultLimits()
+	mutant := lockservice.Mutant(spec.Mutant)
 	servers := spec.serverNames()
 	var serverIDs []sim.NodeID
 	for i := range servers {
@@ -162,11 +163,11 @@ func (p Plan) Run(opt RunOptions) (Result, error) {
 		var p func() sim.Process
 		if spec.Design == designSingleNode {
 			p = func() sim.Process {
-				return lockservice.NewServer(lockservice.ServerConfig{Limits: limits, Observer: rec})
+				return lockservice.NewServer(lockservice.ServerConfig{Limits: limits, Observer: rec, Mutant: mutant})
 			}
 		} else {
 			cfg := lockservice.DefaultReplicaConfig(serverIDs)
-			cfg.Limits, cfg.Observer = limits, rec
+			cfg.Limits, cfg.Observer, cfg.Mutant = limits, rec, mutant
 			if spec.IngressDepth > 0 {
 				cfg.IngressDepth = spec.IngressDepth
 			}
@@ -177,7 +178,7 @@ func (p Plan) Run(opt RunOptions) (Result, error) {
 		}
 	}
 	if err := add(storeNode, func() sim.Process {
-		return lockservice.NewFencedStore(lockservice.StoreConfig{Limits: limits, IgnoreTokens: spec.Store.IgnoreTokens, Observer: rec})
+		return lockservice.NewFencedStore(lockservice.StoreConfig{Limits: limits, IgnoreTokens: spec.Store.IgnoreTokens, Observer: rec, Mutant: mutant})
 	}); err != nil {
 		return Result{}, err
 	}
@@ -185,7 +186,7 @@ func (p Plan) Run(opt RunOptions) (Result, error) {
 		cfg := lockservice.DefaultClientConfig(c.Name, serverIDs, ids[storeNode], c.Resource)
 		cfg.TTL, cfg.StartDelay, cfg.WorkDuration = time.Duration(c.TTL), time.Duration(c.StartDelay), time.Duration(c.WorkDuration)
 		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM = c.Cycles, c.WritesPerHold, c.DriftBoundPPM
-		cfg.Observer = rec
+		cfg.Observer, cfg.Mutant = rec, mutant
 		if err := add(c.Name, func() sim.Process { return lockservice.NewClient(cfg) }); err != nil {
 			return Result{}, err
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/nemesis"
 )
 
@@ -40,8 +41,11 @@ type Spec struct {
 	Replicas int    `json:"replicas,omitempty"`
 	// IngressDepth bounds each replica's requests in flight (0: the
 	// default); excess requests are shed as Overloaded.
-	IngressDepth int       `json:"ingress_depth,omitempty"`
-	Store        StoreSpec `json:"store"`
+	IngressDepth int `json:"ingress_depth,omitempty"`
+	// Mutant plants a bug in every component of the run (see
+	// lockservice.Mutants); "" is the reference.
+	Mutant string    `json:"mutant,omitempty"`
+	Store  StoreSpec `json:"store"`
 	// Latency bounds one-way message latency (exponential between them).
 	LatencyMin  Duration     `json:"latency_min"`
 	LatencyMean Duration     `json:"latency_mean"`
@@ -164,6 +168,9 @@ func (s *Spec) Validate() error {
 		return fail("replicas must be 3 or 5 for the replicated design, got %d", s.Replicas)
 	case s.Design == designSingleNode && s.Replicas != 0:
 		return fail("replicas is only for the replicated design")
+	case !validMutant(s.Mutant):
+		_, err := lockservice.ParseMutant(s.Mutant)
+		return fail("%v", err)
 	case s.IngressDepth < 0:
 		return fail("ingress_depth must be ≥ 0 (0: the default)")
 	case s.LatencyMin < 0 || s.LatencyMax < s.LatencyMin || s.LatencyMean <= 0:
@@ -265,4 +272,9 @@ func Names() []string {
 		out = append(out, s.Name)
 	}
 	return out
+}
+
+func validMutant(m string) bool {
+	_, err := lockservice.ParseMutant(m)
+	return err == nil
 }
