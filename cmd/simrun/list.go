@@ -6,12 +6,14 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/scenarios"
 )
 
 func cmdList(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simrun list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	mutants := fs.Bool("mutants", false, "list the planted bugs instead")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -20,6 +22,14 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	if *mutants {
+		fmt.Fprintln(tw, "MUTANT\tDESCRIPTION")
+		for _, m := range lockservice.Mutants() {
+			fmt.Fprintf(tw, "%s\t%s\n", m.Name, m.Description)
+		}
+		tw.Flush()
+		return exitPass
+	}
 	fmt.Fprintln(tw, "SCENARIO\tEXPECT\tDESCRIPTION")
 	for _, s := range scenarios.Builtin() {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Expect, s.Description)

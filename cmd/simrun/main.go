@@ -28,7 +28,8 @@ func main() {
 const usage = `usage: simrun <command> [flags]
 
 commands:
-  list                         every built-in scenario, its expectation and what it shows
+  list [-mutants]              every built-in scenario, its expectation and what it shows
+                               (-mutants: every planted bug)
   run -scenario NAME -seed N   simulate one seed and check it (flags: -json, -out DIR, -trace, -check-twice)
   sweep [-scenario NAME | -all] [-seeds A..B] [-workers K] [-shard i/n] [-budget D] [-json]
                                many seeds on all cores: summary per scenario, one repro line per miss
@@ -38,6 +39,11 @@ commands:
                                reduce a failing run's faults, clients and replicas while the same
                                property still fails; write the smaller run's replay file
 
+  hunt (-mutant NAME | -all) [-scenario swarm] [-seeds A..B] [-json]
+                               sweep with a planted bug until the first violation; -all prints
+                               the detection table
+
+run and sweep take -mutant NAME too.
 failing runs (any verdict but pass) write a replay file under failures/ (or into -out DIR)
 
 exit codes: 0 pass, 1 safety violation, 2 usage error, 3 liveness failure,
@@ -65,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdReplay(args[1:], stdout, stderr)
 	case "shrink":
 		return cmdShrink(args[1:], stdout, stderr)
+	case "hunt":
+		return cmdHunt(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitPass

@@ -25,9 +25,14 @@ type runJSON struct {
 	Repro       string   `json:"repro"`
 }
 
-// reproLine is the one command that reproduces a run.
-func reproLine(scenario string, seed uint64) string {
-	return fmt.Sprintf("go run ./cmd/simrun run -scenario %s -seed %d", scenario, seed)
+// reproLine is the one command that reproduces a run of a built-in
+// scenario (with its planted bug, if any).
+func reproLine(spec scenarios.Spec, seed uint64) string {
+	line := fmt.Sprintf("go run ./cmd/simrun run -scenario %s -seed %d", spec.Name, seed)
+	if spec.Mutant != "" {
+		line += " -mutant " + spec.Mutant
+	}
+	return line
 }
 
 // toJSON flattens a run's result for printing.
@@ -36,7 +41,7 @@ func toJSON(spec scenarios.Spec, res scenarios.Result) runJSON {
 		Scenario: spec.Name, Seed: res.Seed, Verdict: res.Verdict.Kind.String(), Property: res.Verdict.Property(),
 		Expected: spec.Expect.String(), Met: res.Met(spec), TraceHash: fmt.Sprintf("%016x", res.TraceHash),
 		Events: res.Events, SimSeconds: res.SimTime.Seconds(), WallSeconds: res.Wall.Seconds(),
-		Speedup: res.SimTime.Seconds() / max(res.Wall.Seconds(), 1e-9), Repro: reproLine(spec.Name, res.Seed),
+		Speedup: res.SimTime.Seconds() / max(res.Wall.Seconds(), 1e-9), Repro: reproLine(spec, res.Seed),
 	}
 	for _, v := range res.Verdict.Violations {
 		j.Detail = append(j.Detail, fmt.Sprintf("%s at %v (step %d): %s", v.Property, v.At, v.Step, v.Detail))

@@ -36,6 +36,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	name := fs.String("scenario", "", "built-in scenario `name` (see simrun list)")
 	seed := fs.Uint64("seed", 1, "root `seed` of the run")
+	mutant := fs.String("mutant", "", "plant this bug (see simrun list -mutants)")
 	var o outputFlags
 	o.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -53,6 +54,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		fmt.Fprintf(stderr, "simrun run: unknown scenario %q; built-in scenarios: %s\n", *name, strings.Join(scenarios.Names(), ", "))
 		return exitUsage
+	}
+	if *mutant != "" {
+		spec.Mutant = *mutant
 	}
 	plan, err := scenarios.NewPlan(spec, *seed)
 	if err != nil {
@@ -184,7 +188,7 @@ func reportInput(res scenarios.Result) report.Input {
 	in := report.Input{
 		Scenario: spec.Name, Seed: res.Seed, Description: spec.Description, Expect: spec.Expect.String(),
 		TraceHash: fmt.Sprintf("%016x", res.TraceHash), Verdict: res.Verdict, History: res.History,
-		Faults: res.Plan.Schedule, Nodes: res.Nodes, SimEnd: res.SimTime, Repro: reproLine(spec.Name, res.Seed),
+		Faults: res.Plan.Schedule, Nodes: res.Nodes, SimEnd: res.SimTime, Repro: reproLine(spec, res.Seed),
 	}
 	if res.Plan.Options != nil {
 		in.Options = res.Plan.Options.String()

@@ -20,6 +20,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/report"
 	"github.com/fencesim/fencesim/scenarios"
 )
@@ -41,6 +42,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	shard := fs.String("shard", "1/1", "run only shard `i/n` of the seeds (for CI matrices)")
 	budget := fs.Duration("budget", 0, "stop starting new seeds after this wall `duration` (0: no limit)")
 	asJSON := fs.Bool("json", false, "print one JSON object per seed per line on stdout, nothing else")
+	mutant := fs.String("mutant", "", "plant this bug in every scenario (see simrun list -mutants)")
 	progress := fs.String("progress", "auto", "progress display: auto (a bar on a terminal, lines elsewhere), bar, lines, none")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -61,6 +63,15 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		specs = []scenarios.Spec{spec}
+	}
+	if *mutant != "" {
+		if _, err := lockservice.ParseMutant(*mutant); err != nil {
+			fmt.Fprintf(stderr, "simrun sweep: -mutant: %v\n", err)
+			return exitUsage
+		}
+		for i := range specs {
+			specs[i].Mutant = *mutant
+		}
 	}
 	lo, hi, err := parseSeeds(*seeds)
 	if err != nil {
@@ -102,7 +113,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		if *asJSON {
 			j := toJSON(r.Job.Spec, r.Result)
 			if r.Err != nil {
-				j = runJSON{Scenario: r.Job.Spec.Name, Seed: r.Job.Seed, Verdict: "error", Error: r.Err.Error(), Repro: reproLine(r.Job.Spec.Name, r.Job.Seed)}
+				j = runJSON{Scenario: r.Job.Spec.Name, Seed: r.Job.Seed, Verdict: "error", Error: r.Err.Error(), Repro: reproLine(r.Job.Spec, r.Job.Seed)}
 			}
 			enc.Encode(j)
 		}
@@ -178,7 +189,7 @@ func failureLine(r scenarios.JobResult) string {
 	if p := v.Property(); p != "" {
 		what += " " + p
 	}
-	return fmt.Sprintf("MISS %s seed %d: got %s, want %s — reproduce: %s", r.Job.Spec.Name, r.Job.Seed, what, r.Job.Spec.Expect, reproLine(r.Job.Spec.Name, r.Job.Seed))
+	return fmt.Sprintf("MISS %s seed %d: got %s, want %s — reproduce: %s", r.Job.Spec.Name, r.Job.Seed, what, r.Job.Spec.Expect, reproLine(r.Job.Spec, r.Job.Seed))
 }
 
 // printSummary writes one row per scenario.

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/scenarios"
+)
+
+// huntJSON is one line of `hunt -json`.
+type huntJSON struct {
+	Mutant      string  `json:"mutant"`
+	Scenario    string  `json:"scenario"`
+	Detected    bool    `json:"detected"`
+	Property    string  `json:"property,omitempty"`
+	SeedsTried  int     `json:"seeds_tried"`
+	WallSeconds float64 `json:"wall_seconds"`
+	Seed        uint64  `json:"seed,omitempty"`
+	Repro       string  `json:"repro,omitempty"`
+}
+
+// cmdHunt sweeps a scenario with a planted bug until the first violation:
+// the proof that the harness catches that bug, and how fast.
+func cmdHunt(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("simrun hunt", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	mutant := fs.String("mutant", "", "planted bug to hunt (see simrun list -mutants)")
+	all := fs.Bool("all", false, "hunt every mutant and print the detection table")
+	name := fs.String("scenario", "swarm", "built-in `scenario` to sweep")
+	seeds := fs.String("seeds", "1..200", "seed `range` A..B to try, in order")
+	workers := fs.Int("workers", runtime.NumCPU(), "simulations run at once")
+	asJSON := fs.Bool("json", false, "one JSON object per mutant per line on stdout")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "simrun hunt: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	var targets []lockservice.Mutant
+	switch {
+	case *all && *mutant != "":
+		fmt.Fprintln(stderr, "simrun hunt: -mutant and -all exclude each other")
+		return exitUsage
+	case *all:
+		for _, m := range lockservice.Mutants() {
+			targets = append(targets, m.Name)
+		}
+	case *mutant != "":
+		m, err := lockservice.ParseMutant(*mutant)
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun hunt: -mutant: %v\n", err)
+			return exitUsage
+		}
+		targets = []lockservice.Mutant{m}
+	default:
+		fmt.Fprintln(stderr, "simrun hunt: -mutant NAME or -all is required (see simrun list -mutants)")
+		return exitUsage
+	}
+	spec, ok := scenarios.Lookup(*name)
+	if !ok {
+		fmt.Fprintf(stderr, "simrun hunt: unknown scenario %q; built-in scenarios: %s\n", *name, strings.Join(scenarios.Names(), ", "))
+		return exitUsage
+	}
+	lo, hi, err := parseSeeds(*seeds)
+	if err != nil {
+		fmt.Fprintf(stderr, "simrun hunt: -seeds: %v\n", err)
+		return exitUsage
+	}
+	if *workers < 1 {
+		fmt.Fprintf(stderr, "simrun hunt: -workers must be at least 1, got %d\n", *workers)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	var rows []huntJSON
+	enc := json.NewEncoder(stdout)
+	missed := false
+	for _, m := range targets {
+		s := spec
+		s.Mutant = string(m)
+		h := scenarios.Hunt(ctx, s, lo, hi, *workers)
+		row := huntJSON{Mutant: string(m), Scenario: s.Name, Detected: h.Detected, Property: h.Property,
+			SeedsTried: h.SeedsTried, WallSeconds: h.Wall.Seconds(), Seed: h.Seed}
+		if h.Detected {
+			row.Repro = fmt.Sprintf("go run ./cmd/simrun run -scenario %s -seed %d -mutant %s", s.Name, h.Seed, m)
+		} else {
+			missed = true
+		}
+		rows = append(rows, row)
+		if *asJSON {
+			enc.Encode(row)
+		} else if !*all {
+			printHunt(stdout, row, lo, hi)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if *all && !*asJSON {
+		printDetectionTable(stdout, rows)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return exitInterrupted
+	case missed:
+		return exitViolation // a planted bug went unnoticed: the harness failed
+	}
+	return exitPass
+}
+
+func printHunt(w io.Writer, r huntJSON, lo, hi uint64) {
+	if !r.Detected {
+		fmt.Fprintf(w, "mutant %s: NOT detected in seeds %d..%d of %s (%d seeds, %.2fs wall)\n", r.Mutant, lo, hi, r.Scenario, r.SeedsTried, r.WallSeconds)
+		return
+	}
+	fmt.Fprintf(w, "mutant %s: detected by %s at seed %d of %s after %d seeds, %.2fs wall\nreproduce: %s\n",
+		r.Mutant, r.Property, r.Seed, r.Scenario, r.SeedsTried, r.WallSeconds, r.Repro)
+}
+
+// printDetectionTable prints the README's detection table.
+func printDetectionTable(w io.Writer, rows []huntJSON) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "| mutant\t| caught by\t| seeds to detection\t| wall\t| seed\t|")
+	fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|")
+	for _, r := range rows {
+		if r.Detected {
+			fmt.Fprintf(tw, "| `%s`\t| %s\t| %d\t| %.2f s\t| %d\t|\n", r.Mutant, r.Property, r.SeedsTried, r.WallSeconds, r.Seed)
+		} else {
+			fmt.Fprintf(tw, "| `%s`\t| **not detected**\t| > %d\t| %.2f s\t| -\t|\n", r.Mutant, r.SeedsTried, r.WallSeconds)
+		}
+	}
+	tw.Flush()
+}

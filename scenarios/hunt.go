@@ -1,0 +1,55 @@
+package scenarios
+
+import (
+	"context"
+	"time"
+
+	"github.com/fencesim/fencesim/checker"
+)
+
+// Hunted is what a hunt found.
+type Hunted struct {
+	Detected bool
+	// Seed is the lowest seed whose run missed the expectation; SeedsTried
+	// counts the seeds up to and including it (or all of them when nothing
+	// was found). Both are the same for any worker count.
+	Seed       uint64
+	SeedsTried int
+	Property   string // the violated property, or "liveness" / "unknown"
+	Wall       time.Duration
+	Result     Result // the detecting run
+}
+
+// Hunt sweeps spec over seeds lo..hi until the first run that misses the
+// expectation — for a planted bug, the proof that the harness catches it —
+// and stops there.
+func Hunt(ctx context.Context, spec Spec, lo, hi uint64, workers int) Hunted {
+	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := Jobs([]Spec{spec}, lo, hi, 1, 1)
+	out := Hunted{}
+	done := 0
+	Sweep(ctx, jobs, SweepOptions{Workers: workers}, func(r JobResult) {
+		if out.Detected {
+			return // jobs that finished after the first detection
+		}
+		done++
+		if r.Err == nil && !r.Result.Met(spec) {
+			out.Detected, out.Seed, out.SeedsTried, out.Result = true, r.Job.Seed, r.Index+1, r.Result
+			out.Property = r.Result.Verdict.Property()
+			if out.Property == "" {
+				out.Property = r.Result.Verdict.Kind.String()
+			}
+			if r.Result.Verdict.Kind == checker.VerdictLiveness {
+				out.Property = "liveness"
+			}
+			cancel()
+		}
+	})
+	if !out.Detected {
+		out.SeedsTried = done
+	}
+	out.Wall = time.Since(start)
+	return out
+}
