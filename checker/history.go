@@ -35,6 +35,13 @@
 // Combine merges the two; BeliefOverlap measures, without failing anything,
 // how long two clients believed they held the same lock (Check reports it in
 // Verdict.Metrics).
+//
+// CheckLeaseSafety judges L1, lease safety inside the lease fault model: no
+// client believes in a grant the service has ended. It holds only while no
+// fault outside that model (a client's pause, clock drift beyond the
+// bound) was active, so the caller passes those faults' windows; Check does
+// not judge it. Its canary is the Kleppmann history with a fenced store,
+// which passes S1–S8.
 package checker
 
 import (

@@ -198,5 +198,16 @@ func sortViolations(vs []Violation) {
 
 // comparePropertyNames orders "S2" before "S10" by comparing lengths first.
 func comparePropertyNames(a, b string) int {
-	return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b))
+	// The S properties (safety of the store and the service) come first,
+	// then L1 (lease safety inside the fault model), then anything else.
+	rank := func(p string) int {
+		switch {
+		case strings.HasPrefix(p, "S"):
+			return 0
+		case strings.HasPrefix(p, "L"):
+			return 1
+		}
+		return 2
+	}
+	return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(len(a), len(b)), strings.Compare(a, b))
 }

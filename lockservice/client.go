@@ -267,6 +267,9 @@ func (c *Client) onAcquireReply(m LockReply) {
 // up to ρ slower than the server's.
 func (c *Client) extend(start, ttl time.Duration) {
 	safe := ttl - time.Duration(int64(ttl)/1_000_000*c.cfg.DriftBoundPPM) - c.cfg.Margin
+	if c.cfg.Mutant == MutClientNoDriftMargin {
+		start, safe = c.now(), ttl // from the reply, the whole TTL
+	}
 	c.deadline = start + safe
 	c.after(&c.watchdog, c.deadline-c.now(), c.watchdogFired)
 }

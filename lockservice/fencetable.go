@@ -26,6 +26,8 @@ type FenceTable struct {
 	// the unfenced contrast design and the canary that proves the checker
 	// can fail; the reference store never sets it.
 	IgnoreTokens bool
+	// strictGT (MutStoreFenceStrictGT) accepts only tokens above the highest.
+	strictGT bool
 }
 
 type lastWrite struct {
@@ -65,7 +67,7 @@ func (t *FenceTable) Write(w WriteRequest) WriteDecision {
 		t.regs[w.Resource] = r
 	}
 	rep := WriteReply{Request: w.Request}
-	if t.IgnoreTokens || w.Token >= r.Highest {
+	if t.IgnoreTokens || w.Token >= r.Highest && !(t.strictGT && w.Token == r.Highest) {
 		r.Value, r.ValueToken = w.Value, w.Token
 		r.Highest = max(r.Highest, w.Token)
 		rep.Accepted = true

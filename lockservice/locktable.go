@@ -15,6 +15,10 @@ type Lease struct {
 	Token    uint64        `json:"token"`
 	TTL      time.Duration `json:"ttl"`
 	Deadline time.Duration `json:"-"` // server monotonic; not persisted: a restart restarts the lease
+	// Request is the holder's request that granted the lease or last
+	// granted it again (a holder's fresh acquire): a release the holder
+	// sent before it ended an earlier hold, not this one.
+	Request uint64 `json:"request,omitempty"`
 }
 
 // dedupDepth is how many recent replies the table keeps per client. A
@@ -38,6 +42,14 @@ type LockTable struct {
 	lastToken uint64
 	dedup     map[string][]dedupEntry // by client, oldest first
 	highest   map[string]uint64       // by client: its highest request id applied
+
+	// mutant is the planted bug of the server that owns the table.
+	mutant Mutant
+	// lastOf (MutTokenReuseOnReacquire): resource → its last token.
+	// expired (MutRenewAfterExpiry): resource → its last expired lease.
+	// Both in memory only, and kept only under their mutant.
+	lastOf  map[string]uint64
+	expired map[string]Lease
 }
 
 // NewLockTable returns an empty table that has issued no token.
@@ -134,7 +146,19 @@ func (t *LockTable) ExpireDue(resource string, now time.Duration) (Lease, bool) 
 		return Lease{}, false
 	}
 	delete(t.leases, resource)
+	t.noteExpired(*l)
 	return *l, true
+}
+
+// noteExpired remembers an expired lease for MutRenewAfterExpiry.
+func (t *LockTable) noteExpired(l Lease) {
+	if t.mutant != MutRenewAfterExpiry {
+		return
+	}
+	if t.expired == nil {
+		t.expired = map[string]Lease{}
+	}
+	t.expired[l.Resource] = l
 }
 
 // Acquire grants resource to the request's client with token if the
@@ -142,11 +166,13 @@ func (t *LockTable) ExpireDue(resource string, now time.Duration) (Lease, bool) 
 // with ExpireDue first: the table never decides on its own that time passed.
 // token must exceed every token issued before.
 func (t *LockTable) Acquire(r AcquireRequest, now time.Duration, token uint64) LockReply {
-	if rep, ok := t.Seen(r.Client, r.Request); ok {
-		return rep
-	}
-	if t.stale(r.Client, r.Request) {
-		return t.staleReply(r.Request)
+	if t.mutant != MutNoRetryDedup { // the planted bug applies every copy
+		if rep, ok := t.Seen(r.Client, r.Request); ok {
+			return rep
+		}
+		if t.stale(r.Client, r.Request) {
+			return t.staleReply(r.Request)
+		}
 	}
 	if l, held := t.leases[r.Resource]; held {
 		if l.Holder == r.Client {
@@ -154,15 +180,26 @@ func (t *LockTable) Acquire(r AcquireRequest, now time.Duration, token uint64) L
 			// the grant stands, restarted like a renewal, because the
 			// client will measure its lease from this request's start.
 			l.TTL, l.Deadline = r.TTL, now+r.TTL
+			l.Request = max(l.Request, r.Request)
 			return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Granted, Token: l.Token, TTL: l.TTL})
 		}
 		return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Busy})
 	}
-	if token <= t.lastToken {
+	if t.mutant == MutTokenReuseOnReacquire {
+		if last, ok := t.lastOf[r.Resource]; ok {
+			token = last // the resource's last token, again
+		}
+		if t.lastOf == nil {
+			t.lastOf = map[string]uint64{}
+		}
+		t.lastOf[r.Resource] = token
+	}
+	if token <= t.lastToken && t.mutant == "" {
+		// A planted bug may break the invariant: let the checker see it.
 		panic(fmt.Sprintf("lockservice: token %d does not exceed the last issued token %d", token, t.lastToken))
 	}
-	t.lastToken = token
-	t.leases[r.Resource] = &Lease{Resource: r.Resource, Holder: r.Client, Token: token, TTL: r.TTL, Deadline: now + r.TTL}
+	t.lastToken = max(t.lastToken, token)
+	t.leases[r.Resource] = &Lease{Resource: r.Resource, Holder: r.Client, Token: token, TTL: r.TTL, Deadline: now + r.TTL, Request: r.Request}
 	return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Granted, Token: token, TTL: r.TTL})
 }
 
@@ -176,7 +213,14 @@ func (t *LockTable) Renew(r RenewRequest, now time.Duration) LockReply {
 		return t.staleReply(r.Request)
 	}
 	l, ok := t.leases[r.Resource]
-	if !ok || l.Token != r.Token || l.Holder != r.Client || now >= l.Deadline {
+	if e, exp := t.expired[r.Resource]; t.mutant == MutRenewAfterExpiry && !ok && exp && e.Token == r.Token && e.Holder == r.Client {
+		// The expired lease is revived, since nobody took the resource.
+		l, ok = &e, true
+		l.Deadline = now
+		t.leases[r.Resource] = l
+		delete(t.expired, r.Resource)
+	}
+	if !ok || l.Token != r.Token || l.Holder != r.Client || now >= l.Deadline && t.mutant != MutRenewAfterExpiry {
 		return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: NotHolder})
 	}
 	l.Deadline = now + l.TTL
@@ -193,8 +237,14 @@ func (t *LockTable) Release(r ReleaseRequest) (LockReply, *Lease) {
 		return t.staleReply(r.Request), nil
 	}
 	l, ok := t.leases[r.Resource]
-	if !ok || l.Token != r.Token || l.Holder != r.Client {
+	if !ok || (l.Token != r.Token || l.Holder != r.Client) && t.mutant != MutReleaseNoOwnerCheck {
 		return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: NotHolder}), nil
+	}
+	if r.Request < l.Request && t.mutant != MutReleaseNoOwnerCheck {
+		// A late copy of a release the holder gave up on before it
+		// acquired the lease again (its earlier hold's release): applying it
+		// would end the hold the client now believes in.
+		return t.staleReply(r.Request), nil
 	}
 	delete(t.leases, r.Resource)
 	return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Released, Token: l.Token}), l
@@ -221,6 +271,7 @@ func (t *LockTable) ExpireToken(resource string, token uint64) (Lease, bool) {
 		return Lease{}, false
 	}
 	delete(t.leases, resource)
+	t.noteExpired(*l)
 	return *l, true
 }
 

@@ -129,13 +129,14 @@ func (m *lockModel) acquire(r AcquireRequest, now time.Duration, token uint64) (
 	if l, held := m.leases[r.Resource]; held {
 		if l.Holder == r.Client {
 			l.TTL, l.Deadline = r.TTL, now+r.TTL
+			l.Request = max(l.Request, r.Request)
 			m.leases[r.Resource] = l
 			return m.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Granted, Token: l.Token, TTL: r.TTL}), false
 		}
 		return m.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Busy}), false
 	}
 	m.lastToken = token
-	m.leases[r.Resource] = Lease{Resource: r.Resource, Holder: r.Client, Token: token, TTL: r.TTL, Deadline: now + r.TTL}
+	m.leases[r.Resource] = Lease{Resource: r.Resource, Holder: r.Client, Token: token, TTL: r.TTL, Deadline: now + r.TTL, Request: r.Request}
 	return m.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Granted, Token: token, TTL: r.TTL}), true
 }
 
@@ -165,6 +166,11 @@ func (m *lockModel) release(r ReleaseRequest) (LockReply, *Lease) {
 	l, ok := m.leases[r.Resource]
 	if !ok || l.Holder != r.Client || l.Token != r.Token {
 		return m.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: NotHolder}), nil
+	}
+	if r.Request < l.Request {
+		// Sent before the holder acquired the lease again: it released an
+		// earlier hold, not this one.
+		return LockReply{Request: r.Request, Status: Stale}, nil
 	}
 	delete(m.leases, r.Resource)
 	return m.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Released, Token: l.Token}), &l

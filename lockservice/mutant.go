@@ -19,9 +19,6 @@ type MutantInfo struct {
 	Description string
 }
 
-// mutants is the catalogue, filled by the files that plant them.
-var mutants []MutantInfo
-
 // Mutants lists every planted bug, sorted by name.
 func Mutants() []MutantInfo {
 	out := slices.Clone(mutants)

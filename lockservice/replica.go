@@ -65,6 +65,9 @@ type waiter struct {
 type leaderLease struct {
 	token, since uint64
 	timer        clockwork.Timer
+	// wallDue: under MutExpiryWallclock the lease is timed by the wall
+	// clock instead, checked every tick (timer is nil).
+	wallDue time.Time
 }
 
 // Replica is one member of the replicated lock service. Lock commands go
@@ -91,6 +94,10 @@ type Replica struct {
 	leases        map[string]*leaderLease
 	leader        bool
 	ticker        clockwork.Timer
+
+	// Planted bugs' state (see mutants.go); unused by the reference.
+	localTokens uint64                   // MutTokenLocalCounter: tokens this replica handed out
+	waiting     map[string]time.Duration // MutWaitSkipsLeaseCheck: client+resource → first busy answer, leader only
 }
 
 // NewReplica returns a replica process; every restart needs a new one.
@@ -116,6 +123,8 @@ func (r *Replica) Start(env sim.Env) {
 	r.started = map[string]uint64{}
 	r.pending = map[uint64][]waiter{}
 	r.leases = map[string]*leaderLease{}
+	r.waiting = map[string]time.Duration{}
+	r.table.mutant = r.cfg.Mutant
 	var hs raft.HardState
 	r.hardState = slotted{key: hardStateKey}
 	if b, ok := r.hardState.load(env.Disk()); ok {
@@ -131,10 +140,14 @@ func (r *Replica) Start(env sim.Env) {
 	for i, p := range r.cfg.Peers {
 		peers[i] = raftID(p)
 	}
-	node, err := raft.New(raft.Config{
+	rc := raft.Config{
 		ID: raftID(env.ID()), Peers: peers, ElectionTick: r.cfg.ElectionTick, HeartbeatTick: r.cfg.HeartbeatTick,
 		Rand: env.Rand(), PreVote: true, CheckQuorum: true, HardState: hs, Entries: entries,
-	})
+	}
+	if r.cfg.Mutant == MutQuorumOffByOne {
+		rc.Quorum = func(n int) int { return n / 2 }
+	}
+	node, err := raft.New(rc)
 	if err != nil {
 		panic(fmt.Sprintf("lockservice: replica %s: %v", env.Name(), err))
 	}
@@ -176,6 +189,9 @@ func (r *Replica) tick() {
 	r.ticker = r.env.Clock().AfterFunc(r.cfg.TickInterval, func() {
 		r.node.Tick()
 		r.flush()
+		if r.cfg.Mutant == MutExpiryWallclock {
+			r.wallExpiry()
+		}
 		r.tick()
 	})
 }
@@ -224,7 +240,7 @@ func (r *Replica) serve(from sim.NodeID, client string, request uint64, c Comman
 		env.Send(from, LockReply{Request: request, Status: NotLeader, Leader: lead})
 		return
 	}
-	if rep, ok := r.table.Seen(client, request); ok {
+	if rep, ok := r.table.Seen(client, request); ok && !(r.cfg.Mutant == MutNoRetryDedup && c.Kind == CmdAcquire) {
 		env.Send(from, rep) // applied already: a retry or a duplicate
 		return
 	}
@@ -232,6 +248,9 @@ func (r *Replica) serve(from sim.NodeID, client string, request uint64, c Comman
 		env.Log().Info("replica.shed", slog.String("client", client), slog.Uint64("req", request), slog.Int("inflight", r.inflight))
 		env.Send(from, LockReply{Request: request, Status: Overloaded})
 		return
+	}
+	if c.Kind == CmdAcquire {
+		r.stampAcquire(&c)
 	}
 	index, _, err := r.node.Propose(encodeCommand(c))
 	if err != nil {
@@ -241,7 +260,39 @@ func (r *Replica) serve(from sim.NodeID, client string, request uint64, c Comman
 	r.inflight++
 	r.pending[index] = append(r.pending[index], waiter{to: from, client: client, request: request})
 	r.flush()
+	if r.cfg.Mutant == MutAckBeforeCommit && c.Kind == CmdAcquire {
+		// Answer now, from the applied table, before the entry commits.
+		if l, held := r.table.Lease(c.Resource); !held {
+			env.Send(from, LockReply{Request: request, Status: Granted, Token: index, TTL: c.TTL})
+		} else if l.Holder == c.Client {
+			env.Send(from, LockReply{Request: request, Status: Granted, Token: l.Token, TTL: c.TTL})
+		}
+	}
 }
+
+// stampAcquire is where the leader fills in what some planted bugs decide
+// at proposal time; the reference proposes an acquire as the client sent it.
+func (r *Replica) stampAcquire(c *Command) {
+	switch r.cfg.Mutant {
+	case MutTokenWallclock:
+		c.Token = uint64(r.env.Clock().Wall().UnixMilli())
+	case MutTokenLocalCounter:
+		r.localTokens++
+		c.Token = r.localTokens
+	case MutStaleLeaderGrants:
+		// Free in the leader's applied table: the leader decides the grant.
+		if _, held := r.table.Lease(c.Resource); !held {
+			c.Takeover = true
+		}
+	case MutWaitSkipsLeaseCheck:
+		// Queued a full TTL: the holder's lease must be over by now.
+		if since, ok := r.waiting[waitKey(c.Client, c.Resource)]; ok && r.env.Clock().Monotonic()-since >= c.TTL {
+			c.Takeover = true
+		}
+	}
+}
+
+func waitKey(client, resource string) string { return client + "\x00" + resource }
 
 // flush carries out every Ready: persist term, vote and entries and sync
 // them, then send the messages that depend on them, then apply what
@@ -280,6 +331,9 @@ func (r *Replica) persist(rd raft.Ready) {
 	}
 	b, _ := json.Marshal(rd.HardState)
 	r.hardState.store(d, b)
+	if r.cfg.Mutant == MutTokenUnsynced {
+		return // written, but the messages below go out before any sync
+	}
 	d.Sync()
 }
 
@@ -303,6 +357,7 @@ func (r *Replica) leadership(leader bool) {
 	}
 	// Clients waiting on this replica retry elsewhere with the same ids.
 	clear(r.pending)
+	clear(r.waiting)
 	r.inflight = 0
 	r.env.Log().Info("replica.follower", slog.Uint64("term", r.node.Term()))
 }
@@ -343,14 +398,35 @@ func (r *Replica) apply(e raft.Entry) {
 		// in flight) only replays its reply: it must not restart the lease,
 		// nor re-arm a timer on a resource that may have changed hands.
 		_, replay := r.table.Seen(c.Client, c.Request)
-		rep = r.table.Acquire(AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request}, 0, e.Index)
+		if r.cfg.Mutant == MutNoRetryDedup {
+			replay = false // applied again, as if new
+		}
+		token := e.Index
+		if c.Token != 0 && (r.cfg.Mutant == MutTokenWallclock || r.cfg.Mutant == MutTokenLocalCounter) {
+			token = c.Token // stamped by the proposing leader
+		}
+		if c.Takeover && !replay && !r.table.stale(c.Client, c.Request) {
+			r.takeOver(c)
+		}
+		prev, held := r.table.Lease(c.Resource)
+		rep = r.table.Acquire(AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request}, 0, token)
 		if rep.Status == Granted && !replay {
-			if rep.Token == e.Index {
+			if !held || prev.Token != rep.Token { // not the holder's own grant standing
 				obs.Observe(Event{Kind: EvGranted, Resource: c.Resource, Client: c.Client, Token: rep.Token})
 			}
 			r.started[c.Resource] = e.Index
 			if r.leader {
 				r.arm(c.Resource, rep.Token, e.Index, c.TTL)
+			}
+		}
+		if r.cfg.Mutant == MutWaitSkipsLeaseCheck && r.leader && !replay {
+			switch k := waitKey(c.Client, c.Resource); rep.Status {
+			case Busy:
+				if _, ok := r.waiting[k]; !ok {
+					r.waiting[k] = r.env.Clock().Monotonic()
+				}
+			case Granted:
+				delete(r.waiting, k)
 			}
 		}
 	case CmdRenew:
@@ -388,26 +464,63 @@ func (r *Replica) apply(e raft.Entry) {
 	}
 }
 
+// takeOver ends another client's lease on c's resource before c's acquire
+// is applied: what the planted bugs that decide a grant outside the log do.
+func (r *Replica) takeOver(c Command) {
+	l, held := r.table.Lease(c.Resource)
+	if !held || l.Holder == c.Client {
+		return
+	}
+	r.table.ExpireToken(c.Resource, l.Token)
+	r.disarm(c.Resource)
+	if r.cfg.Mutant == MutWaitSkipsLeaseCheck {
+		// The leader deems the lease over, and says so.
+		r.cfg.Observer.Observe(Event{Kind: EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired"})
+	}
+	// MutStaleLeaderGrants: the leader believed the resource free; the
+	// lease it overwrites is never ended.
+}
+
 // arm (re)starts the leader's timer for the lease started at index since.
 func (r *Replica) arm(resource string, token, since uint64, ttl time.Duration) {
 	r.disarm(resource)
 	l := &leaderLease{token: token, since: since}
-	l.timer = r.env.Clock().AfterFunc(ttl, func() {
-		delete(r.leases, resource)
-		if r.node.Role() != raft.Leader {
-			return
-		}
-		r.env.Log().Info("replica.lease-due", slog.String("resource", resource), slog.Uint64("token", token))
-		if _, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: resource, Token: token, Since: since})); err == nil {
-			r.flush()
-		}
-	})
+	if r.cfg.Mutant == MutExpiryWallclock {
+		l.wallDue = r.env.Clock().Wall().Add(ttl) // checked every tick
+	} else {
+		l.timer = r.env.Clock().AfterFunc(ttl, func() { r.leaseDue(resource, token, since) })
+	}
 	r.leases[resource] = l
+}
+
+// leaseDue proposes the end of the lease the leader timed.
+func (r *Replica) leaseDue(resource string, token, since uint64) {
+	delete(r.leases, resource)
+	if r.node.Role() != raft.Leader {
+		return
+	}
+	r.env.Log().Info("replica.lease-due", slog.String("resource", resource), slog.Uint64("token", token))
+	if _, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: resource, Token: token, Since: since})); err == nil {
+		r.flush()
+	}
+}
+
+// wallExpiry (MutExpiryWallclock) ends every lease whose wall deadline has
+// passed on the leader's wall clock.
+func (r *Replica) wallExpiry() {
+	now := r.env.Clock().Wall()
+	for _, res := range r.leaseResources() {
+		if l, ok := r.leases[res]; ok && !now.Before(l.wallDue) {
+			r.leaseDue(res, l.token, l.since)
+		}
+	}
 }
 
 func (r *Replica) disarm(resource string) {
 	if l, ok := r.leases[resource]; ok {
-		l.timer.Stop()
+		if l.timer != nil {
+			l.timer.Stop()
+		}
 		delete(r.leases, resource)
 	}
 }

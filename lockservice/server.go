@@ -42,7 +42,7 @@ func NewServer(cfg ServerConfig) *Server {
 
 // Start restores the table from disk and restarts every lease at its full TTL.
 func (s *Server) Start(env sim.Env) {
-	now := env.Clock().Monotonic()
+	now := s.now(env)
 	s.table = NewLockTable()
 	if b, ok := s.state.load(env.Disk()); ok {
 		var snap Snapshot
@@ -51,6 +51,7 @@ func (s *Server) Start(env sim.Env) {
 		}
 		s.table = RestoreLockTable(snap, now)
 	}
+	s.table.mutant = s.cfg.Mutant
 	for _, l := range s.table.Leases() {
 		s.armExpiry(env, l)
 	}
@@ -59,7 +60,7 @@ func (s *Server) Start(env sim.Env) {
 
 // Receive handles lock requests.
 func (s *Server) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
-	now := env.Clock().Monotonic()
+	now := s.now(env)
 	switch m := msg.(type) {
 	case AcquireRequest:
 		if err := s.cfg.Limits.CheckAcquire(m); err != nil {
@@ -124,7 +125,19 @@ func (s *Server) persist(env sim.Env) {
 		panic(fmt.Sprintf("lockservice: encoding server state: %v", err))
 	}
 	s.state.store(env.Disk(), b)
+	if s.cfg.Mutant == MutTokenUnsynced {
+		return // the counter and the grants are written, never synced before the reply
+	}
 	env.Disk().Sync()
+}
+
+// now is the server's time for leases: its monotonic clock, or under
+// MutExpiryWallclock its wall clock (as a duration since the Unix epoch).
+func (s *Server) now(env sim.Env) time.Duration {
+	if s.cfg.Mutant == MutExpiryWallclock {
+		return time.Duration(env.Clock().Wall().UnixNano())
+	}
+	return env.Clock().Monotonic()
 }
 
 func (s *Server) expireDue(env sim.Env, resource string, now time.Duration) {
@@ -139,10 +152,10 @@ func (s *Server) expireDue(env sim.Env, resource string, now time.Duration) {
 // armExpiry (re)starts the timer that ends lease l at its deadline.
 func (s *Server) armExpiry(env sim.Env, l Lease) {
 	s.disarm(l.Resource)
-	d := l.Deadline - env.Clock().Monotonic()
+	d := l.Deadline - s.now(env)
 	s.timers[l.Resource] = env.Clock().AfterFunc(d, func() {
 		delete(s.timers, l.Resource)
-		s.expireDue(env, l.Resource, env.Clock().Monotonic())
+		s.expireDue(env, l.Resource, s.now(env))
 	})
 }
 

@@ -46,7 +46,8 @@ func (s *FencedStore) Start(env sim.Env) {
 		}
 		s.table = RestoreFenceTable(snap)
 	}
-	s.table.IgnoreTokens = s.cfg.IgnoreTokens
+	s.table.IgnoreTokens = s.cfg.IgnoreTokens || s.cfg.Mutant == MutStoreNoFence
+	s.table.strictGT = s.cfg.Mutant == MutStoreFenceStrictGT
 }
 
 // Receive handles writes and reads.
@@ -62,7 +63,15 @@ func (s *FencedStore) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
 			return
 		}
 		if d.Applied {
-			b, err := json.Marshal(s.table.Snapshot())
+			snap := s.table.Snapshot()
+			if s.cfg.Mutant == MutStoreFenceVolatile {
+				// The highest token lives in memory only: a restart forgets it.
+				for k, r := range snap.Registers { //detlint:sorted (into a map)
+					r.Highest = 0
+					snap.Registers[k] = r
+				}
+			}
+			b, err := json.Marshal(snap)
 			if err != nil {
 				panic(fmt.Sprintf("lockservice: encoding store state: %v", err))
 			}

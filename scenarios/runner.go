@@ -46,8 +46,10 @@ func swarmStream(seed uint64) *rand.Rand {
 
 // cluster names spec's nodes for the nemesis.
 func (s *Spec) cluster() nemesis.Cluster {
-	c := nemesis.Cluster{Servers: s.serverNames(), Store: []string{storeNode},
-		LeaderSelector: s.Design == designReplicated}
+	c := nemesis.Cluster{Servers: s.serverNames(), Store: []string{storeNode}}
+	if d := s.design(); d != nil {
+		c.LeaderSelector = d.Info().Leader
+	}
 	for _, cl := range s.Clients {
 		c.Clients = append(c.Clients, cl.Name)
 		c.TTL = max(c.TTL, time.Duration(cl.TTL))
@@ -143,51 +145,58 @@ func (p Plan) Run(opt RunOptions) (Result, error) {
 	}
 	ids := map[string]sim.NodeID{}
 	rec := newRecorder(w, ids, spec.Design == designSingleNode)
+	design := spec.design()
+	info := design.Info()
+	var obs lockservice.Observer = rec
+	var dobs *designObserver
+	if info.UnorderedTokens || info.ClientGrants {
+		dobs = newDesignObserver(rec, info, func(name string) bool {
+			id, ok := ids[name]
+			return ok && w.State(id) == sim.Crashed
+		})
+		obs = dobs
+	}
 	add := func(name string, p func() sim.Process) error {
 		id, err := w.AddNode(name, func() sim.Process {
 			rec.NodeStarted(name) // the boot, then every restart
+			if dobs != nil {
+				dobs.nodeStarted(name)
+			}
 			return p()
 		}, fakeclock.Config{})
 		ids[name] = id
 		return err
 	}
-	limits := lockservice.DefaultLimits()
-	mutant := lockservice.Mutant(spec.Mutant)
 	servers := spec.serverNames()
-	var serverIDs []sim.NodeID
+	run := lockservice.DesignRun{Limits: lockservice.DefaultLimits(), Observer: obs,
+		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth}
 	for i := range servers {
-		// Ids are dense and handed out in order: the servers come first.
-		serverIDs = append(serverIDs, sim.NodeID(i))
+		// Ids are dense and handed out in order: the servers come first,
+		// then the store.
+		run.Servers = append(run.Servers, sim.NodeID(i))
 	}
-	for _, name := range servers {
-		var p func() sim.Process
-		if spec.Design == designSingleNode {
-			p = func() sim.Process {
-				return lockservice.NewServer(lockservice.ServerConfig{Limits: limits, Observer: rec, Mutant: mutant})
-			}
-		} else {
-			cfg := lockservice.DefaultReplicaConfig(serverIDs)
-			cfg.Limits, cfg.Observer, cfg.Mutant = limits, rec, mutant
-			if spec.IngressDepth > 0 {
-				cfg.IngressDepth = spec.IngressDepth
-			}
-			p = func() sim.Process { return lockservice.NewReplica(cfg) }
-		}
-		if err := add(name, p); err != nil {
+	run.Store = sim.NodeID(len(servers))
+	serverIDs := run.Servers
+	for i, name := range servers {
+		if err := add(name, func() sim.Process { return design.NewServer(i, run) }); err != nil {
 			return Result{}, err
 		}
 	}
+	ignoreTokens := spec.Store.IgnoreTokens || info.UnfencedStore
 	if err := add(storeNode, func() sim.Process {
-		return lockservice.NewFencedStore(lockservice.StoreConfig{Limits: limits, IgnoreTokens: spec.Store.IgnoreTokens, Observer: rec, Mutant: mutant})
+		return lockservice.NewFencedStore(lockservice.StoreConfig{Limits: run.Limits, IgnoreTokens: ignoreTokens, Observer: obs, Mutant: run.Mutant})
 	}); err != nil {
 		return Result{}, err
 	}
+	if ids[storeNode] != run.Store {
+		return Result{}, fmt.Errorf("scenario %q: the store got node id %d, want %d", spec.Name, ids[storeNode], run.Store)
+	}
 	for _, c := range spec.Clients {
-		cfg := lockservice.DefaultClientConfig(c.Name, serverIDs, ids[storeNode], c.Resource)
+		cfg := lockservice.DefaultClientConfig(c.Name, serverIDs, run.Store, c.Resource)
 		cfg.TTL, cfg.StartDelay, cfg.WorkDuration = time.Duration(c.TTL), time.Duration(c.StartDelay), time.Duration(c.WorkDuration)
 		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM = c.Cycles, c.WritesPerHold, c.DriftBoundPPM
-		cfg.Observer, cfg.Mutant = rec, mutant
-		if err := add(c.Name, func() sim.Process { return lockservice.NewClient(cfg) }); err != nil {
+		cfg.Observer, cfg.Mutant = obs, run.Mutant
+		if err := add(c.Name, func() sim.Process { return design.NewClient(cfg, run) }); err != nil {
 			return Result{}, err
 		}
 	}
@@ -214,6 +223,9 @@ func (p Plan) Run(opt RunOptions) (Result, error) {
 		res.Verdict.Metrics.BeliefOverlap = checker.BeliefOverlap(h)
 	} else {
 		res.Verdict = checker.Check(h, checker.Options{Timeout: opt.CheckTimeout})
+		// L1, lease safety, holds only inside the lease fault model: the
+		// plan knows which faults left it, and when.
+		res.Verdict = checker.WithViolations(res.Verdict, checker.CheckLeaseSafety(h, p.LeaseExcuses()))
 		if spec.Liveness != nil {
 			var live []string
 			for _, c := range spec.Clients {
@@ -234,7 +246,7 @@ func (p Plan) Run(opt RunOptions) (Result, error) {
 func leader(w *sim.World, replicas []sim.NodeID) (sim.NodeID, bool) {
 	best, bestTerm, found := sim.NodeID(0), uint64(0), false
 	for _, id := range replicas {
-		r, ok := w.Process(id).(*lockservice.Replica)
+		r, ok := w.Process(id).(lockservice.Leader)
 		if !ok {
 			continue
 		}
@@ -243,4 +255,74 @@ func leader(w *sim.World, replicas []sim.NodeID) (sim.NodeID, bool) {
 		}
 	}
 	return best, found
+}
+
+// rankSpacing spaces the ranks that stand for unordered tokens: the n-th
+// grant of a run is recorded with token n·1000. The gaps leave room for
+// grants nobody learned of, as the reference's log indexes do: an acquire
+// with an unknown outcome may have taken the lock, and the lock model (S7)
+// gives such a grant a token above every one before it and below every
+// one after it.
+const rankSpacing = 1000
+
+// designObserver stands between a design's processes and the recorder for
+// designs whose tokens are unordered or whose clients report the grants
+// (lockservice.DesignInfo). It renames each unordered token to its grant's
+// rank in true-time order (times rankSpacing), so the checker's token
+// comparisons (S3, S7, S8) judge grant order. With client-reported grants
+// it also ends the open grants of a crashed client — its belief ended at
+// the crash, which no process can report — when another grant of the
+// resource begins or the client restarts, whichever comes first.
+type designObserver struct {
+	next lockservice.Observer
+	info lockservice.DesignInfo
+	rank map[uint64]uint64 // raw token → rank (1000: the run's first grant)
+	// open lists the grants not yet ended, by raw token, in grant order.
+	open []lockservice.Event
+	// crashed reports whether a node is down now.
+	crashed func(name string) bool
+}
+
+func newDesignObserver(next lockservice.Observer, info lockservice.DesignInfo, crashed func(string) bool) *designObserver {
+	return &designObserver{next: next, info: info, rank: map[uint64]uint64{}, crashed: crashed}
+}
+
+// Observe records e, its token renamed.
+func (o *designObserver) Observe(e lockservice.Event) {
+	if o.info.ClientGrants {
+		switch e.Kind {
+		case lockservice.EvGranted:
+			o.endWhere(func(g lockservice.Event) bool { return g.Resource == e.Resource && o.crashed(g.Client) })
+			o.open = append(o.open, e)
+		case lockservice.EvEnded:
+			o.open = slices.DeleteFunc(o.open, func(g lockservice.Event) bool {
+				return g.Token == e.Token && g.Resource == e.Resource && g.Client == e.Client
+			})
+		}
+	}
+	if o.info.UnorderedTokens && e.Token != 0 {
+		r, ok := o.rank[e.Token]
+		if !ok && e.Kind == lockservice.EvGranted {
+			r, ok = uint64(len(o.rank)+1)*rankSpacing, true
+			o.rank[e.Token] = r
+		}
+		if ok {
+			e.Token = r
+		}
+	}
+	o.next.Observe(e)
+}
+
+// nodeStarted ends the open grants of a restarted client.
+func (o *designObserver) nodeStarted(name string) {
+	o.endWhere(func(g lockservice.Event) bool { return g.Client == name })
+}
+
+// endWhere ends the open grants that match, as expired.
+func (o *designObserver) endWhere(match func(lockservice.Event) bool) {
+	for _, g := range slices.Clone(o.open) {
+		if match(g) {
+			o.Observe(lockservice.Event{Kind: lockservice.EvEnded, Client: g.Client, Resource: g.Resource, Token: g.Token, Reason: "expired"})
+		}
+	}
 }

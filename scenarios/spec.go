@@ -15,6 +15,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fencesim/fencesim/checker"
@@ -35,10 +36,16 @@ type Spec struct {
 	Description string `json:"description"`
 	// Expect is the verdict the scenario must produce on every seed.
 	Expect Expectation `json:"expect"`
-	// Design is the lock service under test: "replicated" (the reference,
-	// Raft over Replicas nodes n1…nN) or "single-node" (one server, "lock").
-	Design   string `json:"design"`
-	Replicas int    `json:"replicas,omitempty"`
+	// Design is the lock design under test (see Designs): "replicated"
+	// (the reference, Raft over Replicas nodes n1…nN), "single-node" (one
+	// server, "lock"), "lease-only" (the reference with a store that
+	// ignores tokens), "redlock" (Replicas independent Redlock nodes
+	// n1…nN), or a design registered with RegisterDesign.
+	Design string `json:"design"`
+	// Replicas is the number of service nodes, for the designs that take
+	// one: 3 or 5 for replicated and lease-only, odd from 1 to 9 for
+	// redlock.
+	Replicas int `json:"replicas,omitempty"`
 	// IngressDepth bounds each replica's requests in flight (0: the
 	// default); excess requests are shed as Overloaded.
 	IngressDepth int `json:"ingress_depth,omitempty"`
@@ -126,22 +133,94 @@ const (
 	storeNode = "store"
 )
 
-// Designs the runner can build.
+// Built-in designs the runner special-cases.
 const (
-	designReplicated = "replicated"
-	designSingleNode = "single-node"
+	designReplicated = lockservice.DesignReplicated
+	designSingleNode = lockservice.DesignSingleNode
 )
 
-var designs = []string{designReplicated, designSingleNode}
+// designs holds every design scenarios can name: the built-ins and those
+// registered by RegisterDesign.
+var designs = struct {
+	sync.RWMutex
+	byName map[string]lockservice.Design
+}{byName: map[string]lockservice.Design{}}
 
-// serverNames returns the lock service's node names for the design.
-func (s *Spec) serverNames() []string {
-	if s.Design == designSingleNode {
-		return []string{lockNode}
+func init() {
+	for _, d := range lockservice.BuiltinDesigns() {
+		if err := RegisterDesign(d); err != nil {
+			panic(err)
+		}
 	}
-	names := make([]string, s.Replicas)
-	for i := range names {
-		names[i] = fmt.Sprintf("n%d", i+1)
+}
+
+// RegisterDesign makes a lock design available to scenarios under its
+// name (d.Info().Name, what a spec's "design" field says). Register before
+// parsing or running the scenarios that name it, e.g. from an init
+// function or at the start of a test; a name registered twice is an error.
+// See lockservice.Design for what a design provides and must report.
+func RegisterDesign(d lockservice.Design) error {
+	if d == nil {
+		return fmt.Errorf("scenarios: RegisterDesign(nil)")
+	}
+	name := d.Info().Name
+	if name == "" || strings.ContainsAny(name, " \t\n/") {
+		return fmt.Errorf("scenarios: design name %q must be a non-empty kebab-case word", name)
+	}
+	designs.Lock()
+	defer designs.Unlock()
+	if _, dup := designs.byName[name]; dup {
+		return fmt.Errorf("scenarios: design %q is already registered", name)
+	}
+	designs.byName[name] = d
+	return nil
+}
+
+// Designs describes every design scenarios can name, sorted by name.
+func Designs() []lockservice.DesignInfo {
+	designs.RLock()
+	defer designs.RUnlock()
+	var out []lockservice.DesignInfo
+	for _, d := range designs.byName { //detlint:sorted sorted below
+		out = append(out, d.Info())
+	}
+	slices.SortFunc(out, func(a, b lockservice.DesignInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// designNames lists the designs' names, sorted.
+func designNames() []string {
+	var names []string
+	for _, d := range Designs() {
+		names = append(names, d.Name)
+	}
+	return names
+}
+
+// LookupDesign finds a design by name.
+func LookupDesign(name string) (lockservice.Design, bool) {
+	designs.RLock()
+	defer designs.RUnlock()
+	d, ok := designs.byName[name]
+	return d, ok
+}
+
+// design returns the spec's design; nil if unknown (Validate says so).
+func (s *Spec) design() lockservice.Design {
+	d, _ := LookupDesign(s.Design)
+	return d
+}
+
+// serverNames returns the lock service's node names for the design (nil
+// if the design or its replica count is wrong; Validate says so).
+func (s *Spec) serverNames() []string {
+	d := s.design()
+	if d == nil {
+		return nil
+	}
+	names, err := d.Nodes(s.Replicas)
+	if err != nil {
+		return nil
 	}
 	return names
 }
@@ -162,12 +241,8 @@ func (s *Spec) Validate() error {
 		return fail("liveness.bound must be positive")
 	case s.Expect.Verdict == "liveness" && s.Liveness == nil:
 		return fail("expect.verdict \"liveness\" needs a liveness phase")
-	case !slices.Contains(designs, s.Design):
-		return fail("unknown design %q (known: %v)", s.Design, designs)
-	case s.Design == designReplicated && s.Replicas != 3 && s.Replicas != 5:
-		return fail("replicas must be 3 or 5 for the replicated design, got %d", s.Replicas)
-	case s.Design == designSingleNode && s.Replicas != 0:
-		return fail("replicas is only for the replicated design")
+	case s.design() == nil:
+		return fail("unknown design %q (known: %v)", s.Design, designNames())
 	case !validMutant(s.Mutant):
 		_, err := lockservice.ParseMutant(s.Mutant)
 		return fail("%v", err)
@@ -182,7 +257,16 @@ func (s *Spec) Validate() error {
 	case s.StepLimit == 0:
 		return fail("step_limit must be positive")
 	}
-	names := append(s.serverNames(), storeNode)
+	servers, err := s.design().Nodes(s.Replicas)
+	if err != nil {
+		return fail("%v", err)
+	}
+	names := append(slices.Clone(servers), storeNode)
+	for i, n := range servers {
+		if n == "" || n == storeNode || slices.Index(servers, n) != i {
+			return fail("design %s: node name %q is empty, \"store\" or repeated", s.Design, n)
+		}
+	}
 	for i, c := range s.Clients {
 		switch {
 		case c.Name == "" || slices.Contains(names, c.Name):
@@ -198,7 +282,7 @@ func (s *Spec) Validate() error {
 		}
 		names = append(names, c.Name)
 	}
-	if s.Design == designReplicated {
+	if s.design().Info().Leader {
 		names = append(names, nemesis.Leader)
 	}
 	for i, op := range s.Faults {

@@ -35,7 +35,7 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	mutant := fs.String("mutant", "", "planted bug to hunt (see simrun list -mutants)")
 	all := fs.Bool("all", false, "hunt every mutant and print the detection table")
-	name := fs.String("scenario", "swarm", "built-in `scenario` to sweep")
+	name := fs.String("scenario", "", "built-in `scenario` to sweep (default: the one that catches each mutant fastest, mostly swarm)")
 	seeds := fs.String("seeds", "1..200", "seed `range` A..B to try, in order")
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run at once")
 	asJSON := fs.Bool("json", false, "one JSON object per mutant per line on stdout")
@@ -66,10 +66,11 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "simrun hunt: -mutant NAME or -all is required (see simrun list -mutants)")
 		return exitUsage
 	}
-	spec, ok := scenarios.Lookup(*name)
-	if !ok {
-		fmt.Fprintf(stderr, "simrun hunt: unknown scenario %q; built-in scenarios: %s\n", *name, strings.Join(scenarios.Names(), ", "))
-		return exitUsage
+	if *name != "" {
+		if _, ok := scenarios.Lookup(*name); !ok {
+			fmt.Fprintf(stderr, "simrun hunt: unknown scenario %q; built-in scenarios: %s\n", *name, strings.Join(scenarios.Names(), ", "))
+			return exitUsage
+		}
 	}
 	lo, hi, err := parseSeeds(*seeds)
 	if err != nil {
@@ -87,7 +88,11 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	enc := json.NewEncoder(stdout)
 	missed := false
 	for _, m := range targets {
-		s := spec
+		scenario := *name
+		if scenario == "" {
+			scenario = scenarios.HuntScenario(m)
+		}
+		s, _ := scenarios.Lookup(scenario)
 		s.Mutant = string(m)
 		h := scenarios.Hunt(ctx, s, lo, hi, *workers)
 		row := huntJSON{Mutant: string(m), Scenario: s.Name, Detected: h.Detected, Property: h.Property,

@@ -1,0 +1,184 @@
+package lockservice
+
+import (
+	"fmt"
+
+	"github.com/fencesim/fencesim/sim"
+)
+
+// Design is a lock design the harness can run: how many nodes its service
+// has and what they are called, the process each of them runs, and the
+// client process that runs a scenario's workload against it. Every design
+// of the harness is one — the reference (replicated), single-node,
+// lease-only and redlock — and a user plugs their own lock in the same way
+// (scenarios.RegisterDesign), then names it in a scenario's "design" field.
+//
+// The harness owns the rest of a run: the fenced store (a FencedStore,
+// fencing unless the design or the scenario turns it off), the workload
+// (ClientConfig: acquire → fenced writes → read → release cycles), the
+// faults and the checker. What the checker judges comes from the
+// processes' Observer events, so a design's processes must report them:
+//
+//   - the service: EvGranted when it grants (Token unique per grant),
+//     EvRenewed when it restarts a lease, EvEnded when a grant ends
+//     (Reason "released" or "expired");
+//   - the client: EvCall and EvReturn for acquire, renew, release, write and
+//     read, and EvBeliefEnd when it stops believing it holds the lock.
+//     NewClient (the harness's client library) reports these itself; a
+//     design whose service speaks other messages keeps that client and
+//     translates its requests with a Protocol (NewProtocolClient).
+//
+// A design's processes must be deterministic (see internal/detlint): no
+// goroutines, channels, machine clocks, global randomness or map order
+// reaching behaviour; time, randomness and storage come from sim.Env.
+type Design interface {
+	// Info names the design and says how the harness must judge it.
+	Info() DesignInfo
+	// Nodes names the service's nodes for a scenario whose "replicas" field
+	// is replicas (0 when absent), or says what to fix. Names must not be
+	// "store" nor a client's.
+	Nodes(replicas int) ([]string, error)
+	// NewServer returns the process of service node i (an index into
+	// Nodes). It is called at the node's boot and at every restart: a
+	// restarted process keeps only what it synced to its disk.
+	NewServer(i int, run DesignRun) sim.Process
+	// NewClient returns a client process running cfg's workload. cfg comes
+	// filled in: Servers are the service's nodes, Store the store, Observer
+	// and Mutant the run's. Called at boot and at every restart.
+	NewClient(cfg ClientConfig, run DesignRun) sim.Process
+}
+
+// DesignInfo describes a design to the harness.
+type DesignInfo struct {
+	// Name is what scenarios put in their "design" field (kebab-case).
+	Name string
+	// Description is one line for listings.
+	Description string
+	// UnfencedStore turns the store's fencing off for every run of the
+	// design (StoreConfig.IgnoreTokens): for designs whose tokens a store
+	// cannot order, or that demonstrate what fencing prevents.
+	UnfencedStore bool
+	// UnorderedTokens says the design's tokens are unique per grant but do
+	// not grow with it (Redlock's random values). The checker's
+	// properties compare tokens (S1, S3, S7, S8), so the harness renames
+	// each token in the records to its grant's rank in true-time order (1
+	// for the run's first grant); S1 then holds by construction and judges
+	// nothing, while S3 and S8 judge what they mean: a write of an older
+	// grant accepted after a newer grant's. Processes still see, send and
+	// log the raw values.
+	UnorderedTokens bool
+	// ClientGrants says there is no service that decides: the design's
+	// clients report EvGranted and EvEnded themselves, from their own
+	// belief. The harness then ends a client's open grants when the client
+	// restarts (its belief ended at the crash, which no process can
+	// report).
+	ClientGrants bool
+	// Leader says the service elects a leader: the nemesis's "@leader"
+	// selector then aims at the node whose process implements Leader,
+	// claims to lead, and has the highest term.
+	Leader bool
+}
+
+// DesignRun is what a design's processes are built with for one run.
+type DesignRun struct {
+	// Servers are the service's nodes, in the order of Design.Nodes.
+	Servers []sim.NodeID
+	// Store is the fenced store.
+	Store sim.NodeID
+	// Limits bound what requests may ask for.
+	Limits Limits
+	// Observer records what the checker needs; processes report to it.
+	Observer Observer
+	// Mutant is the run's planted bug, "" for the reference.
+	Mutant Mutant
+	// IngressDepth bounds each server's requests in flight (0: the
+	// design's default), for designs that shed load.
+	IngressDepth int
+}
+
+// Leader is implemented by the processes of a service that elects a
+// leader (Replica does), for the nemesis's "@leader" selector.
+type Leader interface {
+	// IsLeader reports whether the process believes it leads, and its term.
+	IsLeader() (leads bool, term uint64)
+}
+
+// Names of the built-in designs.
+const (
+	DesignReplicated = "replicated"
+	DesignSingleNode = "single-node"
+	DesignLeaseOnly  = "lease-only"
+	DesignRedlock    = "redlock"
+)
+
+// BuiltinDesigns returns the designs shipped with the harness: the
+// reference and its contrasts.
+func BuiltinDesigns() []Design {
+	return []Design{
+		replicatedDesign{name: DesignReplicated,
+			description: "the reference: a lock state machine replicated over Raft, fencing token = the granting entry's log index, fenced store"},
+		singleNodeDesign{},
+		replicatedDesign{name: DesignLeaseOnly, unfenced: true,
+			description: "contrast: the reference service, but the store ignores tokens — leases alone protect it"},
+		RedlockDesign{},
+	}
+}
+
+// replicatedDesign is the reference service, and lease-only: the same
+// service with a store that does not fence.
+type replicatedDesign struct {
+	name, description string
+	unfenced          bool
+}
+
+func (d replicatedDesign) Info() DesignInfo {
+	return DesignInfo{Name: d.name, Description: d.description, UnfencedStore: d.unfenced, Leader: true}
+}
+
+func (d replicatedDesign) Nodes(replicas int) ([]string, error) {
+	if replicas != 3 && replicas != 5 {
+		return nil, fmt.Errorf("replicas must be 3 or 5 for the %s design, got %d", d.name, replicas)
+	}
+	return numberedNodes(replicas), nil
+}
+
+func (d replicatedDesign) NewServer(_ int, run DesignRun) sim.Process {
+	cfg := DefaultReplicaConfig(run.Servers)
+	cfg.Limits, cfg.Observer, cfg.Mutant = run.Limits, run.Observer, run.Mutant
+	if run.IngressDepth > 0 {
+		cfg.IngressDepth = run.IngressDepth
+	}
+	return NewReplica(cfg)
+}
+
+func (replicatedDesign) NewClient(cfg ClientConfig, _ DesignRun) sim.Process { return NewClient(cfg) }
+
+// singleNodeDesign is one synced lock server, "lock".
+type singleNodeDesign struct{}
+
+func (singleNodeDesign) Info() DesignInfo {
+	return DesignInfo{Name: DesignSingleNode,
+		Description: "contrast: one lock server that syncs every decision; nobody gets a lock while it is down"}
+}
+
+func (singleNodeDesign) Nodes(replicas int) ([]string, error) {
+	if replicas != 0 {
+		return nil, fmt.Errorf("replicas is only for the replicated design")
+	}
+	return []string{"lock"}, nil
+}
+
+func (singleNodeDesign) NewServer(_ int, run DesignRun) sim.Process {
+	return NewServer(ServerConfig{Limits: run.Limits, Observer: run.Observer, Mutant: run.Mutant})
+}
+
+func (singleNodeDesign) NewClient(cfg ClientConfig, _ DesignRun) sim.Process { return NewClient(cfg) }
+
+// numberedNodes returns n1…nN.
+func numberedNodes(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%d", i+1)
+	}
+	return names
+}

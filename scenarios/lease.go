@@ -1,0 +1,65 @@
+package scenarios
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/nemesis"
+)
+
+// LeaseExcuses lists the windows of p's schedule in which a fault outside
+// the lease fault model was active (see checker.CheckLeaseSafety): a pause
+// of a client, and clock drift beyond the clients' bound ρ — on a client
+// (its own beliefs), or on a service node (every client's: the leader times
+// the leases).
+func (p Plan) LeaseExcuses() []checker.LeaseExcuse {
+	var clients []string
+	var bound int64
+	for _, c := range p.Spec.Clients {
+		clients = append(clients, c.Name)
+		bound = max(bound, c.DriftBoundPPM)
+	}
+	end := p.End()
+	who := func(node string) (string, bool) {
+		switch {
+		case slices.Contains(clients, node):
+			return node, true
+		case node == storeNode:
+			return "", false // the store times nothing
+		}
+		return "", true // a service node, or the @leader selector
+	}
+	var out []checker.LeaseExcuse
+	for i, op := range p.Schedule {
+		at := time.Duration(op.At)
+		switch op.Kind {
+		case nemesis.Pause:
+			if c, ok := who(op.Node); ok && c != "" {
+				out = append(out, checker.LeaseExcuse{Client: c, From: at, To: at + time.Duration(op.Duration), Fault: "pause of " + op.Node})
+			}
+		case nemesis.Drift:
+			if op.PPM <= bound && op.PPM >= -bound {
+				continue
+			}
+			c, ok := who(op.Node)
+			if !ok {
+				continue
+			}
+			to := end
+			if op.Duration > 0 {
+				to = at + time.Duration(op.Duration)
+			} else {
+				for _, later := range p.Schedule[i+1:] { // until its node's clock is reset
+					if later.Node == op.Node && (later.Kind == nemesis.ClockReset || later.Kind == nemesis.Drift && later.PPM == 0) {
+						to = time.Duration(later.At)
+						break
+					}
+				}
+			}
+			out = append(out, checker.LeaseExcuse{Client: c, From: at, To: to, Fault: fmt.Sprintf("drift of %d ppm on %s", op.PPM, op.Node)})
+		}
+	}
+	return out
+}
