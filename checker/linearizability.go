@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -267,15 +268,11 @@ func checkLinearizable(h History, opt Options) ([]Violation, []string) {
 	model := FencedRegisterModel()
 	timeout := opt.timeout()
 
-	results := make([]partitionResult, len(parts))
-	var wg sync.WaitGroup
-	for i := range parts {
-		wg.Go(func() {
-			res, info := porcupine.CheckOperationsVerbose(model, parts[i].ops, timeout)
-			results[i] = partitionResult{res: res, info: info}
-		})
+	ops := make([][]porcupine.Operation, len(parts))
+	for i, p := range parts {
+		ops[i] = p.ops
 	}
-	wg.Wait()
+	results := checkPartitions(model, ops, timeout)
 
 	var vs []Violation
 	var unknown []string
@@ -288,6 +285,21 @@ func checkLinearizable(h History, opt Options) ([]Violation, []string) {
 		}
 	}
 	return vs, unknown
+}
+
+// checkPartitions runs one porcupine check per partition (per resource),
+// in parallel: partitions are independent, and a run's resources are few.
+func checkPartitions(model porcupine.Model, parts [][]porcupine.Operation, timeout time.Duration) []partitionResult {
+	results := make([]partitionResult, len(parts))
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Go(func() {
+			res, info := porcupine.CheckOperationsVerbose(model, parts[i], timeout)
+			results[i] = partitionResult{res: res, info: info}
+		})
+	}
+	wg.Wait()
+	return results
 }
 
 // maxDescribedOps caps how many operations a violation's Detail spells out.

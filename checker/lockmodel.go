@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -366,15 +365,11 @@ func checkLockLinearizable(h History, opt Options) ([]Violation, []string) {
 	model := FencedMutexModel()
 	timeout := opt.timeout()
 
-	results := make([]partitionResult, len(parts))
-	var wg sync.WaitGroup
-	for i := range parts {
-		wg.Go(func() {
-			res, info := porcupine.CheckOperationsVerbose(model, parts[i].ops, timeout)
-			results[i] = partitionResult{res: res, info: info}
-		})
+	ops := make([][]porcupine.Operation, len(parts))
+	for i, p := range parts {
+		ops[i] = p.ops
 	}
-	wg.Wait()
+	results := checkPartitions(model, ops, timeout)
 
 	var vs []Violation
 	var unknown []string
