@@ -140,17 +140,23 @@ func describeMetadata(info any) string {
 // store's resources are independent registers, so the history is
 // linearizable iff every partition is, and checking partitions separately
 // keeps porcupine's search small.
-func partitionByResource(history []porcupine.Operation) [][]porcupine.Operation {
-	byResource := make(map[string][]porcupine.Operation)
-	for _, op := range history {
-		r := op.Input.(registerInput).Resource
-		byResource[r] = append(byResource[r], op)
+var partitionByResource = partitionBy(func(in any) string { return in.(registerInput).Resource })
+
+// partitionBy returns a porcupine Partition function that splits a history
+// by the resource its inputs name, in ascending resource order.
+func partitionBy(resource func(input any) string) func([]porcupine.Operation) [][]porcupine.Operation {
+	return func(history []porcupine.Operation) [][]porcupine.Operation {
+		byResource := make(map[string][]porcupine.Operation)
+		for _, op := range history {
+			r := resource(op.Input)
+			byResource[r] = append(byResource[r], op)
+		}
+		parts := make([][]porcupine.Operation, 0, len(byResource))
+		for _, r := range sortedKeys(byResource) {
+			parts = append(parts, byResource[r])
+		}
+		return parts
 	}
-	parts := make([][]porcupine.Operation, 0, len(byResource))
-	for _, r := range sortedKeys(byResource) {
-		parts = append(parts, byResource[r])
-	}
-	return parts
 }
 
 // FencedRegisterModel returns the porcupine model S8 checks against, so that

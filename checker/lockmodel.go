@@ -228,21 +228,10 @@ func describeLockStates(states any) string {
 	return strings.Join(descs, " or ")
 }
 
-// partitionLocksByResource splits a lock history into one partition per
-// resource, in ascending resource order. Resources are independent mutexes,
-// so the history is linearizable iff every partition is.
-func partitionLocksByResource(history []porcupine.Operation) [][]porcupine.Operation {
-	byResource := make(map[string][]porcupine.Operation)
-	for _, op := range history {
-		r := op.Input.(lockInput).Resource
-		byResource[r] = append(byResource[r], op)
-	}
-	parts := make([][]porcupine.Operation, 0, len(byResource))
-	for _, r := range sortedKeys(byResource) {
-		parts = append(parts, byResource[r])
-	}
-	return parts
-}
+// partitionLocksByResource splits a lock history per resource: resources
+// are independent mutexes, so the history is linearizable iff every
+// partition is.
+var partitionLocksByResource = partitionBy(func(in any) string { return in.(lockInput).Resource })
 
 // FencedMutexModel returns the porcupine model S7 checks against, so that
 // callers can replay or visualize a check. Its state per resource is
