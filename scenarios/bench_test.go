@@ -24,9 +24,9 @@ func BenchmarkKleppmannGCPause(b *testing.B) {
 	b.ReportMetric(simNS/wallNS, "sim/wall")
 }
 
-// standardSpec is a 5-replica, 10-client, 3-resource run of 60 simulated
+// quietSpec is a 5-replica, 10-client, 3-resource run of 60 simulated
 // seconds with no faults: the service's own cost.
-func standardSpec() Spec {
+func quietSpec() Spec {
 	s := Spec{Version: SpecVersion, Name: "bench-5x10", Expect: Expectation{Verdict: "pass"}, Design: designReplicated,
 		Replicas: 5, LatencyMin: Duration(500e3), LatencyMean: Duration(1e6), LatencyMax: Duration(5e6),
 		Duration: Duration(60e9), StepLimit: 50_000_000}
@@ -40,7 +40,7 @@ func standardSpec() Spec {
 // BenchmarkReplicated5x10 reports what one acquire costs in messages, how
 // many events a simulated second takes, and simulated ÷ wall time.
 func BenchmarkReplicated5x10(b *testing.B) {
-	spec := standardSpec()
+	spec := quietSpec()
 	var events, simNS, wallNS, msgs, acquires float64
 	for i := 0; b.Loop(); i++ {
 		res, err := Run(spec, uint64(i+1), RunOptions{})

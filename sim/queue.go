@@ -120,3 +120,30 @@ func (q *queue) peekAt() (time.Duration, bool) {
 	}
 	return q.items[0].at, true
 }
+
+// BareLoop is the calibration of the event loop: it keeps pending events in
+// the queue and pops and re-pushes them until fired events have gone by,
+// doing nothing else — no process, no network, no trace. simrun bench times
+// it to put the protocol's events per second in proportion. It returns a
+// checksum of the popped times so the work cannot be optimised away.
+func BareLoop(pending, fired int) uint64 {
+	var q queue
+	q.items = make([]event, 0, pending+1)
+	x := uint64(0x9E3779B97F4A7C15)
+	next := func() time.Duration {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return time.Duration(x % 1_000_000)
+	}
+	for range pending {
+		q.push(event{at: next(), kind: evTimer})
+	}
+	var sum uint64
+	for range fired {
+		ev, _ := q.pop()
+		sum += uint64(ev.at)
+		q.push(event{at: ev.at + next(), kind: evTimer})
+	}
+	return sum
+}

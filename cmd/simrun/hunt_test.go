@@ -38,3 +38,23 @@ func TestListMutants(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 }
+
+func TestBenchJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the standard run")
+	}
+	code, out, errs := simrun("bench", "-seeds", "1", "-json")
+	var j map[string]any
+	if code != exitPass || json.Unmarshal([]byte(out), &j) != nil {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	for _, k := range []string{"acceleration", "events_per_second", "calibration_events_per_second", "ratio",
+		"seeds_per_second_1", "seeds_per_second_all", "checker_share", "peak_heap_bytes"} {
+		if v, ok := j[k].(float64); !ok || v <= 0 {
+			t.Errorf("%s = %v, want a positive figure", k, j[k])
+		}
+	}
+	if code, _, _ := simrun("bench", "-seeds", "0"); code != exitUsage {
+		t.Errorf("-seeds 0: exit %d", code)
+	}
+}

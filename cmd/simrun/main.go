@@ -43,6 +43,9 @@ commands:
                                sweep with a planted bug until the first violation; -all prints
                                the detection table
 
+  bench [-seeds N] [-json]     the standard run's speed against the bare event loop, one worker
+                               and every core, checker share, heap
+
 run and sweep take -mutant NAME too.
 failing runs (any verdict but pass) write a replay file under failures/ (or into -out DIR)
 
@@ -73,6 +76,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdShrink(args[1:], stdout, stderr)
 	case "hunt":
 		return cmdHunt(args[1:], stdout, stderr)
+	case "bench":
+		return cmdBench(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitPass
