@@ -1,10 +1,6 @@
 package lockservice
 
-import (
-	"encoding/json"
-	"fmt"
-	"time"
-)
+import "time"
 
 // CommandKind names an entry of the replicated lock log.
 type CommandKind uint8
@@ -38,20 +34,4 @@ type Command struct {
 	// (MutTokenWallclock, MutTokenLocalCounter); the reference's token is
 	// the entry's log index.
 	Takeover bool `json:"o,omitempty"`
-}
-
-func encodeCommand(c Command) []byte {
-	b, err := json.Marshal(c)
-	if err != nil {
-		panic(fmt.Sprintf("lockservice: encoding command: %v", err))
-	}
-	return b
-}
-
-func decodeCommand(b []byte) (Command, error) {
-	var c Command
-	if err := json.Unmarshal(b, &c); err != nil {
-		return Command{}, fmt.Errorf("lockservice: corrupt log entry: %v", err)
-	}
-	return c, nil
 }

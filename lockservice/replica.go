@@ -1,7 +1,6 @@
 package lockservice
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -128,7 +127,8 @@ func (r *Replica) Start(env sim.Env) {
 	var hs raft.HardState
 	r.hardState = slotted{key: hardStateKey}
 	if b, ok := r.hardState.load(env.Disk()); ok {
-		if err := json.Unmarshal(b, &hs); err != nil {
+		var err error
+		if hs, err = decodeHardState(b); err != nil {
 			panic(fmt.Sprintf("lockservice: sealed raft hard state does not decode: %v", err))
 		}
 	}
@@ -168,7 +168,11 @@ func loadLog(d *sim.Disk) []raft.Entry {
 		raw, _ := d.Read(k)
 		b, ok := unseal(raw)
 		var e raft.Entry
-		if ok && json.Unmarshal(b, &e) == nil && e.Index == uint64(len(entries))+1 && k == logKey(e.Index) {
+		var err error
+		if ok {
+			e, err = decodeEntry(b)
+		}
+		if ok && err == nil && e.Index == uint64(len(entries))+1 && k == logKey(e.Index) {
 			entries = append(entries, e)
 			continue
 		}
@@ -324,12 +328,12 @@ func (r *Replica) persist(rd raft.Ready) {
 			d.Delete(logKey(i))
 		}
 		for _, e := range rd.Entries {
-			b, _ := json.Marshal(e)
+			b := encodeEntry(e)
 			d.Write(logKey(e.Index), seal(b))
 		}
 		r.persistedLast = last
 	}
-	b, _ := json.Marshal(rd.HardState)
+	b := encodeHardState(rd.HardState)
 	r.hardState.store(d, b)
 	if r.cfg.Mutant == MutTokenUnsynced {
 		return // written, but the messages below go out before any sync

@@ -2,7 +2,6 @@ package lockservice
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -213,8 +212,8 @@ func diskEntries(t *testing.T, d *sim.Disk) []raft.Entry {
 		if !ok {
 			t.Fatalf("torn or corrupt log entry %s", k)
 		}
-		var e raft.Entry
-		if err := json.Unmarshal(b, &e); err != nil {
+		e, err := decodeEntry(b)
+		if err != nil {
 			t.Fatalf("corrupt log entry %s: %v", k, err)
 		}
 		if k != logKey(e.Index) {
@@ -241,7 +240,8 @@ func diskHardState(t *testing.T, d *sim.Disk) raft.HardState {
 	var hs raft.HardState
 	slots := slotted{key: hardStateKey}
 	if b, ok := slots.load(d); ok {
-		if err := json.Unmarshal(b, &hs); err != nil {
+		var err error
+		if hs, err = decodeHardState(b); err != nil {
 			t.Fatalf("corrupt hard state: %v", err)
 		}
 	}
