@@ -68,3 +68,14 @@ func FuzzDecodeCommand(f *testing.F) {
 		}
 	})
 }
+
+func TestLogKeySortsByIndex(t *testing.T) {
+	for _, c := range []struct {
+		index uint64
+		want  string
+	}{{1, "raft/log/00000000000000000001"}, {1234567, "raft/log/00000000000001234567"}, {^uint64(0), "raft/log/18446744073709551615"}} {
+		if got := logKey(c.index); got != c.want {
+			t.Errorf("logKey(%d) = %q, want %q", c.index, got, c.want)
+		}
+	}
+}
