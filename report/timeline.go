@@ -247,52 +247,33 @@ func buildTimeline(in Input) *timeline {
 
 	// Who has a row. Clients are the names the history's client fields use;
 	// every other node (from Nodes, then from the faults) gets a node row.
-	var clientNames []string
+	var clientNames, resNames []string
+	seen := func(client, resource string) {
+		clientNames = append(clientNames, client)
+		resNames = append(resNames, resource)
+	}
 	for _, o := range h.Ops {
-		clientNames = append(clientNames, o.Client)
+		seen(o.Client, o.Resource)
 	}
 	for _, o := range h.LockOps {
-		clientNames = append(clientNames, o.Client)
+		seen(o.Client, o.Resource)
 	}
 	for _, b := range h.Beliefs {
-		clientNames = append(clientNames, b.Client)
+		seen(b.Client, b.Resource)
 	}
 	for _, r := range h.Renewals {
-		clientNames = append(clientNames, r.Client)
+		seen(r.Client, r.Resource)
 	}
 	for _, g := range h.Grants {
-		clientNames = append(clientNames, g.Client)
+		seen(g.Client, g.Resource)
 	}
 	for _, a := range h.Applies {
-		clientNames = append(clientNames, a.Client)
+		seen(a.Client, a.Resource)
 	}
 	for _, e := range h.Ends {
-		clientNames = append(clientNames, e.Client)
+		seen(e.Client, e.Resource)
 	}
 	clients := byOrder(sortedUnique(clientNames), in.Nodes)
-
-	var resNames []string
-	for _, o := range h.Ops {
-		resNames = append(resNames, o.Resource)
-	}
-	for _, o := range h.LockOps {
-		resNames = append(resNames, o.Resource)
-	}
-	for _, g := range h.Grants {
-		resNames = append(resNames, g.Resource)
-	}
-	for _, a := range h.Applies {
-		resNames = append(resNames, a.Resource)
-	}
-	for _, b := range h.Beliefs {
-		resNames = append(resNames, b.Resource)
-	}
-	for _, r := range h.Renewals {
-		resNames = append(resNames, r.Resource)
-	}
-	for _, e := range h.Ends {
-		resNames = append(resNames, e.Resource)
-	}
 	resources := sortedUnique(resNames)
 
 	faults := in.Faults.Sorted()
