@@ -58,3 +58,23 @@ func BenchmarkReplicated5x10(b *testing.B) {
 	b.ReportMetric(simNS/wallNS, "sim/wall")
 	b.ReportMetric(acquires/float64(b.N), "grants/run")
 }
+
+// BenchmarkStandardRun is one standard run (simrun bench's: 5 replicas, 10
+// clients, 3 resources, 60 simulated s, swarm faults, checker included),
+// seeds 1..10 in turn, with its allocations.
+func BenchmarkStandardRun(b *testing.B) {
+	spec := StandardSpec()
+	var events, simNS, wallNS float64
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		res, err := Run(spec, uint64(i%10+1), RunOptions{})
+		if err != nil || !res.Met(spec) {
+			b.Fatalf("seed %d: %v %+v", i%10+1, err, res.Verdict)
+		}
+		events += float64(res.Events)
+		simNS += float64(res.SimTime)
+		wallNS += float64(res.Wall)
+	}
+	b.ReportMetric(events/float64(b.N), "events/run")
+	b.ReportMetric(simNS/wallNS, "sim/wall")
+}

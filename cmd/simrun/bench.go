@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/fencesim/fencesim/scenarios"
@@ -40,6 +42,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	seeds := fs.Int("seeds", 20, "standard runs per measurement")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the one-worker runs to `file` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -57,6 +60,18 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	out.CalibrationEventsPerSecond = calEvents / time.Since(start).Seconds()
 
 	// The standard run, one worker, one seed after another.
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun bench: -cpuprofile: %v\n", err)
+			return exitUsage
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "simrun bench: -cpuprofile: %v\n", err)
+			return exitUsage
+		}
+	}
 	spec := scenarios.StandardSpec()
 	var events uint64
 	var simTime, wall, check time.Duration
@@ -85,6 +100,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	out.HeapAfterAllBytes = ms.HeapAlloc
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	out.Acceleration = simTime.Seconds() / wall.Seconds()
 	out.EventsPerSecond = float64(events) / (wall - check).Seconds()
 	out.Ratio = out.EventsPerSecond / out.CalibrationEventsPerSecond
