@@ -15,6 +15,7 @@
 package fakeclock
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/bits"
@@ -89,8 +90,11 @@ type Clock struct {
 	wallEpoch  time.Time     // wall reading at monotonic 0
 	wallOffset time.Duration // sum of JumpWall so far
 
-	// pending holds the armed timers sorted by creation sequence, so that
-	// every walk over them (SetDriftPPM, DropTimers) is deterministic.
+	// pending holds the armed timers, in no particular order: each knows
+	// its index, so adding one is an append and removing one a swap with
+	// the last, O(1) however many are pending. A walk whose order reaches
+	// the scheduler (SetDriftPPM) sorts it by creation sequence first, so
+	// it stays deterministic.
 	pending []*timer
 	nextSeq uint64
 }
@@ -168,8 +172,11 @@ func (c *Clock) SetDriftPPM(ppm int64) error {
 	c.ppm = ppm
 	// Re-anchoring drops the fractional nanosecond of the old piece, so
 	// every timer is rescheduled even when ppm is unchanged. The walk is in
-	// creation order, which makes the new scheduler ids deterministic.
-	for _, t := range c.pending {
+	// creation order, which makes the new scheduler ids, and the order of
+	// timers that now fall due at the same instant, deterministic.
+	slices.SortFunc(c.pending, func(a, b *timer) int { return cmp.Compare(a.seq, b.seq) })
+	for i, t := range c.pending {
+		t.idx = i
 		c.sched.Cancel(t.id)
 		c.arm(t)
 	}
@@ -309,15 +316,15 @@ func (c *Clock) NewTicker(time.Duration) clockwork.Ticker {
 }
 
 // timer is an AfterFunc timer. It stays the same object across Reset so that
-// the caller's handle keeps working; gen tells its current scheduled event
-// from stale ones.
+// the caller's handle keeps working; id tells its current scheduled event
+// from stale ones. It is its own Handler, so arming it allocates nothing.
 type timer struct {
 	clock    *Clock
 	f        func()
-	seq      uint64        // creation order; pending is sorted by it
+	seq      uint64        // creation order: SetDriftPPM re-arms by it
 	deadline time.Duration // monotonic reading at which f runs
-	id       uint64        // scheduler id of the current event
-	gen      uint64        // bumped whenever the current event is replaced or abandoned
+	id       uint64        // scheduler id of the current event, while pending
+	idx      int           // index in clock.pending, while pending
 	pending  bool
 }
 
@@ -331,8 +338,8 @@ func (c *Clock) start(t *timer, d time.Duration) {
 	t.deadline = satAdd(c.monoAtTrue(now), d)
 	if !t.pending {
 		t.pending = true
-		i, _ := slices.BinarySearchFunc(c.pending, t.seq, cmpSeq)
-		c.pending = slices.Insert(c.pending, i, t)
+		t.idx = len(c.pending)
+		c.pending = append(c.pending, t)
 	}
 	c.arm(t)
 }
@@ -340,40 +347,36 @@ func (c *Clock) start(t *timer, d time.Duration) {
 // arm schedules t's event for the first true time at which the monotonic
 // reading reaches t.deadline on the current piece.
 func (c *Clock) arm(t *timer) {
-	t.gen++
-	gen := t.gen
 	at := c.trueAtMono(t.deadline, c.sched.TrueNow())
-	t.id = c.sched.Schedule(at, func() { t.fire(gen) })
+	t.id = c.sched.Schedule(at, t)
 }
 
-// remove takes t out of pending, keeping the rest in creation order.
+// remove takes t out of pending by moving the last pending timer into its
+// place.
 func (c *Clock) remove(t *timer) {
-	i, found := slices.BinarySearchFunc(c.pending, t.seq, cmpSeq)
-	if !found {
+	i := t.idx
+	if i >= len(c.pending) || c.pending[i] != t {
 		panic("fakeclock: internal error: pending timer missing from the pending list")
 	}
-	c.pending = slices.Delete(c.pending, i, i+1)
-	t.pending = false
-	t.gen++
-}
-
-// cmpSeq orders pending timers by creation sequence.
-func cmpSeq(t *timer, seq uint64) int {
-	switch {
-	case t.seq < seq:
-		return -1
-	case t.seq > seq:
-		return 1
+	last := len(c.pending) - 1
+	if i != last {
+		moved := c.pending[last]
+		c.pending[i] = moved
+		moved.idx = i
 	}
-	return 0
+	c.pending[last] = nil
+	c.pending = c.pending[:last]
+	t.pending = false
 }
 
-// fire is the scheduled event. It ignores events that were superseded by
-// Stop, Reset, SetDriftPPM or DropTimers, removes t from pending before
-// calling f (so f may Reset it), and checks that the deadline has really
-// been reached, which catches a scheduler that runs events early.
-func (t *timer) fire(gen uint64) {
-	if !t.pending || t.gen != gen {
+// Fire is the scheduled event: it makes timer a Handler. It ignores events
+// that were superseded by Stop, Reset, SetDriftPPM or DropTimers (their id
+// is not the current one, or the timer is not pending), removes t from
+// pending before calling f (so f may Reset it), and checks that the
+// deadline has really been reached, which catches a scheduler that runs
+// events early.
+func (t *timer) Fire(id uint64) {
+	if !t.pending || t.id != id {
 		return
 	}
 	c := t.clock

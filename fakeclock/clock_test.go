@@ -776,3 +776,82 @@ func TestBlockingMethodsPanic(t *testing.T) {
 		t.Fatalf("a panicking call changed the pending timers: %d", c.Pending())
 	}
 }
+
+// deafSched is a fakeSched whose Cancel removes nothing: every event it was
+// ever given is delivered, as a scheduler that cannot take events back
+// would do. Timers must still run once, at their current deadline.
+type deafSched struct{ fakeSched }
+
+func (s *deafSched) Cancel(uint64) bool { s.cancels++; return true }
+
+func TestReplacedEventsAreIgnoredWhenStillDelivered(t *testing.T) {
+	s := &deafSched{}
+	c := New(s, Config{})
+	var fires []time.Duration
+	f := func() { fires = append(fires, s.now) }
+
+	a := c.AfterFunc(time.Second, f) // reset: runs only at its new deadline
+	a.Reset(3 * time.Second)
+	b := c.AfterFunc(time.Second, f) // stopped: never runs
+	b.Stop()
+	c.AfterFunc(2*time.Second, f) // rescheduled by SetDriftPPM: runs once
+	s.runUntil(500 * time.Millisecond)
+	if err := c.SetDriftPPM(0); err != nil {
+		t.Fatal(err)
+	}
+	d := c.AfterFunc(time.Second, f) // stopped, then re-armed: runs once
+	d.Stop()
+	d.Reset(4 * time.Second)
+	if got := len(s.events); got != 8 {
+		t.Fatalf("the scheduler holds %d events, want 8 (none taken back)", got)
+	}
+	s.runUntil(time.Hour)
+	want := []time.Duration{2 * time.Second, 3 * time.Second, 4*time.Second + 500*time.Millisecond}
+	if !slices.Equal(fires, want) {
+		t.Fatalf("fires = %v, want %v", fires, want)
+	}
+	if c.Pending() != 0 {
+		t.Fatalf("Pending = %d, want 0", c.Pending())
+	}
+}
+
+func TestSetDriftPPMReArmsInCreationOrderAfterStopsAndResets(t *testing.T) {
+	// Stops, resets and firings reorder the clock's pending list; the
+	// re-arming walk must still go by creation order, so timers that fall
+	// due at the same instant fire in the order they were created.
+	s, c := newClock(t, Config{})
+	var order []int
+	timers := make([]interface {
+		Stop() bool
+		Reset(time.Duration) bool
+	}, 8)
+	for i := range timers {
+		timers[i] = c.AfterFunc(time.Hour, func() { order = append(order, i) })
+	}
+	c.AfterFunc(time.Second, func() {}) // fires, removing itself from the middle
+	for _, i := range []int{0, 5, 2} {
+		timers[i].Stop()
+	}
+	s.runUntil(2 * time.Second)
+	for _, i := range []int{5, 0, 7, 2, 3} {
+		timers[i].Reset(time.Minute) // 7 and 3 were pending
+	}
+	for _, i := range []int{1, 4, 6} {
+		timers[i].Reset(time.Minute + time.Millisecond)
+	}
+	// Without a drift change the five due first would fire in the order
+	// they were reset (5 0 7 2 3); re-armed, they fall due at one instant
+	// and only the order of re-arming breaks the tie.
+	if err := c.SetDriftPPM(999_999); err != nil {
+		t.Fatal(err)
+	}
+	at, _ := s.next()
+	s.runUntil(at)
+	if want := []int{0, 2, 3, 5, 7}; !slices.Equal(order, want) {
+		t.Fatalf("first instant fired %v, want creation order %v", order, want)
+	}
+	s.runUntil(time.Hour)
+	if want := []int{0, 2, 3, 5, 7, 1, 4, 6}; !slices.Equal(order, want) {
+		t.Fatalf("order = %v, want %v", order, want)
+	}
+}

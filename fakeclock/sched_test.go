@@ -21,18 +21,18 @@ type event struct {
 	at  time.Duration
 	seq uint64
 	id  uint64
-	f   func()
+	h   Handler
 }
 
 func (s *fakeSched) TrueNow() time.Duration { return s.now }
 
-func (s *fakeSched) Schedule(at time.Duration, f func()) uint64 {
+func (s *fakeSched) Schedule(at time.Duration, h Handler) uint64 {
 	if at < s.now {
 		panic("fakeSched: Schedule in the past")
 	}
 	s.nextID++
 	s.seq++
-	ev := event{at: at, seq: s.seq, id: s.nextID, f: f}
+	ev := event{at: at, seq: s.seq, id: s.nextID, h: h}
 	i, _ := slices.BinarySearchFunc(s.events, ev, func(a, b event) int {
 		switch {
 		case a.at != b.at:
@@ -78,7 +78,7 @@ func (s *fakeSched) step() bool {
 	ev := s.events[0]
 	s.events = s.events[1:]
 	s.now = ev.at
-	ev.f()
+	ev.h.Fire(ev.id)
 	return true
 }
 

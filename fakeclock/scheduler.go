@@ -3,7 +3,7 @@ package fakeclock
 import "time"
 
 // Scheduler is what a Clock needs from the simulator: the current true time
-// and a way to run a callback at a later true time, on the simulation thread.
+// and a way to run an event at a later true time, on the simulation thread.
 //
 // True time is virtual: nanoseconds since the start of the run, identical for
 // every node. A node's clock derives its own readings from it. The simulator
@@ -12,10 +12,21 @@ import "time"
 type Scheduler interface {
 	// TrueNow returns the current true time.
 	TrueNow() time.Duration
-	// Schedule runs f at true time at (at ≥ TrueNow()) and returns an id
-	// that Cancel accepts. Ids are never reused within a run.
-	Schedule(at time.Duration, f func()) uint64
-	// Cancel stops the callback with the given id from running. It reports
-	// whether the callback was still pending.
+	// Schedule arranges for h.Fire(id) to run at true time at
+	// (at ≥ TrueNow()), id being the value it returns, which Cancel
+	// accepts. Ids are never reused within a run. It never runs h itself.
+	Schedule(at time.Duration, h Handler) uint64
+	// Cancel stops the event with the given id from running. It reports
+	// whether the event was still pending.
 	Cancel(id uint64) bool
+}
+
+// Handler is what a Scheduler runs when an event falls due. A Clock hands
+// its timers over as Handlers rather than as closures, so arming or
+// re-arming a timer allocates nothing; the scheduler keeps h with the event
+// and gives the event's id back to Fire, from which the timer tells its
+// current event from one it has replaced.
+type Handler interface {
+	// Fire runs the event that Schedule returned id for.
+	Fire(id uint64)
 }

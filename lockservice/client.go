@@ -105,6 +105,11 @@ type Client struct {
 	// outstanding store operation, so a late store reply never cancels a
 	// lock request's retry.
 	timeout, storeTimer, renewTimer, watchdog, workTimer clockwork.Timer
+
+	// The timers' callbacks, bound once: a method value made at each
+	// arming would be an allocation per timer.
+	beginCycleFn, sendAcquireFn, retryAcquireFn, sendRenewFn, watchdogFiredFn,
+	sendWriteFn, storeTimedOutFn, resendReleaseFn, releaseTimedOutFn func()
 }
 
 // NewClient returns a client process; every restart needs a new one.
@@ -112,7 +117,11 @@ func NewClient(cfg ClientConfig) *Client {
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
 	}
-	return &Client{cfg: cfg}
+	c := &Client{cfg: cfg}
+	c.beginCycleFn, c.sendAcquireFn, c.retryAcquireFn = c.beginCycle, c.sendAcquire, c.retryAcquire
+	c.sendRenewFn, c.watchdogFiredFn, c.sendWriteFn = c.sendRenew, c.watchdogFired, c.sendWrite
+	c.storeTimedOutFn, c.resendReleaseFn, c.releaseTimedOutFn = c.storeTimedOut, c.resendRelease, c.releaseTimedOut
+	return c
 }
 
 const incarnationKey = "incarnation"
@@ -128,7 +137,7 @@ func (c *Client) Start(env sim.Env) {
 	c.incarnation++
 	rec.store(env.Disk(), binary.BigEndian.AppendUint64(nil, c.incarnation))
 	env.Disk().Sync()
-	c.after(&c.workTimer, c.cfg.StartDelay, c.beginCycle)
+	c.after(&c.workTimer, c.cfg.StartDelay, c.beginCycleFn)
 }
 
 // observe reports an event about this client's own operations.
@@ -147,12 +156,31 @@ func (c *Client) newRequest() uint64 {
 
 func (c *Client) now() time.Duration { return c.env.Clock().Monotonic() }
 
+// log emits one event with the client, the request id and the resource. It
+// builds nothing unless the logger takes the record: without a trace, logging
+// costs one Enabled call.
 func (c *Client) log(event string, req uint64, attrs ...slog.Attr) {
-	c.env.Log().LogAttrs(context.Background(), slog.LevelInfo, event, append([]slog.Attr{
+	l := c.env.Log()
+	if !l.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	l.LogAttrs(context.Background(), slog.LevelInfo, event, append([]slog.Attr{
 		slog.String("client", c.cfg.Name), slog.Uint64("req", req), slog.String("resource", c.cfg.Resource)}, attrs...)...)
 }
 
-// after (re)arms *t to run f after d on the client's monotonic clock.
+// logStatus is log for the event named prefix + st, which it spells out only
+// if the record is taken.
+func (c *Client) logStatus(prefix string, st Status, req uint64, attrs ...slog.Attr) {
+	if c.env.Log().Enabled(context.Background(), slog.LevelInfo) {
+		c.log(prefix+st.String(), req, attrs...)
+	}
+}
+
+// after (re)arms *t to run f after d on the client's monotonic clock. f is
+// one of the callbacks bound in NewClient, so arming allocates only the
+// timer: a new timer rather than a Reset of the old one, because a timer's
+// creation order decides which of the clock's timers a drift change
+// re-arms first.
 func (c *Client) after(t *clockwork.Timer, d time.Duration, f func()) {
 	if *t != nil {
 		(*t).Stop()
@@ -198,10 +226,14 @@ func (c *Client) sendAcquire() {
 	}
 	c.env.Send(c.server(), AcquireRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, TTL: c.cfg.TTL, Request: c.acqReq})
 	c.log("acquire.sent", c.acqReq, slog.Int("to", int(c.server())))
-	c.after(&c.timeout, c.cfg.RequestTimeout, func() { // retry elsewhere, same id
-		c.rotate()
-		c.sendAcquire()
-	})
+	c.after(&c.timeout, c.cfg.RequestTimeout, c.retryAcquireFn)
+}
+
+// retryAcquire resends the acquire elsewhere, with the same id: the last
+// server did not answer in time.
+func (c *Client) retryAcquire() {
+	c.rotate()
+	c.sendAcquire()
 }
 
 // server is the node lock requests go to now.
@@ -242,16 +274,16 @@ func (c *Client) onAcquireReply(m LockReply) {
 		c.phase = phaseHolding
 		c.writesDone = 0
 		c.log("acquire.granted", m.Request, slog.Uint64("token", m.Token))
-		c.after(&c.renewTimer, c.cfg.TTL/3, c.sendRenew)
+		c.after(&c.renewTimer, c.cfg.TTL/3, c.sendRenewFn)
 		c.beginWork()
 	case Busy, Overloaded, Stale:
-		c.log("acquire."+m.Status.String(), m.Request)
+		c.logStatus("acquire.", m.Status, m.Request)
 		c.acqReq = c.newRequest() // a definitive answer: the next attempt is new
-		c.after(&c.timeout, c.backoff(), c.sendAcquire)
+		c.after(&c.timeout, c.backoff(), c.sendAcquireFn)
 	case NotLeader:
 		named := c.redirect(m)
 		c.log("acquire.redirect", m.Request, slog.Int("leader", int(m.Leader)))
-		c.after(&c.timeout, c.retryDelay(named), c.sendAcquire) // same id
+		c.after(&c.timeout, c.retryDelay(named), c.sendAcquireFn) // same id
 	default:
 		c.log("acquire.failed", m.Request, slog.String("status", m.Status.String()), slog.String("err", m.Err))
 		c.stopAll()
@@ -271,7 +303,7 @@ func (c *Client) extend(start, ttl time.Duration) {
 		start, safe = c.now(), ttl // from the reply, the whole TTL
 	}
 	c.deadline = start + safe
-	c.after(&c.watchdog, c.deadline-c.now(), c.watchdogFired)
+	c.after(&c.watchdog, c.deadline-c.now(), c.watchdogFiredFn)
 }
 
 // Holding reports whether the watchdog still allows using the lock.
@@ -303,7 +335,7 @@ func (c *Client) lose(reason string) {
 	stop(c.watchdog)
 	stop(c.workTimer)
 	c.phase = phaseIdle
-	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycle)
+	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
 }
 
 // --- renewer ---
@@ -322,7 +354,7 @@ func (c *Client) sendRenew() {
 	c.env.Send(c.server(), RenewRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.renewReq})
 	c.log("renew.sent", c.renewReq, slog.Uint64("token", c.token))
 	// Renew again at a third of the TTL; a lost renewal is covered by the next.
-	c.after(&c.renewTimer, c.cfg.TTL/3, c.sendRenew)
+	c.after(&c.renewTimer, c.cfg.TTL/3, c.sendRenewFn)
 }
 
 func (c *Client) onRenewReply(m LockReply) {
@@ -366,7 +398,7 @@ func (c *Client) beginWork() {
 		c.sendRead()
 		return
 	}
-	c.after(&c.workTimer, c.cfg.WorkDuration, c.sendWrite)
+	c.after(&c.workTimer, c.cfg.WorkDuration, c.sendWriteFn)
 }
 
 func (c *Client) sendWrite() {
@@ -376,7 +408,7 @@ func (c *Client) sendWrite() {
 	c.observe(Event{Kind: EvCall, Op: OpWrite, Request: c.storeReq, Token: c.token, Value: value})
 	c.env.Send(c.cfg.Store, WriteRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Value: value, Request: c.storeReq})
 	c.log("write.sent", c.storeReq, slog.Uint64("token", c.token), slog.Int64("value", value))
-	c.after(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOut)
+	c.after(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
 }
 
 func (c *Client) sendRead() {
@@ -385,7 +417,7 @@ func (c *Client) sendRead() {
 	c.observe(Event{Kind: EvCall, Op: OpRead, Request: c.storeReq})
 	c.env.Send(c.cfg.Store, ReadRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Request: c.storeReq})
 	c.log("read.sent", c.storeReq)
-	c.after(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOut)
+	c.after(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
 }
 
 // storeTimedOut gives up on the outstanding store operation: its outcome is
@@ -468,7 +500,7 @@ func (c *Client) resendRelease() {
 	c.relAttempts++
 	c.env.Send(c.server(), ReleaseRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.relReq})
 	c.log("release.sent", c.relReq, slog.Uint64("token", c.token))
-	c.after(&c.timeout, c.cfg.RequestTimeout, c.releaseTimedOut)
+	c.after(&c.timeout, c.cfg.RequestTimeout, c.releaseTimedOutFn)
 }
 
 // releaseTimedOut retries the release elsewhere, then gives up: the lease
@@ -481,20 +513,20 @@ func (c *Client) releaseTimedOut() {
 	}
 	c.log("release.timeout", c.relReq)
 	c.phase = phaseIdle
-	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycle)
+	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
 }
 
 func (c *Client) onReleaseReply(m LockReply) {
 	stop(c.timeout)
 	if m.Status == NotLeader && c.relAttempts < releaseAttempts {
 		named := c.redirect(m)
-		c.after(&c.timeout, c.retryDelay(named), c.resendRelease)
+		c.after(&c.timeout, c.retryDelay(named), c.resendReleaseFn)
 		return
 	}
 	c.observe(Event{Kind: EvReturn, Op: OpRelease, Request: m.Request, Token: c.token, Status: m.Status})
-	c.log("release."+m.Status.String(), m.Request, slog.Uint64("token", c.token))
+	c.logStatus("release.", m.Status, m.Request, slog.Uint64("token", c.token))
 	c.phase = phaseIdle
-	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycle)
+	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
 }
 
 // Receive routes replies by request id; stale and duplicated replies match

@@ -55,13 +55,31 @@ type ProtocolHost struct {
 
 	client *Client
 	wenv   protocolEnv
+	// replies[next:] wait for the workload, oldest first: each Reply arms
+	// a timer with deliverFn, bound once, and the timers fire in the order
+	// they were armed (each at the instant of its Reply, ties broken by
+	// arming order), so each delivers the oldest reply still waiting.
+	replies   []LockReply
+	next      int
+	deliverFn func()
 }
 
 // Reply answers the workload's pending lock request. The answer reaches the
 // workload in an event of its own at the current instant, never inside the
 // call that sent the request.
 func (h *ProtocolHost) Reply(r LockReply) {
-	h.Env.Clock().AfterFunc(0, func() { h.client.Receive(h.wenv, h.Env.ID(), r) })
+	h.replies = append(h.replies, r)
+	h.Env.Clock().AfterFunc(0, h.deliverFn)
+}
+
+// deliver hands the oldest waiting reply to the workload.
+func (h *ProtocolHost) deliver() {
+	r := h.replies[h.next]
+	h.replies[h.next] = LockReply{}
+	if h.next++; h.next == len(h.replies) {
+		h.replies, h.next = h.replies[:0], 0
+	}
+	h.client.Receive(h.wenv, h.Env.ID(), r)
 }
 
 // Observe reports an event of the protocol's own to the run's observer
@@ -92,6 +110,7 @@ func NewProtocolClient(cfg ClientConfig, p Protocol) *ProtocolClient {
 		cfg.Observer = NopObserver{}
 	}
 	pc := &ProtocolClient{proto: p, host: ProtocolHost{Config: cfg}}
+	pc.host.deliverFn = pc.host.deliver
 	inner := cfg
 	inner.Observer = protocolTap{pc}
 	pc.host.client = NewClient(inner)

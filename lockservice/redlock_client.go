@@ -61,6 +61,11 @@ type RedlockProtocol struct {
 	// held is the value of the grant the workload believes it holds (0:
 	// none), reported to the checker.
 	held uint64
+	// waiting is the round whose Wait timer was armed last, and waitFn,
+	// bound once, decides it: every earlier round's timer was stopped when
+	// the round was decided or superseded.
+	waiting *redlockRound
+	waitFn  func()
 }
 
 // A value is the client's tag (24 bits of a hash of its name) above 40
@@ -99,8 +104,13 @@ type valueCount struct {
 // NewRedlockProtocol returns the client side of Redlock; every client
 // (re)start needs a new one.
 func NewRedlockProtocol(cfg RedlockConfig) *RedlockProtocol {
-	return &RedlockProtocol{cfg: cfg}
+	p := &RedlockProtocol{cfg: cfg}
+	p.waitFn = p.waitOver
+	return p
 }
+
+// waitOver ends the round whose Wait ran out.
+func (p *RedlockProtocol) waitOver() { p.decide(p.waiting) }
 
 // Start keeps the host.
 func (p *RedlockProtocol) Start(h *ProtocolHost) {
@@ -160,8 +170,11 @@ func (p *RedlockProtocol) Request(_ sim.NodeID, msg sim.Message) {
 			p.h.Env.Send(n, RedlockDel{Resource: p.h.Config.Resource, Value: r.value, Attempt: r.attempt})
 		}
 	}
-	p.log("redlock."+r.kind.String()+".sent", &r)
-	p.op.timer = p.h.Env.Clock().AfterFunc(p.cfg.Wait, func() { p.decide(&r) })
+	if p.logging() {
+		p.log("redlock."+r.kind.String()+".sent", &r)
+	}
+	p.waiting = &r
+	p.op.timer = p.h.Env.Clock().AfterFunc(p.cfg.Wait, p.waitFn)
 }
 
 // randomValue draws a non-zero value, tagged with the client, from the
@@ -265,8 +278,10 @@ func (p *RedlockProtocol) decide(r *redlockRound) {
 			rep.Status = Overloaded
 		}
 	}
-	p.log("redlock."+r.kind.String()+".decided", r, slog.String("status", rep.Status.String()),
-		slog.Int("ok", r.ok), slog.Int("refused", r.refused), slog.Duration("validity", validity))
+	if p.logging() {
+		p.log("redlock."+r.kind.String()+".decided", r, slog.String("status", rep.Status.String()),
+			slog.Int("ok", r.ok), slog.Int("refused", r.refused), slog.Duration("validity", validity))
+	}
 	p.h.Reply(rep)
 }
 
@@ -284,6 +299,12 @@ func (p *RedlockProtocol) Observe(e Event) {
 		p.h.Observe(Event{Kind: EvEnded, Token: p.held, Reason: reason})
 		p.held = 0
 	}
+}
+
+// logging reports whether the logger takes records, so that nothing is
+// built for one it would drop.
+func (p *RedlockProtocol) logging() bool {
+	return p.h.Env.Log().Enabled(context.Background(), slog.LevelInfo)
 }
 
 func (p *RedlockProtocol) log(event string, r *redlockRound, attrs ...slog.Attr) {

@@ -49,11 +49,18 @@ func (p *benchRawTimerProc) Start(env Env) {
 	s := scheduler{env.(nodeEnv).n}
 	for range p.perNode {
 		period := benchPeriod + time.Duration(env.Rand().Int64N(int64(benchPeriod)))
-		var f func()
-		f = func() { s.Schedule(s.TrueNow()+period, f) }
-		s.Schedule(s.TrueNow()+period, f)
+		r := &benchRawTimer{s: s, period: period}
+		s.Schedule(s.TrueNow()+period, r)
 	}
 }
+
+// benchRawTimer re-schedules itself with its period whenever it fires.
+type benchRawTimer struct {
+	s      scheduler
+	period time.Duration
+}
+
+func (r *benchRawTimer) Fire(uint64) { r.s.Schedule(r.s.TrueNow()+r.period, r) }
 
 func (p *benchRawTimerProc) Receive(Env, NodeID, Message) {}
 

@@ -99,53 +99,67 @@ type scheduler struct{ n *node }
 
 func (s scheduler) TrueNow() time.Duration { return s.n.w.now }
 
-func (s scheduler) Schedule(at time.Duration, f func()) uint64 {
+func (s scheduler) Schedule(at time.Duration, h fakeclock.Handler) uint64 {
 	w := s.n.w
 	if at < w.now {
 		w.failf("timer scheduled in the past: %v < now", at)
 	}
-	id := w.timers.alloc()
-	w.queue.push(event{at: at, kind: evTimer, node: s.n.id, epoch: s.n.epoch, id: id, fn: f})
+	id := w.timers.alloc(h)
+	w.queue.push(event{at: at, kind: evTimer, node: s.n.id, epoch: s.n.epoch, id: id})
 	return id
 }
 
 func (s scheduler) Cancel(id uint64) bool { return s.n.w.timers.free(id) }
 
-// timerTable tracks which timer ids are still pending without a map: an id
-// packs a slot index and the slot's generation, so a cancelled timer's event
-// is recognised as stale when it pops, and slots are reused without
-// allocating.
+// timerTable tracks which timer ids are still pending, and what each runs,
+// without a map: an id packs a slot index and the slot's generation, so a
+// cancelled timer's event is recognised as stale when it pops, and slots
+// are reused without allocating. The handler lives in the slot rather than
+// in the event, which keeps events narrow and needs no closure per timer.
 type timerTable struct {
-	gen      []uint32 // current generation per slot; odd = pending
+	slots    []timerSlot
 	freeList []uint32
 }
 
-func (t *timerTable) alloc() uint64 {
+// timerSlot is one entry of the timer table.
+type timerSlot struct {
+	gen uint32            // current generation; odd = pending
+	h   fakeclock.Handler // what the pending timer runs; nil once retired
+}
+
+func (t *timerTable) alloc(h fakeclock.Handler) uint64 {
 	var slot uint32
 	if n := len(t.freeList); n > 0 {
 		slot = t.freeList[n-1]
 		t.freeList = t.freeList[:n-1]
 	} else {
-		slot = uint32(len(t.gen))
-		t.gen = append(t.gen, 0)
+		slot = uint32(len(t.slots))
+		t.slots = append(t.slots, timerSlot{})
 	}
-	t.gen[slot]++ // now odd: pending
-	return uint64(slot)<<32 | uint64(t.gen[slot])
+	s := &t.slots[slot]
+	s.gen++ // now odd: pending
+	s.h = h
+	return uint64(slot)<<32 | uint64(s.gen)
 }
 
 // pending reports whether id is still due to fire.
 func (t *timerTable) pending(id uint64) bool {
 	slot, gen := uint32(id>>32), uint32(id)
-	return int(slot) < len(t.gen) && t.gen[slot] == gen && gen%2 == 1
+	return int(slot) < len(t.slots) && t.slots[slot].gen == gen && gen%2 == 1
+}
+
+// take retires id and returns its handler, or nil if it was not pending.
+func (t *timerTable) take(id uint64) fakeclock.Handler {
+	if !t.pending(id) {
+		return nil
+	}
+	s := &t.slots[uint32(id>>32)]
+	h := s.h
+	s.gen++ // now even: retired
+	s.h = nil
+	t.freeList = append(t.freeList, uint32(id>>32))
+	return h
 }
 
 // free retires id; it reports whether the timer was pending.
-func (t *timerTable) free(id uint64) bool {
-	if !t.pending(id) {
-		return false
-	}
-	slot := uint32(id >> 32)
-	t.gen[slot]++ // now even: retired
-	t.freeList = append(t.freeList, slot)
-	return true
-}
+func (t *timerTable) free(id uint64) bool { return t.take(id) != nil }

@@ -43,8 +43,8 @@ func checkStory(t *testing.T, what string, got []obs, want []string) {
 // released their slot).
 func checkTimerIDsFreed(t *testing.T, w *World) {
 	t.Helper()
-	if len(w.timers.freeList) != len(w.timers.gen) {
-		t.Errorf("timer table: %d slots, %d free: want every slot free at quiescence", len(w.timers.gen), len(w.timers.freeList))
+	if len(w.timers.freeList) != len(w.timers.slots) {
+		t.Errorf("timer table: %d slots, %d free: want every slot free at quiescence", len(w.timers.slots), len(w.timers.freeList))
 	}
 }
 

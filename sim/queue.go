@@ -30,7 +30,8 @@ func (k eventKind) String() string {
 
 // event is one entry of the queue. It is stored by value: pushing and popping
 // allocate nothing once the heap's backing array has grown, and no closure is
-// made per event (timers and actions carry the callback their owner made).
+// made per event (an action carries the callback the harness made; a timer's
+// handler waits in the timer table under the event's id).
 type event struct {
 	at    time.Duration
 	seq   uint64
@@ -40,7 +41,7 @@ type event struct {
 	from  NodeID // sender, for deliveries
 	id    uint64 // timer id or action index
 	msg   Message
-	fn    func()
+	fn    func() // actions only
 }
 
 // before orders events by (time, sequence). The sequence number is assigned

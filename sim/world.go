@@ -236,12 +236,13 @@ func (w *World) fire(ev event) {
 		n.proc.Receive(nodeEnv{n}, ev.from, ev.msg)
 		w.running = nil
 	case evTimer:
-		if !w.timers.free(ev.id) {
+		h := w.timers.take(ev.id)
+		if h == nil {
 			return // cancelled: not an event of the run
 		}
 		w.trace.record(w, &ev, "")
 		w.running, w.stall = n, 0
-		ev.fn()
+		h.Fire(ev.id)
 		w.running = nil
 	case evResume:
 		if n.state != Paused || w.now < n.pausedUntil {

@@ -1,0 +1,43 @@
+package lockservice
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/fencesim/fencesim/sim"
+)
+
+// Without a trace the node's logger takes no record, and the client builds
+// none: logging an event allocates nothing.
+func TestClientLogWithoutTraceAllocatesNothing(t *testing.T) {
+	w := newTestWorld(t, nil)
+	p, _ := addProbe(t, w, "c")
+	w.Run(time.Second, 10) // the probe's Start, which keeps its env
+	c := NewClient(DefaultClientConfig("c", []sim.NodeID{0}, 0, "r"))
+	c.env = p.env
+	allocs := testing.AllocsPerRun(100, func() {
+		c.log("acquire.sent", 7, slog.Int("to", 1))
+		c.log("write.reply", 8, slog.Uint64("token", 3), slog.Bool("accepted", true), slog.Uint64("highest", 3))
+		c.logStatus("release.", NotHolder, 9, slog.Uint64("token", 3))
+	})
+	if allocs != 0 {
+		t.Fatalf("logging without a trace made %v allocations, want 0", allocs)
+	}
+}
+
+// Arming a client timer allocates the timer and nothing else: the callbacks
+// are bound once.
+func TestClientTimerArmAllocatesOnlyTheTimer(t *testing.T) {
+	w := newTestWorld(t, nil)
+	p, _ := addProbe(t, w, "c")
+	w.Run(time.Second, 10)
+	c := NewClient(DefaultClientConfig("c", []sim.NodeID{0}, 0, "r"))
+	c.env = p.env
+	allocs := testing.AllocsPerRun(100, func() {
+		c.after(&c.timeout, time.Second, c.retryAcquireFn)
+	})
+	if allocs > 1 {
+		t.Fatalf("arming a timer made %v allocations, want 1 (the timer)", allocs)
+	}
+}
