@@ -21,6 +21,9 @@ type Register struct {
 type FenceTable struct {
 	regs map[string]*Register
 	last map[string]lastWrite // by client: its latest decided write
+	// regKeys and lastKeys are the keys of regs and last, sorted: the
+	// durable record is encoded in this order, with no map iteration.
+	regKeys, lastKeys []string
 
 	// IgnoreTokens turns fencing off: every write is accepted. It exists for
 	// the unfenced contrast design and the canary that proves the checker
@@ -53,7 +56,8 @@ type WriteDecision struct {
 
 // Write decides w. Requests from one client must carry increasing ids.
 func (t *FenceTable) Write(w WriteRequest) WriteDecision {
-	if lw, ok := t.last[w.Client]; ok {
+	lw, seen := t.last[w.Client]
+	if seen {
 		if w.Request == lw.Request {
 			return WriteDecision{Reply: lw.Reply}
 		}
@@ -65,6 +69,7 @@ func (t *FenceTable) Write(w WriteRequest) WriteDecision {
 	if r == nil {
 		r = &Register{}
 		t.regs[w.Resource] = r
+		t.regKeys = insertSorted(t.regKeys, w.Resource)
 	}
 	rep := WriteReply{Request: w.Request}
 	if t.IgnoreTokens || w.Token >= r.Highest && !(t.strictGT && w.Token == r.Highest) {
@@ -73,6 +78,9 @@ func (t *FenceTable) Write(w WriteRequest) WriteDecision {
 		rep.Accepted = true
 	}
 	rep.Highest = r.Highest
+	if !seen {
+		t.lastKeys = insertSorted(t.lastKeys, w.Client)
+	}
 	t.last[w.Client] = lastWrite{Request: w.Request, Reply: rep}
 	return WriteDecision{Reply: rep, Applied: true}
 }
@@ -91,7 +99,8 @@ type StoreSnapshot struct {
 	Last      map[string]lastWrite `json:"last"`
 }
 
-// Snapshot captures the table for the disk (encoding/json sorts map keys).
+// Snapshot copies the table (the store's disk record is appendRecord's
+// binary form, encoded from the table itself).
 func (t *FenceTable) Snapshot() StoreSnapshot {
 	s := StoreSnapshot{Registers: make(map[string]Register, len(t.regs)), Last: maps.Clone(t.last)}
 	for k, r := range t.regs { //detlint:sorted (into a map)
@@ -102,22 +111,26 @@ func (t *FenceTable) Snapshot() StoreSnapshot {
 
 // Resources lists the resources ever written, sorted.
 func (t *FenceTable) Resources() []string {
-	out := make([]string, 0, len(t.regs))
-	for k := range t.regs { //detlint:sorted
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return append(make([]string, 0, len(t.regKeys)), t.regKeys...)
+}
+
+// insertSorted inserts k, which keys does not hold, keeping keys sorted.
+func insertSorted(keys []string, k string) []string {
+	i, _ := slices.BinarySearch(keys, k)
+	return slices.Insert(keys, i, k)
 }
 
 // RestoreFenceTable rebuilds a table from a snapshot.
 func RestoreFenceTable(s StoreSnapshot) *FenceTable {
 	t := NewFenceTable()
-	for k, r := range s.Registers { //detlint:sorted (into a map)
+	for k, r := range s.Registers { //detlint:sorted (into a map; the keys are sorted below)
 		t.regs[k] = &r
+		t.regKeys = append(t.regKeys, k)
 	}
 	if s.Last != nil {
 		t.last = maps.Clone(s.Last)
 	}
+	t.lastKeys = slices.Sorted(maps.Keys(t.last))
+	slices.Sort(t.regKeys)
 	return t
 }

@@ -124,18 +124,27 @@ func (s *fenceSM) read(t *rapid.T) {
 
 func (s *fenceSM) restart(t *rapid.T) {
 	before := s.registers()
-	snap := s.tbl.Snapshot()
-	if rapid.Bool().Draw(t, "viaJSON") {
-		b, err := json.Marshal(snap)
+	switch rapid.SampledFrom([]string{"snapshot", "json", "record"}).Draw(t, "via") {
+	case "snapshot":
+		s.tbl = RestoreFenceTable(s.tbl.Snapshot())
+	case "json":
+		b, err := json.Marshal(s.tbl.Snapshot())
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
 		}
-		snap = StoreSnapshot{}
+		var snap StoreSnapshot
 		if err := json.Unmarshal(b, &snap); err != nil {
 			t.Fatalf("unmarshal %s: %v", b, err)
 		}
+		s.tbl = RestoreFenceTable(snap)
+	case "record": // the store's disk form
+		b := s.tbl.appendRecord(nil, false)
+		tbl, err := decodeStoreRecord(b)
+		if err != nil {
+			t.Fatalf("decode %x: %v", b, err)
+		}
+		s.tbl = tbl
 	}
-	s.tbl = RestoreFenceTable(snap)
 	s.tbl.IgnoreTokens = s.ignore // configuration, not state: the store sets it
 	if after := s.registers(); !maps.Equal(before, after) {
 		t.Fatalf("restore: registers %+v, were %+v", after, before)

@@ -1,7 +1,6 @@
 package lockservice
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 
@@ -26,6 +25,9 @@ type FencedStore struct {
 	cfg   StoreConfig
 	state slotted
 	table *FenceTable
+	// rec is the durable record's encoding, reused across writes (the disk
+	// record is a copy: slotted.store seals it into a new buffer).
+	rec []byte
 }
 
 // NewFencedStore returns a store process; every restart needs a new one.
@@ -40,11 +42,11 @@ func NewFencedStore(cfg StoreConfig) *FencedStore {
 func (s *FencedStore) Start(env sim.Env) {
 	s.table = NewFenceTable()
 	if b, ok := s.state.load(env.Disk()); ok {
-		var snap StoreSnapshot
-		if err := json.Unmarshal(b, &snap); err != nil {
+		t, err := decodeStoreRecord(b)
+		if err != nil {
 			panic(fmt.Sprintf("lockservice: corrupt store state on disk: %v", err))
 		}
-		s.table = RestoreFenceTable(snap)
+		s.table = t
 	}
 	s.table.IgnoreTokens = s.cfg.IgnoreTokens || s.cfg.Mutant == MutStoreNoFence
 	s.table.strictGT = s.cfg.Mutant == MutStoreFenceStrictGT
@@ -63,19 +65,10 @@ func (s *FencedStore) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
 			return
 		}
 		if d.Applied {
-			snap := s.table.Snapshot()
-			if s.cfg.Mutant == MutStoreFenceVolatile {
-				// The highest token lives in memory only: a restart forgets it.
-				for k, r := range snap.Registers { //detlint:sorted (into a map)
-					r.Highest = 0
-					snap.Registers[k] = r
-				}
-			}
-			b, err := json.Marshal(snap)
-			if err != nil {
-				panic(fmt.Sprintf("lockservice: encoding store state: %v", err))
-			}
-			s.state.store(env.Disk(), b)
+			// MutStoreFenceVolatile: the highest token lives in memory only,
+			// so a restart forgets it.
+			s.rec = s.table.appendRecord(s.rec[:0], s.cfg.Mutant == MutStoreFenceVolatile)
+			s.state.store(env.Disk(), s.rec)
 			env.Disk().Sync()
 			s.cfg.Observer.Observe(Event{Kind: EvApplied, Resource: m.Resource, Client: m.Client, Token: m.Token, Value: m.Value, Accepted: d.Reply.Accepted, Request: m.Request})
 			env.Log().Info("store.write", slog.String("client", m.Client), slog.Uint64("req", m.Request),
