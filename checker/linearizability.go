@@ -146,14 +146,31 @@ var partitionByResource = partitionBy(func(in any) string { return in.(registerI
 // by the resource its inputs name, in ascending resource order.
 func partitionBy(resource func(input any) string) func([]porcupine.Operation) [][]porcupine.Operation {
 	return func(history []porcupine.Operation) [][]porcupine.Operation {
-		byResource := make(map[string][]porcupine.Operation)
-		for _, op := range history {
-			r := resource(op.Input)
-			byResource[r] = append(byResource[r], op)
+		if len(history) == 0 {
+			return [][]porcupine.Operation{}
 		}
-		parts := make([][]porcupine.Operation, 0, len(byResource))
-		for _, r := range sortedKeys(byResource) {
-			parts = append(parts, byResource[r])
+		counts := make(map[string]int)
+		for _, op := range history {
+			counts[resource(op.Input)]++
+		}
+		if len(counts) == 1 {
+			// One resource (Check passes one partition per resource): the
+			// history is its own partition. Porcupine only reads it.
+			return [][]porcupine.Operation{history}
+		}
+		resources := sortedKeys(counts)
+		parts := make([][]porcupine.Operation, len(resources))
+		all := make([]porcupine.Operation, 0, len(history))
+		index := make(map[string]int, len(resources))
+		off := 0
+		for i, r := range resources {
+			parts[i] = all[off : off : off+counts[r]]
+			index[r] = i
+			off += counts[r]
+		}
+		for _, op := range history {
+			i := index[resource(op.Input)]
+			parts[i] = append(parts[i], op)
 		}
 		return parts
 	}
@@ -202,12 +219,14 @@ func encodeOps(h History) []opPartition {
 
 	last := h.End
 	clients := make(map[string]int)
+	perResource := make(map[string]int) // ops per resource, then partition index
 	for _, op := range ops {
 		last = max(last, op.Call)
 		if op.Outcome != OutcomeUnknown {
 			last = max(last, op.Return)
 		}
 		clients[op.Client] = 0
+		perResource[op.Resource]++
 	}
 	open := last
 	if open < math.MaxInt64 {
@@ -217,17 +236,25 @@ func encodeOps(h History) []opPartition {
 		clients[c] = i
 	}
 
-	byResource := make(map[string]*opPartition)
+	// Every partition's slices are cut from one allocation, at their exact
+	// sizes.
+	resources := sortedKeys(perResource)
+	parts := make([]opPartition, len(resources))
+	allOps := make([]porcupine.Operation, 0, len(ops))
+	allSrc := make([]StoreOp, 0, len(ops))
+	off := 0
+	for i, r := range resources {
+		n := perResource[r]
+		parts[i] = opPartition{resource: r, ops: allOps[off : off : off+n], src: allSrc[off : off : off+n]}
+		perResource[r] = i
+		off += n
+	}
 	for _, op := range ops {
 		ret := max(op.Return, op.Call)
 		if op.Outcome == OutcomeUnknown {
 			ret = open
 		}
-		p := byResource[op.Resource]
-		if p == nil {
-			p = &opPartition{resource: op.Resource}
-			byResource[op.Resource] = p
-		}
+		p := &parts[perResource[op.Resource]]
 		p.ops = append(p.ops, porcupine.Operation{
 			ClientId: clients[op.Client],
 			Input:    registerInput{Resource: op.Resource, Kind: op.Kind, Token: op.Token, Value: op.Value},
@@ -237,10 +264,6 @@ func encodeOps(h History) []opPartition {
 			Metadata: opMetadata{ID: op.ID, Client: op.Client},
 		})
 		p.src = append(p.src, op)
-	}
-	parts := make([]opPartition, 0, len(byResource))
-	for _, r := range sortedKeys(byResource) {
-		parts = append(parts, *byResource[r])
 	}
 	return parts
 }

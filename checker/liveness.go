@@ -31,10 +31,12 @@ func CheckLiveness(h History, healAt, bound time.Duration, clients []string) *Vi
 	slices.Sort(names)
 	names = slices.Compact(names)
 
+	lockOps := byClient(h.LockOps, func(op *LockOp) string { return op.Client }, names)
+	storeOps := byClient(h.Ops, func(op *StoreOp) string { return op.Client }, names)
 	var clauses []string
 	var storeIDs, lockIDs []int
 	for _, c := range names {
-		p := livenessProgress(h, c, healAt, deadline)
+		p := livenessProgress(lockOps[c], storeOps[c], healAt, deadline)
 		if p.stage == stageReleased {
 			continue
 		}
@@ -93,22 +95,39 @@ type progress struct {
 	lockIDs   []int
 }
 
-// livenessProgress finds client's best cycle: the furthest stage reached,
+// byClient copies the ops of each named client, in history order: a list
+// per client (nil for none), each allocated at its exact size.
+func byClient[T any](ops []T, client func(*T) string, names []string) map[string][]T {
+	counts := make(map[string]int, len(names))
+	for _, c := range names {
+		counts[c] = 0
+	}
+	for i := range ops {
+		c := client(&ops[i])
+		if n, ok := counts[c]; ok {
+			counts[c] = n + 1
+		}
+	}
+	out := make(map[string][]T, len(names))
+	for i := range ops {
+		c := client(&ops[i])
+		n := counts[c]
+		if n == 0 {
+			continue // not named, or no op
+		}
+		if out[c] == nil {
+			out[c] = make([]T, 0, n)
+		}
+		out[c] = append(out[c], ops[i])
+	}
+	return out
+}
+
+// livenessProgress finds a client's best cycle from its lock and store ops
+// (in history order; sorted here, in place): the furthest stage reached,
 // the earliest grant among equals.
-func livenessProgress(h History, client string, healAt, deadline time.Duration) progress {
-	var lockOps []LockOp
-	for _, op := range h.LockOps {
-		if op.Client == client {
-			lockOps = append(lockOps, op)
-		}
-	}
+func livenessProgress(lockOps []LockOp, storeOps []StoreOp, healAt, deadline time.Duration) progress {
 	slices.SortStableFunc(lockOps, func(a, b LockOp) int { return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID)) })
-	var storeOps []StoreOp
-	for _, op := range h.Ops {
-		if op.Client == client {
-			storeOps = append(storeOps, op)
-		}
-	}
 	slices.SortStableFunc(storeOps, func(a, b StoreOp) int { return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID)) })
 	returned := func(out bool, ret time.Duration) bool { return out && ret <= deadline }
 

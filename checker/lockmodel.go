@@ -272,9 +272,15 @@ func encodeLockOps(h History) []lockPartition {
 
 	last := h.End
 	clients := make(map[string]int)
+	perResource := make(map[string]int) // encoded ops per resource, then partition index
+	encoded := 0
 	for _, op := range ops {
 		last = max(last, op.Call, op.Return)
 		clients[op.Client] = 0
+		if lockEffectOf(op.Kind, op.Outcome) != effNothing {
+			perResource[op.Resource]++
+			encoded++
+		}
 	}
 	open := last
 	if open < math.MaxInt64 {
@@ -284,7 +290,19 @@ func encodeLockOps(h History) []lockPartition {
 		clients[c] = i
 	}
 
-	byResource := make(map[string]*lockPartition)
+	// Every partition's slices are cut from one allocation, at their exact
+	// sizes.
+	resources := sortedKeys(perResource)
+	parts := make([]lockPartition, len(resources))
+	allOps := make([]porcupine.Operation, 0, encoded)
+	allSrc := make([]LockOp, 0, encoded)
+	off := 0
+	for i, r := range resources {
+		n := perResource[r]
+		parts[i] = lockPartition{resource: r, ops: allOps[off : off : off+n], src: allSrc[off : off : off+n]}
+		perResource[r] = i
+		off += n
+	}
 	for _, op := range ops {
 		eff := lockEffectOf(op.Kind, op.Outcome)
 		if eff == effNothing {
@@ -294,11 +312,7 @@ func encodeLockOps(h History) []lockPartition {
 		if eff == effAmbiguous {
 			ret = open
 		}
-		p := byResource[op.Resource]
-		if p == nil {
-			p = &lockPartition{resource: op.Resource}
-			byResource[op.Resource] = p
-		}
+		p := &parts[perResource[op.Resource]]
 		p.ops = append(p.ops, porcupine.Operation{
 			ClientId: clients[op.Client],
 			Input:    lockInput{Resource: op.Resource, Client: op.Client, Kind: op.Kind, Token: lockSentToken(op)},
@@ -308,10 +322,6 @@ func encodeLockOps(h History) []lockPartition {
 			Metadata: opMetadata{ID: op.ID, Client: op.Client},
 		})
 		p.src = append(p.src, op)
-	}
-	parts := make([]lockPartition, 0, len(byResource))
-	for _, r := range sortedKeys(byResource) {
-		parts = append(parts, *byResource[r])
 	}
 	return parts
 }

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"slices"
 	"time"
 
 	"github.com/fencesim/fencesim/checker"
@@ -89,12 +90,11 @@ func (r *recorder) Observe(e lockservice.Event) {
 			return
 		}
 		r.granted[e.Token] = true
-		i := len(r.h.Grants)
-		r.open[e.Token] = i
-		r.h.Grants = append(r.h.Grants, checker.Grant{Resource: e.Resource, Client: e.Client, Token: e.Token,
+		i := push(&r.h.Grants, checker.Grant{Resource: e.Resource, Client: e.Client, Token: e.Token,
 			Start: r.w.Now(), Open: true, Step: r.w.Step()})
-		if r.singleNode {
-			r.pending(lockNode, func() {
+		r.open[e.Token] = i
+		if done, ok := r.lockSyncing(); ok {
+			r.pending(lockNode, done, func() {
 				r.h.Grants[i].Lost = true
 				delete(r.granted, e.Token) // the restarted server may issue it again
 				delete(r.open, e.Token)
@@ -106,17 +106,16 @@ func (r *recorder) Observe(e lockservice.Event) {
 			return
 		}
 		r.renewed[k] = true
-		r.h.Renewals = append(r.h.Renewals, checker.Renewal{Resource: e.Resource, Client: e.Client, Token: e.Token,
+		push(&r.h.Renewals, checker.Renewal{Resource: e.Resource, Client: e.Client, Token: e.Token,
 			Request: e.Request, At: r.w.Now(), Step: r.w.Step()})
 	case lockservice.EvEnded:
 		k := endKey{e.Token, e.Reason}
 		if !r.ended[k] {
 			r.ended[k] = true
-			j := len(r.h.Ends)
-			r.h.Ends = append(r.h.Ends, checker.GrantEnd{Resource: e.Resource, Client: e.Client, Token: e.Token,
+			j := push(&r.h.Ends, checker.GrantEnd{Resource: e.Resource, Client: e.Client, Token: e.Token,
 				Reason: e.Reason, At: r.w.Now(), Step: r.w.Step()})
-			if r.singleNode {
-				r.pending(lockNode, func() { r.h.Ends[j].Lost = true; delete(r.ended, k) })
+			if done, ok := r.lockSyncing(); ok {
+				r.pending(lockNode, done, func() { r.h.Ends[j].Lost = true; delete(r.ended, k) })
 			}
 		}
 		i, ok := r.open[e.Token]
@@ -127,8 +126,8 @@ func (r *recorder) Observe(e lockservice.Event) {
 		r.h.Grants[i].Open = false
 		r.h.Grants[i].End = r.w.Now()
 		r.h.Grants[i].Reason = e.Reason
-		if r.singleNode {
-			r.pending(lockNode, func() { // the restarted server still holds the lease
+		if done, ok := r.lockSyncing(); ok {
+			r.pending(lockNode, done, func() { // the restarted server still holds the lease
 				if !r.h.Grants[i].Lost {
 					r.h.Grants[i].Open, r.h.Grants[i].End, r.h.Grants[i].Reason = true, 0, ""
 					r.open[e.Token] = i
@@ -136,10 +135,11 @@ func (r *recorder) Observe(e lockservice.Event) {
 			})
 		}
 	case lockservice.EvApplied:
-		i := len(r.h.Applies)
-		r.h.Applies = append(r.h.Applies, checker.StoreApply{Resource: e.Resource, Client: e.Client, Token: e.Token,
+		i := push(&r.h.Applies, checker.StoreApply{Resource: e.Resource, Client: e.Client, Token: e.Token,
 			Value: e.Value, Accepted: e.Accepted, At: r.w.Now(), Step: r.w.Step()})
-		r.pending(storeNode, func() { r.h.Applies[i].Lost = true })
+		if done, ok := r.syncing(storeNode); ok {
+			r.pending(storeNode, done, func() { r.h.Applies[i].Lost = true })
+		}
 	case lockservice.EvCall:
 		switch e.Op {
 		case lockservice.OpWrite:
@@ -172,17 +172,45 @@ func (r *recorder) Observe(e lockservice.Event) {
 	}
 }
 
-// pending notes that the record just made on node's behalf is a fact only
-// once node's slow sync in flight completes (if one is in flight: the
-// processes report a decision right after syncing it).
-func (r *recorder) pending(node string, undo func()) {
+// syncing returns when node's slow sync in flight completes, if one is in
+// flight: the processes report a decision right after syncing it, so a
+// record made now is a fact only then (see pending).
+func (r *recorder) syncing(node string) (done time.Duration, ok bool) {
 	id, known := r.ids[node]
 	if !known {
-		return
+		return 0, false
 	}
-	if done, ok := r.w.Disk(id).SyncDone(); ok {
-		r.tentative = append(r.tentative, tentative{node: node, done: done, undo: undo})
+	return r.w.Disk(id).SyncDone()
+}
+
+// lockSyncing is syncing(lockNode) for the single-node design, whose
+// server's decisions are facts only once synced; a replicated service's are
+// facts once committed.
+func (r *recorder) lockSyncing() (done time.Duration, ok bool) {
+	if !r.singleNode {
+		return 0, false
 	}
+	return r.syncing(lockNode)
+}
+
+// pending notes that the record just made on node's behalf is a fact only
+// once node's slow sync in flight completes, at done (from syncing, which
+// the caller asks first, so that it builds undo only when one is in
+// flight).
+func (r *recorder) pending(node string, done time.Duration, undo func()) {
+	r.tentative = append(r.tentative, tentative{node: node, done: done, undo: undo})
+}
+
+// push appends v to *s and returns its index. It doubles a full list
+// (append grows one past 256 elements by about 1.25×, reallocating and
+// copying a history's lists of tens of thousands of records about five
+// times their final size over a run).
+func push[T any](s *[]T, v T) int {
+	if len(*s) == cap(*s) {
+		*s = slices.Grow(*s, max(len(*s), 64))
+	}
+	*s = append(*s, v)
+	return len(*s) - 1
 }
 
 // takeBack undoes, at node's restart, the records whose sync its crash
@@ -215,7 +243,7 @@ func (r *recorder) call(e lockservice.Event, op checker.StoreOp) {
 	op.Call = r.w.Now()
 	op.Outcome = checker.OutcomeUnknown // until a reply says otherwise
 	r.ops[opKey{e.Client, e.Request}] = op.ID
-	r.h.Ops = append(r.h.Ops, op)
+	push(&r.h.Ops, op)
 }
 
 func (r *recorder) storeReturn(e lockservice.Event) {
@@ -245,7 +273,7 @@ func (r *recorder) lockCall(e lockservice.Event, kind checker.LockKind) {
 		op.Token = e.Token
 	}
 	r.lockOps[opKey{e.Client, e.Request}] = op.ID
-	r.h.LockOps = append(r.h.LockOps, op)
+	push(&r.h.LockOps, op)
 }
 
 // lockReturn records the first answer to a lock operation; a granted acquire
@@ -264,7 +292,7 @@ func (r *recorder) lockReturn(e lockservice.Event) {
 	op.Token = e.Token
 	if e.Status == lockservice.Granted {
 		r.beliefs[e.Client] = append(r.beliefs[e.Client], len(r.h.Beliefs))
-		r.h.Beliefs = append(r.h.Beliefs, checker.Belief{Client: e.Client, Resource: e.Resource, Token: e.Token,
+		push(&r.h.Beliefs, checker.Belief{Client: e.Client, Resource: e.Resource, Token: e.Token,
 			From: r.w.Now(), Open: true})
 	}
 }
