@@ -110,7 +110,7 @@ func TestReplicaRestartsAfterTornLogWrite(t *testing.T) {
 			w.AddNode(cfg.Name, func() sim.Process { return NewClient(cfg) }, fakeclock.Config{})
 		}
 		for k := range 20 {
-			at := 400*time.Millisecond + time.Duration(k)*97*time.Millisecond
+			at := 400*time.Millisecond + time.Duration(k)*61*time.Millisecond
 			victim := peers[k%3]
 			w.At(at, "torn crash", func() { w.CrashTorn(victim, keep) })
 			w.At(at+30*time.Millisecond, "restart", func() { w.Restart(victim) })

@@ -1,6 +1,9 @@
 package raft
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // raftLog is a node's log with its three watermarks. The whole log is kept
 // in memory (no compaction; see the package doc), entries[i] holding index
@@ -108,7 +111,14 @@ func (l *raftLog) truncateAndAppend(ents []Entry) {
 	if first <= l.committed {
 		panic(fmt.Sprintf("raft: internal error: append at index %d would overwrite committed index %d", first, l.committed))
 	}
-	l.entries = append(l.entries[:first-1], ents...)
+	if first <= l.lastIndex() {
+		// Replacing a suffix: write into a fresh array, because slices
+		// handed out earlier (messages still in flight, Ready.Entries) share
+		// the old one and must keep the entries they were given.
+		l.entries = append(slices.Clip(l.entries[:first-1]), ents...)
+	} else {
+		l.entries = append(l.entries, ents...)
+	}
 	l.unstable = min(l.unstable, first)
 }
 
@@ -123,8 +133,10 @@ func (l *raftLog) append(e Entry) {
 	l.entries = append(l.entries, e)
 }
 
-// slice returns a copy of the entries [lo, hi], inclusive, so that the
-// caller's slice is never overwritten by a later truncation of the log.
+// slice returns the entries [lo, hi], inclusive, without copying them: the
+// log never writes over an entry it has handed out (appends go past the end,
+// and truncateAndAppend moves to a fresh array), and the result's capacity
+// ends at hi, so a caller's append cannot reach into the log either.
 func (l *raftLog) slice(lo, hi uint64) []Entry {
 	if lo > hi {
 		return nil
@@ -132,9 +144,7 @@ func (l *raftLog) slice(lo, hi uint64) []Entry {
 	if lo == 0 || hi > l.lastIndex() {
 		panic(fmt.Sprintf("raft: internal error: slice [%d, %d] out of log [1, %d]", lo, hi, l.lastIndex()))
 	}
-	out := make([]Entry, hi-lo+1)
-	copy(out, l.entries[lo-1:hi])
-	return out
+	return l.entries[lo-1 : hi : hi]
 }
 
 // commitTo raises the commit index to i. It never lowers it: a committed

@@ -178,8 +178,11 @@ type Ready struct {
 	SoftState SoftState
 	// HardState is the state to persist when MustSync is set.
 	HardState HardState
-	// MustSync reports whether HardState or Entries changed since the last
-	// Ready, so that the caller can skip a disk sync when nothing did.
+	// MustSync reports whether the term, the vote or Entries changed since
+	// the last Ready, so that the caller can skip the disk when nothing did.
+	// A change of HardState.Commit alone does not set it (as in etcd): a
+	// restarted node that lost its newest commit index learns it again from
+	// the leader, and committed entries stay committed whatever it recalls.
 	MustSync bool
 	// Entries are log entries to persist BEFORE sending Messages. If
 	// Entries[0].Index is at or below the last persisted index, the caller
@@ -188,6 +191,7 @@ type Ready struct {
 	Entries []Entry
 	// Messages are to be sent only after HardState and Entries are
 	// persisted, because votes and acknowledgements in them rely on it.
+	// The slice is valid until the next call of Ready, which reuses it.
 	Messages []Message
 	// CommittedEntries are to be applied to the state machine in order,
 	// after persisting. After a restart they start again from index 1.
