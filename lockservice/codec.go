@@ -102,7 +102,11 @@ func decodeCommand(b []byte) (Command, error) {
 // encodeEntry writes a Raft log entry; a nil Data (a new leader's empty
 // entry) stays distinct from empty data.
 func encodeEntry(e raft.Entry) []byte {
-	b := make([]byte, 0, 24+len(e.Data))
+	return appendEntry(make([]byte, 0, 24+len(e.Data)), e)
+}
+
+// appendEntry appends e's encoding to b.
+func appendEntry(b []byte, e raft.Entry) []byte {
 	b = append(b, codecVersion)
 	b = binary.AppendUvarint(b, e.Term)
 	b = binary.AppendUvarint(b, e.Index)
@@ -130,8 +134,11 @@ func decodeEntry(b []byte) (raft.Entry, error) {
 	return e, r.done()
 }
 
-func encodeHardState(hs raft.HardState) []byte {
-	b := []byte{codecVersion}
+func encodeHardState(hs raft.HardState) []byte { return appendHardState(nil, hs) }
+
+// appendHardState appends hs's encoding to b.
+func appendHardState(b []byte, hs raft.HardState) []byte {
+	b = append(b, codecVersion)
 	b = binary.AppendUvarint(b, hs.Term)
 	b = binary.AppendUvarint(b, uint64(hs.Vote))
 	return binary.AppendUvarint(b, hs.Commit)

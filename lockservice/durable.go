@@ -22,10 +22,22 @@ const sealHeader = 8 // uint32 length, uint32 CRC-32C
 
 // seal frames v so that a torn copy is detected.
 func seal(v []byte) []byte {
-	b := make([]byte, sealHeader, sealHeader+len(v))
+	return endSeal(append(beginSeal(make([]byte, 0, sealHeader+len(v))), v...))
+}
+
+// beginSeal starts a sealed value in buf (reused, its contents dropped):
+// the caller appends the value after the header that endSeal fills in, so
+// that a value is encoded and sealed in one reusable buffer.
+func beginSeal(buf []byte) []byte {
+	return append(buf[:0], make([]byte, sealHeader)...)
+}
+
+// endSeal fills in the header of a value begun with beginSeal.
+func endSeal(b []byte) []byte {
+	v := b[sealHeader:]
 	binary.BigEndian.PutUint32(b[0:4], uint32(len(v)))
 	binary.BigEndian.PutUint32(b[4:8], crc32.Checksum(v, castagnoli))
-	return append(b, v...)
+	return b
 }
 
 // unseal returns the value inside b, or false if b is torn or corrupt.
@@ -43,22 +55,24 @@ func unseal(b []byte) ([]byte, bool) {
 
 // slotted is a record kept in two alternating disk slots.
 type slotted struct {
-	key string
-	seq uint64 // sequence number of the last copy written
+	key   string
+	seq   uint64    // sequence number of the last copy written
+	slots [2]string // key/0 and key/1, made once
+	buf   []byte    // scratch for the sealed copy (the disk keeps its own)
 }
 
 func (s *slotted) slot(seq uint64) string {
-	if seq%2 == 0 {
-		return s.key + "/0"
+	if s.slots[0] == "" {
+		s.slots = [2]string{s.key + "/0", s.key + "/1"}
 	}
-	return s.key + "/1"
+	return s.slots[seq%2]
 }
 
 // load returns the newest intact copy and remembers its sequence number.
 func (s *slotted) load(d *sim.Disk) ([]byte, bool) {
 	var best []byte
 	found := false
-	for _, k := range []string{s.key + "/0", s.key + "/1"} {
+	for _, k := range []string{s.slot(0), s.slot(1)} {
 		raw, ok := d.Read(k)
 		if !ok {
 			continue
@@ -78,6 +92,7 @@ func (s *slotted) load(d *sim.Disk) ([]byte, bool) {
 // one. The caller syncs.
 func (s *slotted) store(d *sim.Disk, v []byte) {
 	s.seq++
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(v)), s.seq)
-	d.Write(s.slot(s.seq), seal(append(b, v...)))
+	b := binary.BigEndian.AppendUint64(beginSeal(s.buf), s.seq)
+	s.buf = endSeal(append(b, v...))
+	d.Write(s.slot(s.seq), s.buf)
 }

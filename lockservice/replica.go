@@ -1,6 +1,7 @@
 package lockservice
 
 import (
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -88,12 +89,16 @@ type Replica struct {
 	applied uint64
 
 	persistedLast uint64
-	hardState     slotted
-	pending       map[uint64][]waiter // by log index, leader only
-	inflight      int                 // client proposals not yet applied
-	leases        map[string]*leaderLease
-	leader        bool
-	ticker        clockwork.Timer
+	// scratch and hsBuf are reused to encode and seal what persist writes
+	// (the disk keeps its own copy), so that persisting allocates nothing.
+	scratch   []byte
+	hsBuf     [3*binary.MaxVarintLen64 + 1]byte
+	hardState slotted
+	pending   map[uint64][]waiter // by log index, leader only
+	inflight  int                 // client proposals not yet applied
+	leases    map[string]*leaderLease
+	leader    bool
+	ticker    clockwork.Timer
 
 	// Planted bugs' state (see mutants.go); unused by the reference.
 	localTokens uint64                   // MutTokenLocalCounter: tokens this replica handed out
@@ -341,13 +346,12 @@ func (r *Replica) persist(rd raft.Ready) {
 			d.Delete(logKey(i))
 		}
 		for _, e := range rd.Entries {
-			b := encodeEntry(e)
-			d.Write(logKey(e.Index), seal(b))
+			r.scratch = endSeal(appendEntry(beginSeal(r.scratch), e))
+			d.Write(logKey(e.Index), r.scratch) // the disk keeps a copy
 		}
 		r.persistedLast = last
 	}
-	b := encodeHardState(rd.HardState)
-	r.hardState.store(d, b)
+	r.hardState.store(d, appendHardState(r.hsBuf[:0], rd.HardState))
 	if r.cfg.Mutant == MutTokenUnsynced {
 		return // written, but the messages below go out before any sync
 	}

@@ -18,67 +18,91 @@ import (
 // loses them (or tears the last), exactly as power failing during fsync.
 // Nothing the process sent after the Sync has left by then.
 type Disk struct {
-	cur    map[string][]byte // what Read sees
-	synced map[string][]byte // what survives a crash
-	dirty  []string          // keys written since the last Sync, in write order
-	// last is the key of the most recent unsynced Write ("" with lastOK
-	// false when there is none, or when the most recent change was a
-	// Delete, which cannot tear).
-	last   string
-	lastOK bool
+	// recs holds every key ever written and not since deleted for good:
+	// one record per key with its current and its synced value, so that a
+	// write costs one map lookup and a sync none.
+	recs  map[string]*record
+	dirty []*record // records written since the last Sync, in write order
+	// last is the most recent unsynced Write (nil when there is none, or
+	// when the most recent change was a Delete, which cannot tear).
+	last *record
 	// onSync, if set, is told of every Sync; on a slow disk it returns the
 	// true time the sync completes (and stalls the node until then).
 	onSync func() (done time.Duration, slow bool)
 	// now reads true time, to settle syncs in flight.
 	now func() time.Duration
-	// inflight are keys covered by a slow Sync still in progress, durable
-	// once true time reaches inflightDone.
-	inflight     []string
+	// inflight are records covered by a slow Sync still in progress,
+	// durable once true time reaches inflightDone.
+	inflight     []*record
 	inflightDone time.Duration
 
 	writes, syncs, lost, torn int
 }
 
+// record is one key: what Read sees (cur) and what survives a crash
+// (synced), each with its presence, and which pending lists hold it.
+type record struct {
+	key                string
+	cur, synced        []byte
+	curOK, syncedOK    bool
+	isDirty, isFlushed bool // in Disk.dirty, in Disk.inflight
+}
+
 func newDisk() *Disk {
-	return &Disk{cur: map[string][]byte{}, synced: map[string][]byte{}}
+	return &Disk{recs: map[string]*record{}}
 }
 
 // Write stores a copy of value under key. It is not durable until Sync.
 func (d *Disk) Write(key string, value []byte) {
 	d.settle()
-	d.cur[key] = slices.Clone(value)
-	d.markDirty(key)
-	d.last, d.lastOK = key, true
+	r := d.record(key)
+	r.cur, r.curOK = slices.Clone(value), true
+	d.markDirty(r)
+	d.last = r
 }
 
 // Delete removes key. Like Write, it is not durable until Sync.
 func (d *Disk) Delete(key string) {
 	d.settle()
-	delete(d.cur, key)
-	d.markDirty(key)
-	d.last, d.lastOK = "", false
+	r := d.record(key)
+	r.cur, r.curOK = nil, false
+	d.markDirty(r)
+	d.last = nil
 }
 
-func (d *Disk) markDirty(key string) {
+// record returns key's record, making an empty one if there is none.
+func (d *Disk) record(key string) *record {
+	r := d.recs[key]
+	if r == nil {
+		r = &record{key: key}
+		d.recs[key] = r
+	}
+	return r
+}
+
+func (d *Disk) markDirty(r *record) {
 	d.writes++
-	if !slices.Contains(d.dirty, key) {
-		d.dirty = append(d.dirty, key)
+	if !r.isDirty {
+		r.isDirty = true
+		d.dirty = append(d.dirty, r)
 	}
 }
 
 // Read returns the current value of key, synced or not. The returned slice
 // must not be modified.
 func (d *Disk) Read(key string) ([]byte, bool) {
-	v, ok := d.cur[key]
-	return v, ok
+	if r := d.recs[key]; r != nil && r.curOK {
+		return r.cur, true
+	}
+	return nil, false
 }
 
 // Keys returns the keys that start with prefix, sorted, so that a process
 // restoring its state walks them in the same order in every run.
 func (d *Disk) Keys(prefix string) []string {
 	var keys []string
-	for k := range d.cur { //detlint:sorted
-		if strings.HasPrefix(k, prefix) {
+	for k, r := range d.recs { //detlint:sorted
+		if r.curOK && strings.HasPrefix(k, prefix) {
 			keys = append(keys, k)
 		}
 	}
@@ -93,9 +117,11 @@ func (d *Disk) Sync() {
 	d.syncs++
 	if d.onSync != nil {
 		if done, slow := d.onSync(); slow {
-			for _, k := range d.dirty {
-				if !slices.Contains(d.inflight, k) {
-					d.inflight = append(d.inflight, k)
+			for _, r := range d.dirty {
+				r.isDirty = false
+				if !r.isFlushed {
+					r.isFlushed = true
+					d.inflight = append(d.inflight, r)
 				}
 			}
 			d.dirty = d.dirty[:0]
@@ -103,19 +129,20 @@ func (d *Disk) Sync() {
 			return // the last write stays tearable until the sync completes
 		}
 	}
-	d.commit(d.dirty)
+	for _, r := range d.dirty {
+		r.isDirty = false
+		d.commit(r)
+	}
 	d.dirty = d.dirty[:0]
-	d.last, d.lastOK = "", false
+	d.last = nil
 }
 
-// commit makes the current values of keys durable.
-func (d *Disk) commit(keys []string) {
-	for _, k := range keys {
-		if v, ok := d.cur[k]; ok {
-			d.synced[k] = v
-		} else {
-			delete(d.synced, k)
-		}
+// commit makes the current value of r durable, and forgets r once it is
+// gone for good.
+func (d *Disk) commit(r *record) {
+	r.synced, r.syncedOK = r.cur, r.curOK
+	if !r.curOK && !r.isDirty && !r.isFlushed {
+		delete(d.recs, r.key)
 	}
 }
 
@@ -124,10 +151,13 @@ func (d *Disk) settle() {
 	if len(d.inflight) == 0 || d.now == nil || d.now() < d.inflightDone {
 		return
 	}
-	d.commit(d.inflight)
+	for _, r := range d.inflight {
+		r.isFlushed = false
+		d.commit(r)
+	}
 	d.inflight = d.inflight[:0]
 	if len(d.dirty) == 0 {
-		d.last, d.lastOK = "", false
+		d.last = nil
 	}
 }
 
@@ -138,13 +168,16 @@ func (d *Disk) unsettle() {
 	if len(d.inflight) == 0 {
 		return
 	}
-	keys := d.inflight
-	for _, k := range d.dirty {
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
+	recs := d.inflight
+	for _, r := range recs {
+		r.isFlushed, r.isDirty = false, true
+	}
+	for _, r := range d.dirty {
+		if !slices.Contains(recs, r) {
+			recs = append(recs, r)
 		}
 	}
-	d.dirty, d.inflight = keys, nil
+	d.dirty, d.inflight = recs, nil
 }
 
 // SyncDone reports when the slow sync now in flight completes; ok is
@@ -168,16 +201,16 @@ func (d *Disk) Dirty() int {
 // crash drops every unsynced write: the disk comes back as of the last Sync.
 func (d *Disk) crash() {
 	d.unsettle()
-	for _, k := range d.dirty {
+	for _, r := range d.dirty {
 		d.lost++
-		if v, ok := d.synced[k]; ok {
-			d.cur[k] = v
-		} else {
-			delete(d.cur, k)
+		r.isDirty = false
+		r.cur, r.curOK = r.synced, r.syncedOK
+		if !r.curOK {
+			delete(d.recs, r.key)
 		}
 	}
 	d.dirty = d.dirty[:0]
-	d.last, d.lastOK = "", false
+	d.last = nil
 }
 
 // crashTorn is crash, except that the most recent unsynced write, if the
@@ -187,20 +220,21 @@ func (d *Disk) crash() {
 // whether a write was torn.
 func (d *Disk) crashTorn(keep float64) bool {
 	d.unsettle()
-	key, ok := d.last, d.lastOK
-	v := d.cur[key]
-	if !ok || len(v) == 0 {
+	r := d.last
+	if r == nil || len(r.cur) == 0 {
 		d.crash()
 		return false
 	}
+	v := r.cur
 	n := int(float64(len(v)) * keep) // one IEEE product: the same on every platform
 	n = max(0, min(n, len(v)-1))
 	prefix := slices.Clone(v[:n])
 	d.crash()
 	d.lost-- // the torn key was counted as lost; it is torn instead
 	d.torn++
-	d.cur[key] = prefix
-	d.synced[key] = prefix
+	r = d.record(r.key) // crash may have forgotten it
+	r.cur, r.curOK = prefix, true
+	r.synced, r.syncedOK = prefix, true
 	return true
 }
 
