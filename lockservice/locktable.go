@@ -42,6 +42,7 @@ type LockTable struct {
 	lastToken uint64
 	dedup     map[string][]dedupEntry // by client, oldest first
 	highest   map[string]uint64       // by client: its highest request id applied
+	forgotten map[string]uint64       // by client: the highest request id pushed out of its window
 
 	// mutant is the planted bug of the server that owns the table.
 	mutant Mutant
@@ -54,7 +55,7 @@ type LockTable struct {
 
 // NewLockTable returns an empty table that has issued no token.
 func NewLockTable() *LockTable {
-	return &LockTable{leases: map[string]*Lease{}, dedup: map[string][]dedupEntry{}, highest: map[string]uint64{}}
+	return &LockTable{leases: map[string]*Lease{}, dedup: map[string][]dedupEntry{}, highest: map[string]uint64{}, forgotten: map[string]uint64{}}
 }
 
 // LastToken is the highest token the table has issued.
@@ -102,15 +103,20 @@ func (t *LockTable) Seen(client string, request uint64) (LockReply, bool) {
 
 // stale reports whether request is a late copy of one its client
 // abandoned long ago: from an earlier incarnation of the client (request
-// ids carry the incarnation in their high 32 bits), or older than every
-// request in the client's full dedup window. Such a copy, delayed in the
-// network or in a deposed leader's log, must not be applied: the window
-// that would have answered it from memory has moved on, and applying it
-// would grant a lock nobody waits for. A request merely reordered with a
-// concurrent one of the same client stays inside the window's range and
-// is applied. Seen must have been asked first.
+// ids carry the incarnation in their high 32 bits), at or below a request
+// already pushed out of the client's dedup window, or older than every
+// request in the full window. Such a copy, delayed in the network or in a
+// deposed leader's log, must not be applied: the window that would have
+// answered it from memory has moved on, and applying it would grant a lock
+// nobody waits for. The pushed-out watermark matters because the window is
+// kept in apply order, not request order: a late copy of an old request
+// that was applied (as not-holder, say) sits in the window and would make
+// a copy of a newer, already forgotten acquire look recent (swarm seed 31
+// of the standard run). A request merely reordered with a concurrent one
+// of the same client stays above both and is applied. Seen must have been
+// asked first.
 func (t *LockTable) stale(client string, request uint64) bool {
-	if request>>32 < t.highest[client]>>32 {
+	if request>>32 < t.highest[client]>>32 || request <= t.forgotten[client] {
 		return true
 	}
 	d := t.dedup[client]
@@ -132,6 +138,9 @@ func (t *LockTable) remember(client string, request uint64, r LockReply) LockRep
 	t.highest[client] = max(t.highest[client], request)
 	d := append(t.dedup[client], dedupEntry{Request: request, Reply: r})
 	if len(d) > dedupDepth {
+		for _, e := range d[:len(d)-dedupDepth] {
+			t.forgotten[client] = max(t.forgotten[client], e.Request)
+		}
 		d = slices.Delete(d, 0, len(d)-dedupDepth)
 	}
 	t.dedup[client] = d
@@ -281,11 +290,12 @@ type Snapshot struct {
 	Leases    []Lease                 `json:"leases"`
 	Dedup     map[string][]dedupEntry `json:"dedup"`
 	Highest   map[string]uint64       `json:"highest"`
+	Forgotten map[string]uint64       `json:"forgotten,omitempty"`
 }
 
 // Snapshot captures the table for the disk (encoding/json sorts map keys).
 func (t *LockTable) Snapshot() Snapshot {
-	return Snapshot{LastToken: t.lastToken, Leases: t.Leases(), Dedup: cloneDedup(t.dedup), Highest: maps.Clone(t.highest)}
+	return Snapshot{LastToken: t.lastToken, Leases: t.Leases(), Dedup: cloneDedup(t.dedup), Highest: maps.Clone(t.highest), Forgotten: maps.Clone(t.forgotten)}
 }
 
 // cloneDedup deep-copies a dedup table, so a snapshot never shares state
@@ -313,6 +323,9 @@ func RestoreLockTable(s Snapshot, now time.Duration) *LockTable {
 	}
 	if s.Highest != nil {
 		t.highest = maps.Clone(s.Highest)
+	}
+	if s.Forgotten != nil {
+		t.forgotten = maps.Clone(s.Forgotten)
 	}
 	return t
 }

@@ -76,12 +76,14 @@ type lockModel struct {
 	lastToken uint64
 	dedup     map[string][]dedupEntry
 	highest   map[string]uint64
+	forgotten map[string]uint64 // highest request pushed out of the window
 }
 
-// stale: a request of an earlier incarnation, or older than every request
-// in a full window, is a late copy and is not applied.
+// stale: a request of an earlier incarnation, at or below one pushed out
+// of the window, or older than every request in a full window, is a late
+// copy and is not applied.
 func (m *lockModel) stale(client string, req uint64) bool {
-	if req>>32 < m.highest[client]>>32 {
+	if req>>32 < m.highest[client]>>32 || req <= m.forgotten[client] {
 		return true
 	}
 	d := m.dedup[client]
@@ -112,6 +114,12 @@ func (m *lockModel) remember(client string, req uint64, r LockReply) LockReply {
 	m.highest[client] = max(m.highest[client], req)
 	d := append(m.dedup[client], dedupEntry{Request: req, Reply: r})
 	if len(d) > dedupDepth {
+		if m.forgotten == nil {
+			m.forgotten = map[string]uint64{}
+		}
+		for _, e := range d[:len(d)-dedupDepth] {
+			m.forgotten[client] = max(m.forgotten[client], e.Request)
+		}
 		d = d[len(d)-dedupDepth:]
 	}
 	m.dedup[client] = slices.Clone(d)
@@ -493,5 +501,32 @@ func TestLockTableLateCopyOutsideDedupWindowIsStale(t *testing.T) {
 	tbl.Release(ReleaseRequest{Resource: "b", Client: "e", Token: 2, Request: 2<<32 | 1})
 	if got := tbl.Acquire(AcquireRequest{Resource: "b", Client: "e", TTL: time.Second, Request: 1<<32 | 2}, 0, 3); got.Status != Stale {
 		t.Fatalf("a copy from an earlier incarnation: got %+v, want Stale", got)
+	}
+}
+
+// TestLockTableLateCopyBehindALateOldRequestIsStale is the standard run's
+// seed 31: acquire 533 was granted and later pushed out of the window; a
+// late copy of the older request 532 was applied meanwhile (not-holder) and
+// sat in the window, so "older than every request in the window" no longer
+// caught a late copy of 533 — which granted a lock nobody waited for.
+func TestLockTableLateCopyBehindALateOldRequestIsStale(t *testing.T) {
+	tbl := NewLockTable()
+	tbl.Acquire(AcquireRequest{Resource: "a", Client: "c", TTL: time.Second, Request: 533}, 0, 1)
+	tbl.Release(ReleaseRequest{Resource: "a", Client: "c", Token: 1, Request: 534})
+	tbl.Release(ReleaseRequest{Resource: "a", Client: "c", Token: 1, Request: 532}) // a late copy: not-holder
+	for i := uint64(0); i < dedupDepth-1; i++ { // push 533 (and 534) out, 532 stays
+		tbl.Acquire(AcquireRequest{Resource: "b", Client: "c", TTL: time.Second, Request: 540 + i}, 0, 2+i)
+	}
+	if _, ok := tbl.Seen("c", 533); ok {
+		t.Fatalf("request 533 still remembered")
+	}
+	if _, ok := tbl.Seen("c", 532); !ok {
+		t.Fatalf("request 532 no longer remembered; the test no longer builds seed 31's window")
+	}
+	if got := tbl.Acquire(AcquireRequest{Resource: "a", Client: "c", TTL: time.Second, Request: 533}, 0, 100); got.Status != Stale {
+		t.Fatalf("a late copy of the forgotten acquire 533: got %+v, want Stale", got)
+	}
+	if _, held := tbl.Lease("a"); held {
+		t.Fatalf("the late copy granted the lock")
 	}
 }
