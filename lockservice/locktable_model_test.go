@@ -514,7 +514,7 @@ func TestLockTableLateCopyBehindALateOldRequestIsStale(t *testing.T) {
 	tbl.Acquire(AcquireRequest{Resource: "a", Client: "c", TTL: time.Second, Request: 533}, 0, 1)
 	tbl.Release(ReleaseRequest{Resource: "a", Client: "c", Token: 1, Request: 534})
 	tbl.Release(ReleaseRequest{Resource: "a", Client: "c", Token: 1, Request: 532}) // a late copy: not-holder
-	for i := uint64(0); i < dedupDepth-1; i++ { // push 533 (and 534) out, 532 stays
+	for i := uint64(0); i < dedupDepth-1; i++ {                                     // push 533 (and 534) out, 532 stays
 		tbl.Acquire(AcquireRequest{Resource: "b", Client: "c", TTL: time.Second, Request: 540 + i}, 0, 2+i)
 	}
 	if _, ok := tbl.Seen("c", 533); ok {
