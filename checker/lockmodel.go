@@ -121,17 +121,22 @@ func lockStep(state, input, output any) []any {
 	out := output.(lockOutput)
 	eff := lockEffectOf(in.Kind, out.Outcome)
 
-	var next []any
+	// At most two candidates, each with at most two successors: collect
+	// them typed and distinct, and box them once at the end (porcupine
+	// calls this for every op it tries, so it is the checker's hot path).
+	var buf [4]lockState
+	next := buf[:0]
 	add := func(x lockState) {
-		if !slices.Contains(next, any(x)) {
+		if !slices.Contains(next, x) {
 			next = append(next, x)
 		}
 	}
-	candidates := []lockState{s}
+	candidates := [2]lockState{s, {Last: s.Last}} // as is, or the lease expired
+	nc := 1
 	if s.Holder != "" {
-		candidates = append(candidates, lockState{Last: s.Last}) // the lease expired
+		nc = 2
 	}
-	for _, p := range candidates {
+	for _, p := range candidates[:nc] {
 		switch eff {
 		case effNothing:
 			add(p)
@@ -168,11 +173,16 @@ func lockStep(state, input, output any) []any {
 			}
 		}
 	}
-	return next
+	if len(next) == 0 {
+		return nil
+	}
+	boxed := make([]any, len(next))
+	for i, x := range next {
+		boxed[i] = x
+	}
+	return boxed
 }
 
-// hashLockState mixes a lockState into 64 bits so porcupine's cache can skip
-// most Equal calls.
 func hashLockState(state any) uint64 {
 	s := state.(lockState)
 	h := uint64(14695981039346656037)

@@ -207,15 +207,20 @@ func loadLog(d *sim.Disk) []raft.Entry {
 func raftID(id sim.NodeID) raft.ID { return raft.ID(id) + 1 }
 func nodeID(id raft.ID) sim.NodeID { return sim.NodeID(id) - 1 }
 
+// tick starts the Raft ticker: one timer, re-armed from its own callback
+// (a tick every TickInterval of the replica's monotonic clock, counted from
+// when the last one ran, so a paused replica ticks once when it wakes).
 func (r *Replica) tick() {
-	r.ticker = r.env.Clock().AfterFunc(r.cfg.TickInterval, func() {
-		r.node.Tick()
-		r.flush()
-		if r.cfg.Mutant == MutExpiryWallclock {
-			r.wallExpiry()
-		}
-		r.tick()
-	})
+	r.ticker = r.env.Clock().AfterFunc(r.cfg.TickInterval, r.onTick)
+}
+
+func (r *Replica) onTick() {
+	r.node.Tick()
+	r.flush()
+	if r.cfg.Mutant == MutExpiryWallclock {
+		r.wallExpiry()
+	}
+	r.ticker.Reset(r.cfg.TickInterval)
 }
 
 // Receive handles Raft traffic and client requests.

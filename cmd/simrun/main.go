@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 )
 
 // Exit codes, stable for scripts and CI.
@@ -22,7 +23,22 @@ const (
 )
 
 func main() {
+	tuneGC()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// batchGCPercent is the collector's target when GOGC is not set. A run
+// allocates about 100 MB and keeps under 1 MB; at Go's default of 100 the
+// collector runs every few milliseconds and takes about a sixth of the
+// time. At 400 it runs a quarter as often: the standard run gains ~16% and
+// the heap peaks near 150 MB per worker, a small price on a machine that
+// runs sweeps. GOGC in the environment still decides when it is set.
+const batchGCPercent = 400
+
+func tuneGC() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(batchGCPercent)
+	}
 }
 
 const usage = `usage: simrun <command> [flags]
@@ -43,8 +59,10 @@ commands:
                                sweep with a planted bug until the first violation; -all prints
                                the detection table
 
-  bench [-seeds N] [-json]     the standard run's speed against the bare event loop, one worker
-                               and every core, checker share, heap
+  bench [-seeds N] [-memory M] [-json] [-cpuprofile FILE]
+                               the standard run's speed against the bare event loop, one worker
+                               and every core, checker share, peak heap; -memory M: the heap
+                               after the first 1% of M seeds against after all M
 
 run and sweep take -mutant NAME too.
 failing runs (any verdict but pass) write a replay file under failures/ (or into -out DIR)
