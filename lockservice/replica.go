@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -88,10 +87,10 @@ type Replica struct {
 	started map[string]uint64 // resource → index of the grant/renewal that last started its lease
 	applied uint64
 
-	persistedLast uint64
-	// scratch and hsBuf are reused to encode and seal what persist writes
-	// (the disk keeps its own copy), so that persisting allocates nothing.
-	scratch   []byte
+	log           diskLog        // the persisted log's segments
+	persistedHard raft.HardState // the hard state last written
+	// hsBuf is reused to encode the hard state (the disk keeps its own
+	// copy), so that persisting allocates nothing.
 	hsBuf     [3*binary.MaxVarintLen64 + 1]byte
 	hardState slotted
 	pending   map[uint64][]waiter // by log index, leader only
@@ -113,24 +112,7 @@ func NewReplica(cfg ReplicaConfig) *Replica {
 	return &Replica{cfg: cfg}
 }
 
-const (
-	hardStateKey = "raft/hardstate"
-	logKeyPrefix = "raft/log/"
-)
-
-// logKey is the disk key of log entry index, zero-padded so that sorted
-// keys are in index order. (Not fmt: it is on every proposal's path.)
-func logKey(index uint64) string {
-	var b [len(logKeyPrefix) + 20]byte
-	n := copy(b[:], logKeyPrefix)
-	digits := strconv.AppendUint(b[n:n], index, 10)
-	pad := 20 - len(digits)
-	copy(b[n+pad:], digits)
-	for i := n; i < n+pad; i++ {
-		b[i] = '0'
-	}
-	return string(b[:])
-}
+const hardStateKey = "raft/hardstate"
 
 // Start loads term, vote and log from disk, rebuilds the lock table by
 // replaying the committed log, and starts ticking.
@@ -150,10 +132,9 @@ func (r *Replica) Start(env sim.Env) {
 			panic(fmt.Sprintf("lockservice: sealed raft hard state does not decode: %v", err))
 		}
 	}
-	entries := loadLog(env.Disk())
-	if n := len(entries); n > 0 {
-		r.persistedLast = entries[n-1].Index
-	}
+	entries, dlog := loadLog(env.Disk(), segmentEntries)
+	r.log = dlog
+	r.persistedHard = hs
 	peers := make([]raft.ID, len(r.cfg.Peers))
 	for i, p := range r.cfg.Peers {
 		peers[i] = raftID(p)
@@ -173,34 +154,6 @@ func (r *Replica) Start(env sim.Env) {
 	env.Log().Info("replica.start", slog.Uint64("term", hs.Term), slog.Uint64("commit", hs.Commit), slog.Int("log", len(entries)))
 	r.flush()
 	r.tick()
-}
-
-// loadLog reads the persisted log: entries 1, 2, … up to the first one
-// missing or torn. What lies beyond was never synced (a torn write is the
-// last unsynced one, and a follower acknowledges only synced entries), so
-// it is deleted.
-func loadLog(d *sim.Disk) []raft.Entry {
-	var entries []raft.Entry
-	keys := d.Keys(logKeyPrefix)
-	for i, k := range keys {
-		raw, _ := d.Read(k)
-		b, ok := unseal(raw)
-		var e raft.Entry
-		var err error
-		if ok {
-			e, err = decodeEntry(b)
-		}
-		if ok && err == nil && e.Index == uint64(len(entries))+1 && k == logKey(e.Index) {
-			entries = append(entries, e)
-			continue
-		}
-		for _, stale := range keys[i:] {
-			d.Delete(stale)
-		}
-		d.Sync()
-		break
-	}
-	return entries
 }
 
 // raftID maps a node to a Raft id (Raft reserves 0 for "none").
@@ -343,20 +296,11 @@ func (r *Replica) flush() {
 
 func (r *Replica) persist(rd raft.Ready) {
 	d := r.env.Disk()
-	if n := len(rd.Entries); n > 0 {
-		last := rd.Entries[n-1].Index
-		// Entries may replace a conflicting suffix: overwrite it, and delete
-		// what lies beyond the replacement.
-		for i := last + 1; i <= r.persistedLast; i++ {
-			d.Delete(logKey(i))
-		}
-		for _, e := range rd.Entries {
-			r.scratch = endSeal(appendEntry(beginSeal(r.scratch), e))
-			d.Write(logKey(e.Index), r.scratch) // the disk keeps a copy
-		}
-		r.persistedLast = last
+	r.log.append(d, rd.Entries) // may replace a conflicting suffix
+	if rd.HardState != r.persistedHard {
+		r.hardState.store(d, appendHardState(r.hsBuf[:0], rd.HardState))
+		r.persistedHard = rd.HardState
 	}
-	r.hardState.store(d, appendHardState(r.hsBuf[:0], rd.HardState))
 	if r.cfg.Mutant == MutTokenUnsynced {
 		return // written, but the messages below go out before any sync
 	}

@@ -205,32 +205,54 @@ outer:
 // written but not yet synced: Disk.Read sees the page cache).
 func diskEntries(t *testing.T, d *sim.Disk) []raft.Entry {
 	t.Helper()
-	var out []raft.Entry
-	for _, k := range d.Keys(logKeyPrefix) {
-		raw, _ := d.Read(k)
-		b, ok := unseal(raw)
-		if !ok {
-			t.Fatalf("torn or corrupt log entry %s", k)
-		}
-		e, err := decodeEntry(b)
-		if err != nil {
-			t.Fatalf("corrupt log entry %s: %v", k, err)
-		}
-		if k != logKey(e.Index) {
-			t.Fatalf("log entry %+v stored under key %s", e, k)
-		}
-		out = append(out, e)
-	}
-	return out
+	entries, _ := diskRecords(t, d)
+	return entries
 }
 
-// diskLogBytes returns the persisted log as key=value lines, for exact
-// comparison between replicas.
+// diskRecords walks every segment of a persisted log and returns its
+// entries with their sealed bytes, failing on anything torn, corrupt or
+// out of place.
+func diskRecords(t *testing.T, d *sim.Disk) ([]raft.Entry, [][]byte) {
+	t.Helper()
+	var entries []raft.Entry
+	var raws [][]byte
+	for _, k := range d.Keys(logKeyPrefix) {
+		raw, _ := d.Read(k)
+		for len(raw) > 0 {
+			v, rest, ok := nextRecord(raw)
+			if !ok {
+				t.Fatalf("torn or corrupt log record in %s after %d entries", k, len(entries))
+			}
+			e, err := decodeEntry(v)
+			if err != nil {
+				t.Fatalf("corrupt log entry in %s: %v", k, err)
+			}
+			if want := uint64(len(entries)) + 1; e.Index != want || k != logKey(segmentFirst(e.Index, segmentEntries)) {
+				t.Fatalf("log entry %+v stored in segment %s, want index %d", e, k, want)
+			}
+			entries = append(entries, e)
+			raws = append(raws, raw[:len(raw)-len(rest)])
+			raw = rest
+		}
+	}
+	return entries, raws
+}
+
+// diskLogBytes returns the persisted log as index=sealed-bytes lines, for
+// exact comparison between replicas.
 func diskLogBytes(d *sim.Disk) []string {
 	var out []string
 	for _, k := range d.Keys(logKeyPrefix) {
-		b, _ := d.Read(k)
-		out = append(out, k+"="+string(b))
+		raw, _ := d.Read(k)
+		for len(raw) > 0 {
+			_, rest, ok := nextRecord(raw)
+			if !ok {
+				out = append(out, "torn="+string(raw))
+				break
+			}
+			out = append(out, fmt.Sprintf("%d=%s", len(out)+1, raw[:len(raw)-len(rest)]))
+			raw = rest
+		}
 	}
 	return out
 }

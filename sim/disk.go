@@ -23,9 +23,11 @@ type Disk struct {
 	// write costs one map lookup and a sync none.
 	recs  map[string]*record
 	dirty []*record // records written since the last Sync, in write order
-	// last is the most recent unsynced Write (nil when there is none, or
-	// when the most recent change was a Delete, which cannot tear).
-	last *record
+	// last is the most recent unsynced Write or Append (nil when there is
+	// none, or when the most recent change was a Delete, which cannot
+	// tear); the bytes it wrote are last.cur[lastFrom:].
+	last     *record
+	lastFrom int
 	// onSync, if set, is told of every Sync; on a slow disk it returns the
 	// true time the sync completes (and stalls the node until then).
 	onSync func() (done time.Duration, slow bool)
@@ -46,6 +48,10 @@ type record struct {
 	cur, synced        []byte
 	curOK, syncedOK    bool
 	isDirty, isFlushed bool // in Disk.dirty, in Disk.inflight
+	// shared is set once cur may be seen by someone else (a caller of
+	// Read, or synced after a crash): Append then copies it before
+	// growing it, so no slice handed out ever changes.
+	shared bool
 }
 
 func newDisk() *Disk {
@@ -56,9 +62,30 @@ func newDisk() *Disk {
 func (d *Disk) Write(key string, value []byte) {
 	d.settle()
 	r := d.record(key)
-	r.cur, r.curOK = slices.Clone(value), true
+	r.cur, r.curOK, r.shared = slices.Clone(value), true, false
 	d.markDirty(r)
-	d.last = r
+	d.last, d.lastFrom = r, 0
+}
+
+// Append adds data to the end of key's value (creating it if missing), as
+// write(2) does on a file opened with O_APPEND: an append-only log costs
+// one copy of what is added, not of the whole value. Like Write it is not
+// durable until Sync; a torn crash keeps what the key held before its last
+// append plus a prefix of that append.
+func (d *Disk) Append(key string, data []byte) {
+	d.settle()
+	r := d.record(key)
+	from := len(r.cur)
+	if r.shared || !r.curOK {
+		// Never grow an array someone else may hold (the synced copy
+		// after a crash, a reader's slice): start a private one.
+		grown := make([]byte, from, max(2*(from+len(data)), 64))
+		copy(grown, r.cur)
+		r.cur, r.curOK, r.shared = grown, true, false
+	}
+	r.cur = append(r.cur, data...)
+	d.markDirty(r)
+	d.last, d.lastFrom = r, from
 }
 
 // Delete removes key. Like Write, it is not durable until Sync.
@@ -92,6 +119,7 @@ func (d *Disk) markDirty(r *record) {
 // must not be modified.
 func (d *Disk) Read(key string) ([]byte, bool) {
 	if r := d.recs[key]; r != nil && r.curOK {
+		r.shared = true
 		return r.cur, true
 	}
 	return nil, false
@@ -204,7 +232,7 @@ func (d *Disk) crash() {
 	for _, r := range d.dirty {
 		d.lost++
 		r.isDirty = false
-		r.cur, r.curOK = r.synced, r.syncedOK
+		r.cur, r.curOK, r.shared = r.synced, r.syncedOK, true
 		if !r.curOK {
 			delete(d.recs, r.key)
 		}
@@ -214,27 +242,28 @@ func (d *Disk) crash() {
 }
 
 // crashTorn is crash, except that the most recent unsynced write, if the
-// most recent change was a non-empty write, is torn rather than dropped:
-// the first floor(len·keep) of its bytes (always fewer than all of them)
-// survive under its key, durably. keep must lie in [0, 1). It reports
-// whether a write was torn.
+// most recent change was a non-empty Write or Append, is torn rather than
+// dropped: the first floor(len·keep) of the bytes it wrote (always fewer
+// than all of them) survive, durably — after what the key held before it,
+// for an Append. keep must lie in [0, 1). It reports whether a write was
+// torn.
 func (d *Disk) crashTorn(keep float64) bool {
 	d.unsettle()
-	r := d.last
-	if r == nil || len(r.cur) == 0 {
+	r, from := d.last, d.lastFrom
+	if r == nil || len(r.cur) <= from {
 		d.crash()
 		return false
 	}
-	v := r.cur
-	n := int(float64(len(v)) * keep) // one IEEE product: the same on every platform
-	n = max(0, min(n, len(v)-1))
-	prefix := slices.Clone(v[:n])
+	wrote := len(r.cur) - from
+	n := int(float64(wrote) * keep) // one IEEE product: the same on every platform
+	n = max(0, min(n, wrote-1))
+	kept := slices.Clone(r.cur[:from+n])
 	d.crash()
 	d.lost-- // the torn key was counted as lost; it is torn instead
 	d.torn++
 	r = d.record(r.key) // crash may have forgotten it
-	r.cur, r.curOK = prefix, true
-	r.synced, r.syncedOK = prefix, true
+	r.cur, r.curOK, r.shared = kept, true, false
+	r.synced, r.syncedOK = kept, true
 	return true
 }
 

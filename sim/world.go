@@ -339,10 +339,11 @@ func (w *World) Crash(id NodeID) {
 }
 
 // CrashTorn is Crash with a torn write: if the last change to node id's
-// disk since its last Sync was a non-empty Write, a prefix of it survives
-// instead of nothing — the first floor(len·keep) bytes, always fewer than
-// all of them, durably, as when power fails halfway through a write. Every
-// other unsynced write is lost. keep must lie in [0, 1).
+// disk since its last Sync was a non-empty Write or Append, a prefix of
+// what it wrote survives instead of nothing — the first floor(len·keep)
+// bytes, always fewer than all of them, durably, as when power fails
+// halfway through a write (after an Append, behind what the key held
+// before it). Every other unsynced write is lost. keep must lie in [0, 1).
 func (w *World) CrashTorn(id NodeID, keep float64) {
 	n := w.node(id)
 	if !(keep >= 0 && keep < 1) {
