@@ -378,7 +378,7 @@ func checkLockLinearizable(h History, opt Options) ([]Violation, []string) {
 	for i, p := range parts {
 		ops[i] = p.ops
 	}
-	results := checkPartitions(model, ops, timeout)
+	results := checkPartitions(model, ops, opt)
 
 	var vs []Violation
 	var unknown []string

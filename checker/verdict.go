@@ -137,6 +137,11 @@ type Options struct {
 	// Timeout is the wall-clock budget of each porcupine check (one per
 	// resource). 0 means DefaultTimeout; a negative value means no limit.
 	Timeout time.Duration
+	// Exhaustive runs porcupine on every resource, skipping the quick
+	// search that proves most histories linearizable in about one pass.
+	// Verdicts are the same either way; it is there to cross-check the
+	// quick search and to time porcupine alone.
+	Exhaustive bool
 }
 
 // timeout returns the budget to hand porcupine, where 0 means no limit.

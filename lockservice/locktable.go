@@ -2,7 +2,6 @@ package lockservice
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 )
@@ -40,9 +39,7 @@ type dedupEntry struct {
 type LockTable struct {
 	leases    map[string]*Lease
 	lastToken uint64
-	dedup     map[string][]dedupEntry // by client, oldest first
-	highest   map[string]uint64       // by client: its highest request id applied
-	forgotten map[string]uint64       // by client: the highest request id pushed out of its window
+	clients   map[string]*clientMemory // what the table remembers of each client
 
 	// mutant is the planted bug of the server that owns the table.
 	mutant Mutant
@@ -55,8 +52,28 @@ type LockTable struct {
 
 // NewLockTable returns an empty table that has issued no token.
 func NewLockTable() *LockTable {
-	return &LockTable{leases: map[string]*Lease{}, dedup: map[string][]dedupEntry{}, highest: map[string]uint64{}, forgotten: map[string]uint64{}}
+	return &LockTable{leases: map[string]*Lease{}, clients: map[string]*clientMemory{}}
 }
+
+// clientMemory is what the table keeps of one client, in one map entry so
+// that answering a request looks the client up once.
+type clientMemory struct {
+	dedup     []dedupEntry // the last dedupDepth replies, oldest first
+	highest   uint64       // the highest request id applied
+	forgotten uint64       // the highest request id pushed out of dedup
+}
+
+// client returns the memory of client, making it if asked to.
+func (t *LockTable) client(client string, make bool) *clientMemory {
+	m := t.clients[client]
+	if m == nil && make {
+		m = &clientMemory{dedup: newDedup()}
+		t.clients[client] = m
+	}
+	return m
+}
+
+func newDedup() []dedupEntry { return make([]dedupEntry, 0, dedupDepth+1) }
 
 // LastToken is the highest token the table has issued.
 func (t *LockTable) LastToken() uint64 { return t.lastToken }
@@ -93,9 +110,11 @@ func (t *LockTable) Leases() []Lease {
 // still remembers it. A retried or duplicated request gets this reply
 // instead of being applied again.
 func (t *LockTable) Seen(client string, request uint64) (LockReply, bool) {
-	for _, e := range t.dedup[client] {
-		if e.Request == request {
-			return e.Reply, true
+	if m := t.clients[client]; m != nil {
+		for i := range m.dedup {
+			if m.dedup[i].Request == request {
+				return m.dedup[i].Reply, true
+			}
 		}
 	}
 	return LockReply{}, false
@@ -116,10 +135,14 @@ func (t *LockTable) Seen(client string, request uint64) (LockReply, bool) {
 // of the same client stays above both and is applied. Seen must have been
 // asked first.
 func (t *LockTable) stale(client string, request uint64) bool {
-	if request>>32 < t.highest[client]>>32 || request <= t.forgotten[client] {
+	m := t.clients[client]
+	if m == nil {
+		return false
+	}
+	if request>>32 < m.highest>>32 || request <= m.forgotten {
 		return true
 	}
-	d := t.dedup[client]
+	d := m.dedup
 	if len(d) < dedupDepth {
 		return false
 	}
@@ -135,15 +158,16 @@ func (t *LockTable) staleReply(request uint64) LockReply {
 }
 
 func (t *LockTable) remember(client string, request uint64, r LockReply) LockReply {
-	t.highest[client] = max(t.highest[client], request)
-	d := append(t.dedup[client], dedupEntry{Request: request, Reply: r})
+	m := t.client(client, true)
+	m.highest = max(m.highest, request)
+	d := append(m.dedup, dedupEntry{Request: request, Reply: r})
 	if len(d) > dedupDepth {
 		for _, e := range d[:len(d)-dedupDepth] {
-			t.forgotten[client] = max(t.forgotten[client], e.Request)
+			m.forgotten = max(m.forgotten, e.Request)
 		}
 		d = slices.Delete(d, 0, len(d)-dedupDepth)
 	}
-	t.dedup[client] = d
+	m.dedup = d
 	return r
 }
 
@@ -295,17 +319,16 @@ type Snapshot struct {
 
 // Snapshot captures the table for the disk (encoding/json sorts map keys).
 func (t *LockTable) Snapshot() Snapshot {
-	return Snapshot{LastToken: t.lastToken, Leases: t.Leases(), Dedup: cloneDedup(t.dedup), Highest: maps.Clone(t.highest), Forgotten: maps.Clone(t.forgotten)}
-}
-
-// cloneDedup deep-copies a dedup table, so a snapshot never shares state
-// with the live table.
-func cloneDedup(d map[string][]dedupEntry) map[string][]dedupEntry {
-	out := make(map[string][]dedupEntry, len(d))
-	for k, v := range d { //detlint:sorted (into a map)
-		out[k] = slices.Clone(v)
+	s := Snapshot{LastToken: t.lastToken, Leases: t.Leases(), Dedup: map[string][]dedupEntry{},
+		Highest: map[string]uint64{}, Forgotten: map[string]uint64{}}
+	for c, m := range t.clients { //detlint:sorted (into maps)
+		s.Dedup[c] = slices.Clone(m.dedup) // a snapshot never shares state with the table
+		s.Highest[c] = m.highest
+		if m.forgotten > 0 {
+			s.Forgotten[c] = m.forgotten
+		}
 	}
-	return out
+	return s
 }
 
 // RestoreLockTable rebuilds a table from a snapshot. Every lease restarts
@@ -318,14 +341,14 @@ func RestoreLockTable(s Snapshot, now time.Duration) *LockTable {
 		l.Deadline = now + l.TTL
 		t.leases[l.Resource] = &l
 	}
-	if s.Dedup != nil {
-		t.dedup = cloneDedup(s.Dedup)
+	for c, d := range s.Dedup { //detlint:sorted (into a map)
+		t.client(c, true).dedup = append(newDedup(), d...)
 	}
-	if s.Highest != nil {
-		t.highest = maps.Clone(s.Highest)
+	for c, h := range s.Highest { //detlint:sorted (into a map)
+		t.client(c, true).highest = h
 	}
-	if s.Forgotten != nil {
-		t.forgotten = maps.Clone(s.Forgotten)
+	for c, f := range s.Forgotten { //detlint:sorted (into a map)
+		t.client(c, true).forgotten = f
 	}
 	return t
 }

@@ -106,19 +106,23 @@ type fate struct {
 // every message, whatever the loss, duplication, reorder and latency
 // settings: a fault that changes them then changes only the fate of the
 // messages it covers, not the draws of every later message. That is what
-// lets a shrunk fault schedule replay the rest of a run unchanged.
+// lets a shrunk fault schedule replay the rest of a run unchanged. The
+// eight are the halves of four 64-bit draws (32 bits is resolution enough
+// for a probability or a latency), and the second copy's latency is only
+// computed for a duplicated message.
 func (nw *network) decide() fate {
 	var u [8]float64
-	for i := range u {
-		u[i] = nw.rng.Float64()
+	for i := 0; i < len(u); i += 2 {
+		x := nw.rng.Uint64()
+		u[i], u[i+1] = float64(x>>32)*0x1p-32, float64(uint32(x))*0x1p-32
 	}
 	c := nw.cfg
 	f := fate{lost: u[0] < c.LossProbability, copies: 1}
+	f.latency[0] = nw.latency(u[2], u[3], u[4])
 	if u[1] < c.DuplicateProbability {
 		f.copies = 2
+		f.latency[1] = nw.latency(u[5], u[6], u[7])
 	}
-	f.latency[0] = nw.latency(u[2], u[3], u[4])
-	f.latency[1] = nw.latency(u[5], u[6], u[7])
 	return f
 }
 

@@ -1,0 +1,92 @@
+package checker
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// TestQuickSearchAgreesWithPorcupine: the quick search is only allowed to
+// say "linearizable" with a proof, so on correct and on corrupted histories
+// alike the verdict must be the one porcupine alone gives.
+func TestQuickSearchAgreesWithPorcupine(t *testing.T) {
+	quick, refuted := 0, 0
+	for seed := uint64(1); seed <= 60; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		cfg := genConfig{resources: 1 + rng.IntN(2), clients: 2 + rng.IntN(3), ops: 30 + rng.IntN(90),
+			unknownRate: rng.Float64() * 0.2, staleRate: rng.Float64() * 0.5, readers: rng.IntN(3), locks: rng.IntN(2) == 0}
+		h := genHistory(rng, cfg)
+		if seed%2 == 0 {
+			corrupt(rng, &h)
+		}
+		fast, slow := Check(h, Options{}), Check(h, Options{Exhaustive: true})
+		if fast.Kind != slow.Kind || !slices.Equal(properties(fast), properties(slow)) {
+			t.Fatalf("seed %d (%+v): quick search gives %v %v, porcupine alone %v %v",
+				seed, cfg, fast.Kind, properties(fast), slow.Kind, properties(slow))
+		}
+		if fast.Kind == VerdictPass {
+			quick++
+		} else {
+			refuted++
+		}
+	}
+	if quick == 0 || refuted == 0 {
+		t.Fatalf("%d histories passed and %d failed: the test needs both", quick, refuted)
+	}
+}
+
+// corrupt changes one outcome of h so that it is (most likely) no longer
+// linearizable: a read returns another value, or a grant reuses a token.
+func corrupt(rng *rand.Rand, h *History) {
+	var reads, grants []int
+	for i, op := range h.Ops {
+		if op.Kind == OpRead && op.Outcome == OutcomeAccepted {
+			reads = append(reads, i)
+		}
+	}
+	for i, op := range h.LockOps {
+		if op.Kind == LockAcquire && op.Outcome == LockGranted && op.Token > 1 {
+			grants = append(grants, i)
+		}
+	}
+	if len(grants) > 0 && rng.IntN(2) == 0 {
+		h.LockOps[grants[rng.IntN(len(grants))]].Token--
+		return
+	}
+	if len(reads) > 0 {
+		h.Ops[reads[rng.IntN(len(reads))]].ReadValue += 7
+	}
+}
+
+// TestQuickSearch: the search backtracks out of a wrong first choice, and
+// refuses a history no order explains.
+func TestQuickSearch(t *testing.T) {
+	model := FencedMutexModel()
+	op := func(client string, kind LockKind, token uint64, out LockStatus, outToken uint64, call, ret int64) porcupine.Operation {
+		return porcupine.Operation{Input: lockInput{Resource: "r", Client: client, Kind: kind, Token: token},
+			Output: lockOutput{Outcome: out, Token: outToken}, Call: call, Return: ret}
+	}
+	// B's acquire is called first but answered busy only after A released:
+	// it must go before the release, although A's release was called and
+	// answered... inside B's interval.
+	ok := []porcupine.Operation{
+		op("A", LockAcquire, 0, LockGranted, 1, 0, 10),
+		op("B", LockAcquire, 0, LockBusy, 0, 20, 60),
+		op("A", LockRelease, 1, LockReleased, 0, 30, 40),
+		op("B", LockAcquire, 0, LockGranted, 2, 50, 70),
+	}
+	if !linearizableQuickly(model, ok) {
+		t.Fatalf("a linearizable history was not proven")
+	}
+	// The same, but B's busy answer is called after the release returned.
+	bad := slices.Clone(ok)
+	bad[1].Call, bad[1].Return = 45, 48
+	if linearizableQuickly(model, bad) {
+		t.Fatalf("a busy answer after the release was linearized")
+	}
+	if res := porcupine.CheckOperations(model, bad); res {
+		t.Fatalf("sanity: porcupine calls the bad history linearizable")
+	}
+}
