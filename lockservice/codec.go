@@ -82,15 +82,19 @@ func encodeCommand(c Command) []byte {
 	return b
 }
 
-func decodeCommand(b []byte) (Command, error) {
+func decodeCommand(b []byte) (Command, error) { return decodeCommandNames(b, nil) }
+
+// decodeCommandNames is decodeCommand sharing the resource and client
+// strings through names, so that applying an entry allocates no string.
+func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
 	if len(b) < 2 || b[0] != codecVersion {
 		return Command{}, fmt.Errorf("lockservice: corrupt log entry: unknown encoding")
 	}
 	c := Command{Kind: CommandKind(b[1])}
 	r := reader{b: b[2:]}
 	c.Takeover = r.uvarint()&1 == 1
-	c.Resource = string(r.bytes())
-	c.Client = string(r.bytes())
+	c.Resource = names.get(r.bytes())
+	c.Client = names.get(r.bytes())
 	c.TTL = time.Duration(r.uvarint())
 	c.Token, c.Request, c.Since = r.uvarint(), r.uvarint(), r.uvarint()
 	if err := r.done(); err != nil {
@@ -151,4 +155,27 @@ func decodeHardState(b []byte) (raft.HardState, error) {
 	r := reader{b: b[1:]}
 	hs := raft.HardState{Term: r.uvarint(), Vote: raft.ID(r.uvarint()), Commit: r.uvarint()}
 	return hs, r.done()
+}
+
+// nameTable interns the few resource and client names a replica sees. It
+// stops growing at maxNames, after which names are simply copied.
+type nameTable struct{ m map[string]string }
+
+const maxNames = 4096
+
+func (t *nameTable) get(b []byte) string {
+	if t == nil {
+		return string(b)
+	}
+	if s, ok := t.m[string(b)]; ok { // the conversion does not allocate
+		return s
+	}
+	s := string(b)
+	if t.m == nil {
+		t.m = map[string]string{}
+	}
+	if len(t.m) < maxNames {
+		t.m[s] = s
+	}
+	return s
 }

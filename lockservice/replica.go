@@ -89,6 +89,7 @@ type Replica struct {
 
 	log           diskLog        // the persisted log's segments
 	persistedHard raft.HardState // the hard state last written
+	names         nameTable      // resource and client names of applied commands
 	// hsBuf is reused to encode the hard state (the disk keeps its own
 	// copy), so that persisting allocates nothing.
 	hsBuf     [3*binary.MaxVarintLen64 + 1]byte
@@ -356,7 +357,7 @@ func (r *Replica) apply(e raft.Entry) {
 	if e.Data == nil {
 		return // a new leader's empty entry
 	}
-	c, err := decodeCommand(e.Data)
+	c, err := decodeCommandNames(e.Data, &r.names)
 	if err != nil {
 		panic(err.Error())
 	}
