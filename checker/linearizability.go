@@ -56,9 +56,12 @@ type opMetadata struct {
 // outcome (or a "rejected" read, which the store never produces) constrains
 // nothing.
 func registerStep(state, input, output any) []any {
-	s := state.(registerState)
-	in := input.(registerInput)
-	out := output.(registerOutput)
+	return boxStates(registerNext(nil, state.(registerState), input.(registerInput), output.(registerOutput)))
+}
+
+// registerNext appends to dst the states s may move to (registerStep on
+// concrete types, for the quick search).
+func registerNext(dst []registerState, s registerState, in registerInput, out registerOutput) []registerState {
 	switch in.Kind {
 	case OpWrite:
 		fits := in.Token >= s.Highest
@@ -66,29 +69,41 @@ func registerStep(state, input, output any) []any {
 		switch out.Outcome {
 		case OutcomeAccepted:
 			if fits {
-				return []any{applied}
+				return append(dst, applied)
 			}
 		case OutcomeRejected:
 			if !fits {
-				return []any{s}
+				return append(dst, s)
 			}
 		case OutcomeUnknown:
 			if fits {
-				return []any{s, applied}
+				return append(dst, s, applied)
 			}
-			return []any{s}
+			return append(dst, s)
 		}
-		return nil
+		return dst
 	case OpRead:
 		if out.Outcome != OutcomeAccepted {
-			return []any{s}
+			return append(dst, s)
 		}
 		if out.Value == s.Value && out.Token == s.ValueToken {
-			return []any{s}
+			return append(dst, s)
 		}
+		return dst
+	}
+	return dst
+}
+
+// boxStates hands typed successor states to porcupine, nil for none.
+func boxStates[S any](next []S) []any {
+	if len(next) == 0 {
 		return nil
 	}
-	return nil
+	boxed := make([]any, len(next))
+	for i, x := range next {
+		boxed[i] = x
+	}
+	return boxed
 }
 
 // hashState mixes a registerState into 64 bits so porcupine's cache can skip
@@ -300,7 +315,9 @@ func checkLinearizable(h History, opt Options) ([]Violation, []string) {
 	for i, p := range parts {
 		ops[i] = p.ops
 	}
-	results := checkPartitions(model, ops, opt)
+	results := checkPartitions(model, func(ops []porcupine.Operation) bool {
+		return linearizableQuickly(registerState{}, registerNext, ops)
+	}, ops, opt)
 
 	var vs []Violation
 	var unknown []string
@@ -320,12 +337,12 @@ func checkLinearizable(h History, opt Options) ([]Violation, []string) {
 // A partition that a quick search proves linearizable skips porcupine;
 // only the others (in practice, the ones about to fail) pay for its
 // search.
-func checkPartitions(model porcupine.Model, parts [][]porcupine.Operation, opt Options) []partitionResult {
+func checkPartitions(model porcupine.Model, quick func([]porcupine.Operation) bool, parts [][]porcupine.Operation, opt Options) []partitionResult {
 	timeout := opt.timeout()
 	results := make([]partitionResult, len(parts))
 	var wg sync.WaitGroup
 	for i := range parts {
-		if !opt.Exhaustive && linearizableQuickly(model, parts[i]) {
+		if !opt.Exhaustive && quick(parts[i]) {
 			results[i] = partitionResult{res: porcupine.Ok}
 			continue
 		}
@@ -346,95 +363,119 @@ func checkPartitions(model porcupine.Model, parts [][]porcupine.Operation, opt O
 // when the model refuses them all. Whatever order it completes respects
 // real time and the model accepts it, so the history is linearizable — a
 // proof, found in about one pass for a fenced lock's histories, where ops
-// overlap only a little.
-// When the budget runs out nothing is concluded: porcupine then searches
-// every order (with its cache of visited states, and its verdict and
-// partial linearizations when the history is not linearizable).
-func linearizableQuickly(model porcupine.Model, ops []porcupine.Operation) bool {
+// overlap only a little. When the budget runs out nothing is concluded:
+// porcupine then searches every order (with its cache of visited states,
+// and its verdict and partial linearizations when the history is not
+// linearizable).
+//
+// The model is the nondeterministic step on concrete types (the same one
+// porcupine gets boxed), and the search keeps the set of states every
+// placed prefix may have reached, as porcupine's power-set model does.
+func linearizableQuickly[S comparable, I, O any](init S, next func([]S, S, I, O) []S, ops []porcupine.Operation) bool {
 	n := len(ops)
 	if n == 0 {
 		return true
 	}
-	budget := 8*n + 1000 // model steps
+	ins, outs := make([]I, n), make([]O, n)
+	for i, op := range ops {
+		ins[i], outs[i] = op.Input.(I), op.Output.(O)
+	}
+	budget := 8*n + 1000 // steps of the model
 	byCall := make([]int, n)
 	for i := range byCall {
 		byCall[i] = i
 	}
 	slices.SortStableFunc(byCall, func(a, b int) int { return cmp.Compare(ops[a].Call, ops[b].Call) })
 	rets := newMinTree(n)
-	for pos, i := range byCall {
-		rets.set(pos, ops[i].Return)
-	}
 	pos := make([]int, n) // op → its place in byCall
 	for p, i := range byCall {
+		rets.set(p, ops[i].Return)
 		pos[i] = p
 	}
 	placed := make([]bool, n)
+	first := 0 // every byCall position before first is placed
 
-	// One frame per placed op: the state before it, the candidates that
-	// were open, and which of them is being tried.
+	// Each frame is one placed prefix: its state set and its candidates
+	// for the next op, both kept in arenas that grow and shrink with the
+	// stack, and which candidate is being tried.
 	type frame struct {
-		state any
-		cands []int
-		next  int
+		states, cands [2]int // arena ranges
+		next          int
 	}
-	candidates := func(first int) []int {
+	var states []S
+	var cands []int
+	pushCands := func() [2]int {
+		for first < n && placed[byCall[first]] {
+			first++
+		}
+		lo := len(cands)
 		minReturn := rets.min()
-		var c []int
 		for _, i := range byCall[first:] {
 			if ops[i].Call > minReturn {
 				break
 			}
 			if !placed[i] {
-				c = append(c, i)
+				cands = append(cands, i)
 			}
 		}
-		return c // in call order
+		return [2]int{lo, len(cands)}
 	}
-	first := 0 // every byCall position before first is placed
-	firstOpen := func() int {
-		for first < n && placed[byCall[first]] {
-			first++
-		}
-		return first
-	}
-	stack := []frame{{state: model.Init(), cands: candidates(0)}}
+	states = append(states, init)
+	stack := []frame{{states: [2]int{0, 1}, cands: pushCands()}}
 	done := 0
 	for done < n {
 		f := &stack[len(stack)-1]
 		took := false
-		for f.next < len(f.cands) && budget > 0 {
-			i := f.cands[f.next]
+		for f.cands[0]+f.next < f.cands[1] && budget > 0 {
+			i := cands[f.cands[0]+f.next]
 			f.next++
 			budget--
-			if ok, next := model.Step(f.state, ops[i].Input, ops[i].Output); ok {
-				placed[i] = true
-				rets.set(pos[i], math.MaxInt64)
-				done++
-				stack = append(stack, frame{state: next, cands: nil})
-				took = true
-				break
+			lo := len(states)
+			for k := f.states[0]; k < f.states[1]; k++ {
+				states = next(states, states[k], ins[i], outs[i])
 			}
+			states = append(states[:lo], dedupStates(states[lo:])...)
+			if len(states) == lo {
+				continue // refused from every state
+			}
+			placed[i] = true
+			rets.set(pos[i], math.MaxInt64)
+			done++
+			stack = append(stack, frame{states: [2]int{lo, len(states)}})
+			if done < n {
+				stack[len(stack)-1].cands = pushCands()
+			}
+			took = true
+			break
 		}
 		if took {
-			if done < n {
-				stack[len(stack)-1].cands = candidates(firstOpen())
-			}
 			continue
 		}
 		if budget == 0 || len(stack) == 1 {
 			return false
 		}
 		// Undo the op that led here and try the next candidate before it.
+		states, cands = states[:f.states[0]], cands[:f.cands[0]]
 		stack = stack[:len(stack)-1]
-		p := stack[len(stack)-1]
-		i := p.cands[p.next-1]
+		p := &stack[len(stack)-1]
+		i := cands[p.cands[0]+p.next-1]
 		placed[i] = false
 		rets.set(pos[i], ops[i].Return)
 		first = min(first, pos[i])
 		done--
 	}
 	return true
+}
+
+// dedupStates removes repeated states in place (the sets are tiny).
+func dedupStates[S comparable](set []S) []S {
+	out := set[:0]
+	for _, x := range set {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // minTree is a segment tree over n slots that keeps their minimum, so the

@@ -116,22 +116,22 @@ func (p lockState) holds(client string, token uint64) bool {
 // mutex may be in after the operation, or none if the observed answer is
 // impossible.
 func lockStep(state, input, output any) []any {
-	s := state.(lockState)
-	in := input.(lockInput)
-	out := output.(lockOutput)
-	eff := lockEffectOf(in.Kind, out.Outcome)
-
-	// At most two candidates, each with at most two successors: collect
-	// them typed and distinct, and box them once at the end (porcupine
-	// calls this for every op it tries, so it is the checker's hot path).
 	var buf [4]lockState
-	next := buf[:0]
+	return boxStates(lockNext(buf[:0], state.(lockState), input.(lockInput), output.(lockOutput)))
+}
+
+// lockNext appends to dst the distinct states s may move to (lockStep on
+// concrete types, for the quick search): at most two candidates — s as is,
+// or with its lease expired — each with at most two successors.
+func lockNext(dst []lockState, s lockState, in lockInput, out lockOutput) []lockState {
+	eff := lockEffectOf(in.Kind, out.Outcome)
+	start := len(dst)
 	add := func(x lockState) {
-		if !slices.Contains(next, x) {
-			next = append(next, x)
+		if !slices.Contains(dst[start:], x) {
+			dst = append(dst, x)
 		}
 	}
-	candidates := [2]lockState{s, {Last: s.Last}} // as is, or the lease expired
+	candidates := [2]lockState{s, {Last: s.Last}}
 	nc := 1
 	if s.Holder != "" {
 		nc = 2
@@ -173,14 +173,7 @@ func lockStep(state, input, output any) []any {
 			}
 		}
 	}
-	if len(next) == 0 {
-		return nil
-	}
-	boxed := make([]any, len(next))
-	for i, x := range next {
-		boxed[i] = x
-	}
-	return boxed
+	return dst
 }
 
 func hashLockState(state any) uint64 {
@@ -378,7 +371,9 @@ func checkLockLinearizable(h History, opt Options) ([]Violation, []string) {
 	for i, p := range parts {
 		ops[i] = p.ops
 	}
-	results := checkPartitions(model, ops, opt)
+	results := checkPartitions(model, func(ops []porcupine.Operation) bool {
+		return linearizableQuickly(lockState{}, lockNext, ops)
+	}, ops, opt)
 
 	var vs []Violation
 	var unknown []string

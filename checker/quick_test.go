@@ -77,13 +77,13 @@ func TestQuickSearch(t *testing.T) {
 		op("A", LockRelease, 1, LockReleased, 0, 30, 40),
 		op("B", LockAcquire, 0, LockGranted, 2, 50, 70),
 	}
-	if !linearizableQuickly(model, ok) {
+	if !linearizableQuickly(lockState{}, lockNext, ok) {
 		t.Fatalf("a linearizable history was not proven")
 	}
 	// The same, but B's busy answer is called after the release returned.
 	bad := slices.Clone(ok)
 	bad[1].Call, bad[1].Return = 45, 48
-	if linearizableQuickly(model, bad) {
+	if linearizableQuickly(lockState{}, lockNext, bad) {
 		t.Fatalf("a busy answer after the release was linearized")
 	}
 	if res := porcupine.CheckOperations(model, bad); res {
