@@ -26,6 +26,10 @@ type progress struct {
 	// recentActive records whether the peer was heard from since the last
 	// CheckQuorum check.
 	recentActive bool
+	// appended records whether a MsgApp went to the peer since the last
+	// heartbeat: it asserted leadership just as well, so the next
+	// heartbeat to the peer is skipped.
+	appended bool
 }
 
 func (p *progress) becomeProbe() {

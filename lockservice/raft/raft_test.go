@@ -1047,3 +1047,37 @@ func mustNew(t testing.TB, c Config) *Node {
 	}
 	return n
 }
+
+// TestHeartbeatsFillIdlePeriods: the leader heartbeats a peer only when it
+// sent the peer no append since the last heartbeat, and followers still
+// learn the commit index from whichever comes next.
+func TestHeartbeatsFillIdlePeriods(t *testing.T) {
+	nw := newNetwork(t, defaultOptions(5, 3))
+	lead := nw.waitLeader(nw.ids, 20*et)
+	heartbeats := func(do func()) int {
+		from := len(nw.trace)
+		do()
+		n := 0
+		for _, m := range nw.trace[from:] {
+			if strings.HasPrefix(m, "MsgHeartbeat ") {
+				n++
+			}
+		}
+		return n
+	}
+	nw.tick(1)
+	if got := heartbeats(func() { nw.tick(testHeartbeatTick) }); got != 4 {
+		t.Fatalf("idle leader: %d heartbeats in one interval, want one to each of 4 peers", got)
+	}
+	if got := heartbeats(func() { nw.propose(lead, "x"); nw.tick(testHeartbeatTick) }); got != 0 {
+		t.Fatalf("after appends to every peer: %d heartbeats in the next interval, want 0", got)
+	}
+	if got := heartbeats(func() { nw.tick(testHeartbeatTick) }); got != 4 {
+		t.Fatalf("idle again: %d heartbeats, want 4", got)
+	}
+	for _, id := range nw.ids {
+		if got, want := nw.node(id).Status().Commit, nw.node(lead).Status().Commit; got != want {
+			t.Errorf("node %d knows commit %d, the leader %d", id, got, want)
+		}
+	}
+}
