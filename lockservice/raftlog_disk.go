@@ -152,3 +152,23 @@ func loadLog(d *sim.Disk, per uint64) ([]raft.Entry, diskLog) {
 	}
 	return entries, diskLog{per: per, last: uint64(len(entries))}
 }
+
+// keepTerms cuts, durably, the entries of a term later than term (the
+// persisted hard state's) from a loaded log and returns the rest. The log
+// and the hard state are separate records, so a crash can keep unsynced
+// appends while losing the unsynced hard state written before them; those
+// entries were never acknowledged (a replica syncs before it answers), and
+// Raft must not start with a log newer than its term.
+func (l *diskLog) keepTerms(d *sim.Disk, entries []raft.Entry, term uint64) []raft.Entry {
+	keep := len(entries)
+	for keep > 0 && entries[keep-1].Term > term {
+		keep--
+	}
+	if keep == len(entries) {
+		return entries
+	}
+	l.last = uint64(len(entries))
+	l.truncate(d, uint64(keep)+1)
+	d.Sync()
+	return entries[:keep]
+}

@@ -120,3 +120,31 @@ func TestDiskLogCutsATornTail(t *testing.T) {
 		t.Fatalf("the cut was not durable: %d entries, %d dirty", len(again), d.Dirty())
 	}
 }
+
+// TestDiskLogKeepsNoEntryNewerThanTheTerm: entries of a term later than the
+// persisted hard state's (a crash kept unsynced appends and lost the hard
+// state written before them) are cut, durably, and the rest kept.
+func TestDiskLogKeepsNoEntryNewerThanTheTerm(t *testing.T) {
+	w, _ := sim.New(sim.Config{Seed: 1, Network: sim.DefaultNetwork()})
+	id, _ := w.AddNode("p", func() sim.Process { return idle{} }, fakeclock.Config{})
+	w.Run(time.Millisecond, 10)
+	d := w.Disk(id)
+	l := diskLog{per: 3}
+	var ents []raft.Entry
+	for i, term := range []uint64{1, 1, 2, 2, 3, 3, 3} {
+		ents = append(ents, raft.Entry{Index: uint64(i) + 1, Term: term, Data: []byte{byte(i)}})
+	}
+	l.append(d, ents)
+	d.Sync()
+	got, l2 := loadLog(d, 3)
+	got = l2.keepTerms(d, got, 2)
+	if len(got) != 4 || got[3].Term != 2 {
+		t.Fatalf("kept %+v, want the 4 entries of terms 1 and 2", got)
+	}
+	if again, _ := loadLog(d, 3); len(again) != 4 || d.Dirty() != 0 {
+		t.Fatalf("the cut was not durable: %d entries, %d dirty", len(again), d.Dirty())
+	}
+	if got := l2.keepTerms(d, got, 0); len(got) != 0 {
+		t.Fatalf("term 0 kept %d entries", len(got))
+	}
+}

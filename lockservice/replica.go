@@ -134,6 +134,7 @@ func (r *Replica) Start(env sim.Env) {
 		}
 	}
 	entries, dlog := loadLog(env.Disk(), segmentEntries)
+	entries = dlog.keepTerms(env.Disk(), entries, hs.Term)
 	r.log = dlog
 	r.persistedHard = hs
 	peers := make([]raft.ID, len(r.cfg.Peers))
