@@ -213,8 +213,17 @@ func FencedRegisterModel() porcupine.Model {
 // the StoreOps they came from at the same indices.
 type opPartition struct {
 	resource string
-	ops      []porcupine.Operation
+	typed    []typedOp[registerInput, registerOutput]
 	src      []StoreOp
+	boxed    []porcupine.Operation // made by ops, when porcupine is needed
+}
+
+// ops returns the partition in porcupine's encoding.
+func (p *opPartition) ops() []porcupine.Operation {
+	if p.boxed == nil {
+		p.boxed = boxOps(p.typed)
+	}
+	return p.boxed
 }
 
 // encodeOps converts a history's StoreOps to porcupine operations, one
@@ -254,12 +263,12 @@ func encodeOps(h History) []opPartition {
 	// sizes.
 	resources := sortedKeys(perResource)
 	parts := make([]opPartition, len(resources))
-	allOps := make([]porcupine.Operation, 0, len(ops))
+	allOps := make([]typedOp[registerInput, registerOutput], 0, len(ops))
 	allSrc := make([]StoreOp, 0, len(ops))
 	off := 0
 	for i, r := range resources {
 		n := perResource[r]
-		parts[i] = opPartition{resource: r, ops: allOps[off : off : off+n], src: allSrc[off : off : off+n]}
+		parts[i] = opPartition{resource: r, typed: allOps[off : off : off+n], src: allSrc[off : off : off+n]}
 		perResource[r] = i
 		off += n
 	}
@@ -269,13 +278,13 @@ func encodeOps(h History) []opPartition {
 			ret = open
 		}
 		p := &parts[perResource[op.Resource]]
-		p.ops = append(p.ops, porcupine.Operation{
-			ClientId: clients[op.Client],
-			Input:    registerInput{Resource: op.Resource, Kind: op.Kind, Token: op.Token, Value: op.Value},
-			Call:     int64(op.Call),
-			Output:   registerOutput{Outcome: op.Outcome, Value: op.ReadValue, Token: op.ReadToken},
-			Return:   int64(ret),
-			Metadata: opMetadata{ID: op.ID, Client: op.Client},
+		p.typed = append(p.typed, typedOp[registerInput, registerOutput]{
+			Client: clients[op.Client],
+			In:     registerInput{Resource: op.Resource, Kind: op.Kind, Token: op.Token, Value: op.Value},
+			Call:   int64(op.Call),
+			Out:    registerOutput{Outcome: op.Outcome, Value: op.ReadValue, Token: op.ReadToken},
+			Return: int64(ret),
+			Meta:   opMetadata{ID: op.ID, Client: op.Client},
 		})
 		p.src = append(p.src, op)
 	}
@@ -291,7 +300,7 @@ func LinearizabilityInfo(h History, opt Options) (porcupine.Model, []porcupine.O
 	model := FencedRegisterModel()
 	var ops []porcupine.Operation
 	for _, p := range encodeOps(h) {
-		ops = append(ops, p.ops...)
+		ops = append(ops, p.ops()...)
 	}
 	res, info := porcupine.CheckOperationsVerbose(model, ops, opt.timeout())
 	return model, ops, res, info
@@ -311,13 +320,9 @@ func checkLinearizable(h History, opt Options) ([]Violation, []string) {
 	model := FencedRegisterModel()
 	timeout := opt.timeout()
 
-	ops := make([][]porcupine.Operation, len(parts))
-	for i, p := range parts {
-		ops[i] = p.ops
-	}
-	results := checkPartitions(model, func(ops []porcupine.Operation) bool {
-		return linearizableQuickly(registerState{}, registerNext, ops)
-	}, ops, opt)
+	results := checkPartitions(model, len(parts), func(i int) bool {
+		return linearizableQuickly(registerState{}, registerNext, parts[i].typed)
+	}, func(i int) []porcupine.Operation { return parts[i].ops() }, opt)
 
 	var vs []Violation
 	var unknown []string
@@ -326,7 +331,7 @@ func checkLinearizable(h History, opt Options) ([]Violation, []string) {
 		case porcupine.Illegal:
 			vs = append(vs, linearizabilityViolation(model, p, results[i].info))
 		case porcupine.Unknown:
-			unknown = append(unknown, fmt.Sprintf("porcupine timed out after %v checking the %d store ops on resource %q", timeout, len(p.ops), p.resource))
+			unknown = append(unknown, fmt.Sprintf("porcupine timed out after %v checking the %d store ops on resource %q", timeout, len(p.typed), p.resource))
 		}
 	}
 	return vs, unknown
@@ -337,201 +342,24 @@ func checkLinearizable(h History, opt Options) ([]Violation, []string) {
 // A partition that a quick search proves linearizable skips porcupine;
 // only the others (in practice, the ones about to fail) pay for its
 // search.
-func checkPartitions(model porcupine.Model, quick func([]porcupine.Operation) bool, parts [][]porcupine.Operation, opt Options) []partitionResult {
+func checkPartitions(model porcupine.Model, n int, quick func(i int) bool, ops func(i int) []porcupine.Operation, opt Options) []partitionResult {
 	timeout := opt.timeout()
-	results := make([]partitionResult, len(parts))
+	results := make([]partitionResult, n)
 	var wg sync.WaitGroup
-	for i := range parts {
-		if !opt.Exhaustive && quick(parts[i]) {
+	for i := range n {
+		if !opt.Exhaustive && quick(i) {
 			results[i] = partitionResult{res: porcupine.Ok}
 			continue
 		}
+		part := ops(i) // boxed here, not in the goroutine: ops caches
 		wg.Go(func() {
-			res, info := porcupine.CheckOperationsVerbose(model, parts[i], timeout)
+			res, info := porcupine.CheckOperationsVerbose(model, part, timeout)
 			results[i] = partitionResult{res: res, info: info}
 		})
 	}
 	wg.Wait()
 	return results
 }
-
-// linearizableQuickly looks for one linearization by a depth-first search
-// with a small budget: at each step it tries the ops that may come next in
-// real time (called before every remaining op returned) in a likely order,
-// and backtracks when the model refuses them all. Whatever order it
-// completes respects real time and the model accepts it, so the history is
-// linearizable — a proof, found in about one pass for a fenced lock's
-// histories, where ops overlap only a little. When the budget runs out
-// nothing is concluded: porcupine then searches every order (with its
-// cache of visited states, and its verdict and partial linearizations
-// when the history is not linearizable).
-//
-// Two likely orders are tried, each with its own budget. First, call
-// order: a service decides requests roughly in the order they reach it,
-// while answers come back in any order. Then the same, except that ops that
-// never returned wait until an op that did return does not fit: their
-// effect may fall at any later point, and placing them early makes the
-// search commit to states a later read rules out (a store that crashed
-// with many writes unanswered, the standard run's seed 2838, which
-// porcupine alone did not decide in two minutes).
-//
-// The model is the nondeterministic step on concrete types (the same one
-// porcupine gets boxed); the search keeps the set of states every placed
-// prefix may have reached, as porcupine's power-set model does.
-func linearizableQuickly[S comparable, I, O any](init S, next func([]S, S, I, O) []S, ops []porcupine.Operation) bool {
-	return searchLinearization(init, next, ops, false) || searchLinearization(init, next, ops, true)
-}
-
-func searchLinearization[S comparable, I, O any](init S, next func([]S, S, I, O) []S, ops []porcupine.Operation, openLast bool) bool {
-	n := len(ops)
-	if n == 0 {
-		return true
-	}
-	ins, outs := make([]I, n), make([]O, n)
-	var open int64 // the return of ops that never returned: the latest
-	for i, op := range ops {
-		ins[i], outs[i] = op.Input.(I), op.Output.(O)
-		open = max(open, op.Return)
-	}
-	budget := 8*n + 1000 // steps of the model
-	byCall := make([]int, n)
-	for i := range byCall {
-		byCall[i] = i
-	}
-	slices.SortStableFunc(byCall, func(a, b int) int { return cmp.Compare(ops[a].Call, ops[b].Call) })
-	rets := newMinTree(n)
-	pos := make([]int, n) // op → its place in byCall
-	for p, i := range byCall {
-		rets.set(p, ops[i].Return)
-		pos[i] = p
-	}
-	placed := make([]bool, n)
-	first := 0 // every byCall position before first is placed
-
-	// Each frame is one placed prefix: its state set and its candidates
-	// for the next op, both kept in arenas that grow and shrink with the
-	// stack, and which candidate is being tried.
-	type frame struct {
-		states, cands [2]int // arena ranges
-		next          int
-	}
-	var states []S
-	var cands []int
-	pushCands := func() [2]int {
-		for first < n && placed[byCall[first]] {
-			first++
-		}
-		lo := len(cands)
-		minReturn := rets.min()
-		open := func(i int) bool { return openLast && ops[i].Return == open }
-		// In call order; with openLast, the earliest-called op that
-		// returned, then the ops that never returned, then the rest.
-		for pass := range 3 {
-			for _, i := range byCall[first:] {
-				if ops[i].Call > minReturn {
-					break
-				}
-				if placed[i] || open(i) != (pass == 1) || pass == 2 && len(cands) > lo && i == cands[lo] {
-					continue
-				}
-				cands = append(cands, i)
-				if pass == 0 && openLast {
-					break
-				}
-			}
-			if !openLast {
-				break
-			}
-		}
-		return [2]int{lo, len(cands)}
-	}
-	states = append(states, init)
-	stack := []frame{{states: [2]int{0, 1}, cands: pushCands()}}
-	done := 0
-	for done < n {
-		f := &stack[len(stack)-1]
-		took := false
-		for f.cands[0]+f.next < f.cands[1] && budget > 0 {
-			i := cands[f.cands[0]+f.next]
-			f.next++
-			budget--
-			lo := len(states)
-			for k := f.states[0]; k < f.states[1]; k++ {
-				states = next(states, states[k], ins[i], outs[i])
-			}
-			states = append(states[:lo], dedupStates(states[lo:])...)
-			if len(states) == lo {
-				continue // refused from every state
-			}
-			placed[i] = true
-			rets.set(pos[i], math.MaxInt64)
-			done++
-			stack = append(stack, frame{states: [2]int{lo, len(states)}})
-			if done < n {
-				stack[len(stack)-1].cands = pushCands()
-			}
-			took = true
-			break
-		}
-		if took {
-			continue
-		}
-		if budget == 0 || len(stack) == 1 {
-			return false
-		}
-		// Undo the op that led here and try the next candidate before it.
-		states, cands = states[:f.states[0]], cands[:f.cands[0]]
-		stack = stack[:len(stack)-1]
-		p := &stack[len(stack)-1]
-		i := cands[p.cands[0]+p.next-1]
-		placed[i] = false
-		rets.set(pos[i], ops[i].Return)
-		first = min(first, pos[i])
-		done--
-	}
-	return true
-}
-
-// dedupStates removes repeated states in place (the sets are tiny).
-func dedupStates[S comparable](set []S) []S {
-	out := set[:0]
-	for _, x := range set {
-		if !slices.Contains(out, x) {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-// minTree is a segment tree over n slots that keeps their minimum, so the
-// search can place and unplace an op and read the earliest remaining
-// return in O(log n).
-type minTree struct {
-	size int
-	t    []int64
-}
-
-func newMinTree(n int) *minTree {
-	size := 1
-	for size < n {
-		size *= 2
-	}
-	t := make([]int64, 2*size)
-	for i := range t {
-		t[i] = math.MaxInt64
-	}
-	return &minTree{size: size, t: t}
-}
-
-func (m *minTree) set(i int, v int64) {
-	i += m.size
-	m.t[i] = v
-	for i /= 2; i >= 1; i /= 2 {
-		m.t[i] = min(m.t[2*i], m.t[2*i+1])
-	}
-}
-
-func (m *minTree) min() int64 { return m.t[1] }
 
 // maxDescribedOps caps how many operations a violation's Detail spells out.
 const maxDescribedOps = 3
@@ -595,7 +423,7 @@ func moreSentence(n int) string {
 // linearizabilityViolation builds the S8 violation for a resource porcupine
 // found illegal, naming the ops stuckOps finds.
 func linearizabilityViolation(model porcupine.Model, p opPartition, info porcupine.LinearizationInfo) Violation {
-	linearized, state, idx := stuckOps(model, p.ops, info)
+	linearized, state, idx := stuckOps(model, p.ops(), info)
 	next := make([]StoreOp, len(idx)) // sorted by Call, as p.src is
 	for i, j := range idx {
 		next[i] = p.src[j]
@@ -614,7 +442,7 @@ func linearizabilityViolation(model porcupine.Model, p opPartition, info porcupi
 		Property: propLinearizable,
 		At:       next[0].Call,
 		Detail: fmt.Sprintf("The %d store ops on resource %q are not linearizable against a fenced register: at most %d of them linearize, leaving the register at %s, and %s (%s%s).",
-			len(p.ops), p.resource, linearized, model.DescribeState(state), blockedSentence(len(next)), strings.Join(descs, "; "), moreSentence(len(next))),
+			len(p.typed), p.resource, linearized, model.DescribeState(state), blockedSentence(len(next)), strings.Join(descs, "; "), moreSentence(len(next))),
 		Ops: ids,
 	}
 }

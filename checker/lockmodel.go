@@ -258,8 +258,17 @@ func FencedMutexModel() porcupine.Model {
 // encoding, with the LockOps they came from at the same indices.
 type lockPartition struct {
 	resource string
-	ops      []porcupine.Operation
+	typed    []typedOp[lockInput, lockOutput]
 	src      []LockOp
+	boxed    []porcupine.Operation // made by ops, when porcupine is needed
+}
+
+// ops returns the partition in porcupine's encoding.
+func (p *lockPartition) ops() []porcupine.Operation {
+	if p.boxed == nil {
+		p.boxed = boxOps(p.typed)
+	}
+	return p.boxed
 }
 
 // encodeLockOps converts a history's LockOps to porcupine operations, one
@@ -297,12 +306,12 @@ func encodeLockOps(h History) []lockPartition {
 	// sizes.
 	resources := sortedKeys(perResource)
 	parts := make([]lockPartition, len(resources))
-	allOps := make([]porcupine.Operation, 0, encoded)
+	allOps := make([]typedOp[lockInput, lockOutput], 0, encoded)
 	allSrc := make([]LockOp, 0, encoded)
 	off := 0
 	for i, r := range resources {
 		n := perResource[r]
-		parts[i] = lockPartition{resource: r, ops: allOps[off : off : off+n], src: allSrc[off : off : off+n]}
+		parts[i] = lockPartition{resource: r, typed: allOps[off : off : off+n], src: allSrc[off : off : off+n]}
 		perResource[r] = i
 		off += n
 	}
@@ -316,13 +325,13 @@ func encodeLockOps(h History) []lockPartition {
 			ret = open
 		}
 		p := &parts[perResource[op.Resource]]
-		p.ops = append(p.ops, porcupine.Operation{
-			ClientId: clients[op.Client],
-			Input:    lockInput{Resource: op.Resource, Client: op.Client, Kind: op.Kind, Token: lockSentToken(op)},
-			Call:     int64(op.Call),
-			Output:   lockOutput{Outcome: op.Outcome, Token: lockGrantedToken(op)},
-			Return:   int64(ret),
-			Metadata: opMetadata{ID: op.ID, Client: op.Client},
+		p.typed = append(p.typed, typedOp[lockInput, lockOutput]{
+			Client: clients[op.Client],
+			In:     lockInput{Resource: op.Resource, Client: op.Client, Kind: op.Kind, Token: lockSentToken(op)},
+			Call:   int64(op.Call),
+			Out:    lockOutput{Outcome: op.Outcome, Token: lockGrantedToken(op)},
+			Return: int64(ret),
+			Meta:   opMetadata{ID: op.ID, Client: op.Client},
 		})
 		p.src = append(p.src, op)
 	}
@@ -353,7 +362,7 @@ func LockLinearizabilityInfo(h History, opt Options) (porcupine.Model, []porcupi
 	model := FencedMutexModel()
 	var ops []porcupine.Operation
 	for _, p := range encodeLockOps(h) {
-		ops = append(ops, p.ops...)
+		ops = append(ops, p.ops()...)
 	}
 	res, info := porcupine.CheckOperationsVerbose(model, ops, opt.timeout())
 	return model, ops, res, info
@@ -367,13 +376,9 @@ func checkLockLinearizable(h History, opt Options) ([]Violation, []string) {
 	model := FencedMutexModel()
 	timeout := opt.timeout()
 
-	ops := make([][]porcupine.Operation, len(parts))
-	for i, p := range parts {
-		ops[i] = p.ops
-	}
-	results := checkPartitions(model, func(ops []porcupine.Operation) bool {
-		return linearizableQuickly(lockState{}, lockNext, ops)
-	}, ops, opt)
+	results := checkPartitions(model, len(parts), func(i int) bool {
+		return linearizableQuickly(lockState{}, lockNext, parts[i].typed)
+	}, func(i int) []porcupine.Operation { return parts[i].ops() }, opt)
 
 	var vs []Violation
 	var unknown []string
@@ -382,7 +387,7 @@ func checkLockLinearizable(h History, opt Options) ([]Violation, []string) {
 		case porcupine.Illegal:
 			vs = append(vs, lockViolation(model, p, results[i].info))
 		case porcupine.Unknown:
-			unknown = append(unknown, fmt.Sprintf("porcupine timed out after %v checking the %d lock ops on resource %q", timeout, len(p.ops), p.resource))
+			unknown = append(unknown, fmt.Sprintf("porcupine timed out after %v checking the %d lock ops on resource %q", timeout, len(p.typed), p.resource))
 		}
 	}
 	return vs, unknown
@@ -391,7 +396,7 @@ func checkLockLinearizable(h History, opt Options) ([]Violation, []string) {
 // lockViolation builds the S7 violation for a resource porcupine found
 // illegal, naming the ops stuckOps finds.
 func lockViolation(model porcupine.Model, p lockPartition, info porcupine.LinearizationInfo) Violation {
-	linearized, state, idx := stuckOps(model, p.ops, info)
+	linearized, state, idx := stuckOps(model, p.ops(), info)
 	ids := make([]int, len(idx))
 	descs := make([]string, 0, maxDescribedOps)
 	for i, j := range idx {
@@ -405,7 +410,7 @@ func lockViolation(model porcupine.Model, p lockPartition, info porcupine.Linear
 		Property: propLockLinearizable,
 		At:       p.src[idx[0]].Call,
 		Detail: fmt.Sprintf("The %d lock ops on resource %q are not linearizable against a fenced mutex: at most %d of them linearize, leaving the lock %s, and %s (%s%s).",
-			len(p.ops), p.resource, linearized, describeLockStates(state), blockedSentence(len(idx)), strings.Join(descs, "; "), moreSentence(len(idx))),
+			len(p.typed), p.resource, linearized, describeLockStates(state), blockedSentence(len(idx)), strings.Join(descs, "; "), moreSentence(len(idx))),
 		LockOps: ids,
 	}
 }

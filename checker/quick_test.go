@@ -77,13 +77,13 @@ func TestQuickSearch(t *testing.T) {
 		op("A", LockRelease, 1, LockReleased, 0, 30, 40),
 		op("B", LockAcquire, 0, LockGranted, 2, 50, 70),
 	}
-	if !linearizableQuickly(lockState{}, lockNext, ok) {
+	if !linearizableQuickly(lockState{}, lockNext, typedOf[lockInput, lockOutput](ok)) {
 		t.Fatalf("a linearizable history was not proven")
 	}
 	// The same, but B's busy answer is called after the release returned.
 	bad := slices.Clone(ok)
 	bad[1].Call, bad[1].Return = 45, 48
-	if linearizableQuickly(lockState{}, lockNext, bad) {
+	if linearizableQuickly(lockState{}, lockNext, typedOf[lockInput, lockOutput](bad)) {
 		t.Fatalf("a busy answer after the release was linearized")
 	}
 	if res := porcupine.CheckOperations(model, bad); res {
@@ -116,12 +116,21 @@ func TestQuickSearchDefersUnansweredWrites(t *testing.T) {
 		ops = append(ops, write(100+j, OutcomeUnknown, 40+10*j, open))
 	}
 	ops = append(ops, read(2, 500, 510))
-	if searchLinearization(registerState{}, registerNext, ops, false) {
+	if searchLinearization(registerState{}, registerNext, typedOf[registerInput, registerOutput](ops), false) {
 		t.Fatalf("call order proved it: the test no longer needs the second order")
 	}
-	if !linearizableQuickly(registerState{}, registerNext, ops) {
+	if !linearizableQuickly(registerState{}, registerNext, typedOf[registerInput, registerOutput](ops)) {
 		t.Fatalf("the second order did not find the linearization")
 	}
 	// (Porcupine alone does not decide this history in minutes: every
 	// unanswered write stays open to the end.)
+}
+
+// typedOf turns hand-built porcupine operations into the quick search's.
+func typedOf[I, O any](ops []porcupine.Operation) []typedOp[I, O] {
+	out := make([]typedOp[I, O], len(ops))
+	for i, op := range ops {
+		out[i] = typedOp[I, O]{In: op.Input.(I), Out: op.Output.(O), Call: op.Call, Return: op.Return, Client: op.ClientId}
+	}
+	return out
 }
