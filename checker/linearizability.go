@@ -211,20 +211,7 @@ func FencedRegisterModel() porcupine.Model {
 
 // opPartition is the operations of one resource in porcupine's encoding, with
 // the StoreOps they came from at the same indices.
-type opPartition struct {
-	resource string
-	typed    []typedOp[registerInput, registerOutput]
-	src      []StoreOp
-	boxed    []porcupine.Operation // made by ops, when porcupine is needed
-}
-
-// ops returns the partition in porcupine's encoding.
-func (p *opPartition) ops() []porcupine.Operation {
-	if p.boxed == nil {
-		p.boxed = boxOps(p.typed)
-	}
-	return p.boxed
-}
+type opPartition = partition[registerInput, registerOutput, StoreOp]
 
 // encodeOps converts a history's StoreOps to porcupine operations, one
 // partition per resource in ascending resource order, each sorted by call
@@ -259,19 +246,7 @@ func encodeOps(h History) []opPartition {
 		clients[c] = i
 	}
 
-	// Every partition's slices are cut from one allocation, at their exact
-	// sizes.
-	resources := sortedKeys(perResource)
-	parts := make([]opPartition, len(resources))
-	allOps := make([]typedOp[registerInput, registerOutput], 0, len(ops))
-	allSrc := make([]StoreOp, 0, len(ops))
-	off := 0
-	for i, r := range resources {
-		n := perResource[r]
-		parts[i] = opPartition{resource: r, typed: allOps[off : off : off+n], src: allSrc[off : off : off+n]}
-		perResource[r] = i
-		off += n
-	}
+	parts := carvePartitions[registerInput, registerOutput, StoreOp](perResource, len(ops))
 	for _, op := range ops {
 		ret := max(op.Return, op.Call)
 		if op.Outcome == OutcomeUnknown {

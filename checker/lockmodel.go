@@ -256,20 +256,7 @@ func FencedMutexModel() porcupine.Model {
 
 // lockPartition is the lock operations of one resource in porcupine's
 // encoding, with the LockOps they came from at the same indices.
-type lockPartition struct {
-	resource string
-	typed    []typedOp[lockInput, lockOutput]
-	src      []LockOp
-	boxed    []porcupine.Operation // made by ops, when porcupine is needed
-}
-
-// ops returns the partition in porcupine's encoding.
-func (p *lockPartition) ops() []porcupine.Operation {
-	if p.boxed == nil {
-		p.boxed = boxOps(p.typed)
-	}
-	return p.boxed
-}
+type lockPartition = partition[lockInput, lockOutput, LockOp]
 
 // encodeLockOps converts a history's LockOps to porcupine operations, one
 // partition per resource in ascending resource order, each sorted by call
@@ -302,19 +289,7 @@ func encodeLockOps(h History) []lockPartition {
 		clients[c] = i
 	}
 
-	// Every partition's slices are cut from one allocation, at their exact
-	// sizes.
-	resources := sortedKeys(perResource)
-	parts := make([]lockPartition, len(resources))
-	allOps := make([]typedOp[lockInput, lockOutput], 0, encoded)
-	allSrc := make([]LockOp, 0, encoded)
-	off := 0
-	for i, r := range resources {
-		n := perResource[r]
-		parts[i] = lockPartition{resource: r, typed: allOps[off : off : off+n], src: allSrc[off : off : off+n]}
-		perResource[r] = i
-		off += n
-	}
+	parts := carvePartitions[lockInput, lockOutput, LockOp](perResource, encoded)
 	for _, op := range ops {
 		eff := lockEffectOf(op.Kind, op.Outcome)
 		if eff == effNothing {

@@ -99,16 +99,8 @@ func TestDiskLogSegments(t *testing.T) {
 // TestDiskLogCutsATornTail: garbage after the last intact record (a torn
 // append) is cut off, durably, and the entries before it are kept.
 func TestDiskLogCutsATornTail(t *testing.T) {
-	w, _ := sim.New(sim.Config{Seed: 1, Network: sim.DefaultNetwork()})
-	id, _ := w.AddNode("p", func() sim.Process { return idle{} }, fakeclock.Config{})
-	w.Run(time.Millisecond, 10)
-	d := w.Disk(id)
-	l := diskLog{per: 3}
-	var ents []raft.Entry
-	for i := uint64(1); i <= 5; i++ {
-		ents = append(ents, raft.Entry{Index: i, Term: 1, Data: []byte{byte(i)}})
-	}
-	l.append(d, ents)
+	d := idleDisk()
+	writeLog(d, 1, 1, 1, 1, 1)
 	whole := seal(encodeEntry(raft.Entry{Index: 6, Term: 1, Data: []byte{6}}))
 	d.Append(logKey(4), whole[:len(whole)-1])
 	d.Sync()
@@ -125,16 +117,8 @@ func TestDiskLogCutsATornTail(t *testing.T) {
 // persisted hard state's (a crash kept unsynced appends and lost the hard
 // state written before them) are cut, durably, and the rest kept.
 func TestDiskLogKeepsNoEntryNewerThanTheTerm(t *testing.T) {
-	w, _ := sim.New(sim.Config{Seed: 1, Network: sim.DefaultNetwork()})
-	id, _ := w.AddNode("p", func() sim.Process { return idle{} }, fakeclock.Config{})
-	w.Run(time.Millisecond, 10)
-	d := w.Disk(id)
-	l := diskLog{per: 3}
-	var ents []raft.Entry
-	for i, term := range []uint64{1, 1, 2, 2, 3, 3, 3} {
-		ents = append(ents, raft.Entry{Index: uint64(i) + 1, Term: term, Data: []byte{byte(i)}})
-	}
-	l.append(d, ents)
+	d := idleDisk()
+	writeLog(d, 1, 1, 2, 2, 3, 3, 3)
 	d.Sync()
 	got, l2 := loadLog(d, 3)
 	got = l2.keepTerms(d, got, 2)
@@ -147,4 +131,22 @@ func TestDiskLogKeepsNoEntryNewerThanTheTerm(t *testing.T) {
 	if got := l2.keepTerms(d, got, 0); len(got) != 0 {
 		t.Fatalf("term 0 kept %d entries", len(got))
 	}
+}
+
+// idleDisk returns the disk of a running node whose process does nothing.
+func idleDisk() *sim.Disk {
+	w, _ := sim.New(sim.Config{Seed: 1, Network: sim.DefaultNetwork()})
+	id, _ := w.AddNode("p", func() sim.Process { return idle{} }, fakeclock.Config{})
+	w.Run(time.Millisecond, 10)
+	return w.Disk(id)
+}
+
+// writeLog appends entries 1, 2, … with the given terms in segments of 3.
+func writeLog(d *sim.Disk, terms ...uint64) {
+	l := diskLog{per: 3}
+	var ents []raft.Entry
+	for i, term := range terms {
+		ents = append(ents, raft.Entry{Index: uint64(i) + 1, Term: term, Data: []byte{byte(i + 1)}})
+	}
+	l.append(d, ents)
 }
