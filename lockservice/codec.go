@@ -24,11 +24,16 @@ type reader struct {
 	err error
 }
 
-func (r *reader) uvarint() uint64 {
+func (r *reader) uvarint() uint64 { return readNumber(r, binary.Uvarint) }
+
+func (r *reader) varint() int64 { return readNumber(r, binary.Varint) }
+
+// readNumber reads one number with decode (binary.Uvarint or Varint).
+func readNumber[T uint64 | int64](r *reader, decode func([]byte) (T, int)) T {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(r.b)
+	v, n := decode(r.b)
 	if n <= 0 {
 		r.err = errCorrupt
 		return 0

@@ -134,19 +134,6 @@ func decodeStoreRecord(b []byte) (*FenceTable, error) {
 	return t, nil
 }
 
-func (r *reader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err = errCorrupt
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
 // count reads a number of entries of at least minSize bytes each, refusing
 // one the rest of the record cannot hold (so a corrupt count never sizes an
 // allocation).
