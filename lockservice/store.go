@@ -25,8 +25,8 @@ type FencedStore struct {
 	cfg   StoreConfig
 	state slotted
 	table *FenceTable
-	// rec is the durable record's encoding, reused across writes (the disk
-	// record is a copy: slotted.store seals it into a new buffer).
+	// rec is the durable record's encoding, reused across writes
+	// (slotted.store seals a copy of it, and the disk keeps its own).
 	rec []byte
 }
 
