@@ -1,7 +1,6 @@
 package checker
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -213,57 +212,16 @@ func FencedRegisterModel() porcupine.Model {
 // the StoreOps they came from at the same indices.
 type opPartition = partition[registerInput, registerOutput, StoreOp]
 
-// encodeOps converts a history's StoreOps to porcupine operations, one
-// partition per resource in ascending resource order, each sorted by call
-// time then ID so the encoding does not depend on input order.
-//
-// An operation with OutcomeUnknown gets an open return: a time later than
-// every other event of the history, which is how porcupine expects
-// operations that never returned to be encoded. A known operation whose
-// Return precedes its Call is treated as returning when it was called.
+// encodeOps converts a history's StoreOps to porcupine operations (see
+// encodePartitions). An operation with OutcomeUnknown gets an open return.
 func encodeOps(h History) []opPartition {
-	ops := slices.Clone(h.Ops)
-	slices.SortStableFunc(ops, func(a, b StoreOp) int {
-		return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID))
+	return encodePartitions(h.Ops, h.End, func(op StoreOp) opRecord {
+		return opRecord{resource: op.Resource, client: op.Client, id: op.ID, call: op.Call, ret: op.Return,
+			open: op.Outcome == OutcomeUnknown}
+	}, func(op StoreOp) (registerInput, registerOutput) {
+		return registerInput{Resource: op.Resource, Kind: op.Kind, Token: op.Token, Value: op.Value},
+			registerOutput{Outcome: op.Outcome, Value: op.ReadValue, Token: op.ReadToken}
 	})
-
-	last := h.End
-	clients := make(map[string]int)
-	perResource := make(map[string]int) // ops per resource, then partition index
-	for _, op := range ops {
-		last = max(last, op.Call)
-		if op.Outcome != OutcomeUnknown {
-			last = max(last, op.Return)
-		}
-		clients[op.Client] = 0
-		perResource[op.Resource]++
-	}
-	open := last
-	if open < math.MaxInt64 {
-		open++
-	}
-	for i, c := range sortedKeys(clients) {
-		clients[c] = i
-	}
-
-	parts := carvePartitions[registerInput, registerOutput, StoreOp](perResource, len(ops))
-	for _, op := range ops {
-		ret := max(op.Return, op.Call)
-		if op.Outcome == OutcomeUnknown {
-			ret = open
-		}
-		p := &parts[perResource[op.Resource]]
-		p.typed = append(p.typed, typedOp[registerInput, registerOutput]{
-			Client: clients[op.Client],
-			In:     registerInput{Resource: op.Resource, Kind: op.Kind, Token: op.Token, Value: op.Value},
-			Call:   int64(op.Call),
-			Out:    registerOutput{Outcome: op.Outcome, Value: op.ReadValue, Token: op.ReadToken},
-			Return: int64(ret),
-			Meta:   opMetadata{ID: op.ID, Client: op.Client},
-		})
-		p.src = append(p.src, op)
-	}
-	return parts
 }
 
 // LinearizabilityInfo runs the S8 check over the whole history in one

@@ -1,9 +1,7 @@
 package checker
 
 import (
-	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -258,59 +256,18 @@ func FencedMutexModel() porcupine.Model {
 // encoding, with the LockOps they came from at the same indices.
 type lockPartition = partition[lockInput, lockOutput, LockOp]
 
-// encodeLockOps converts a history's LockOps to porcupine operations, one
-// partition per resource in ascending resource order, each sorted by call
-// time then ID. Operations that constrain nothing are left out. Ambiguous
-// operations get an open return, later than every other event of the
-// history.
+// encodeLockOps converts a history's LockOps to porcupine operations (see
+// encodePartitions). Operations that constrain nothing are left out;
+// ambiguous ones get an open return.
 func encodeLockOps(h History) []lockPartition {
-	ops := slices.Clone(h.LockOps)
-	slices.SortStableFunc(ops, func(a, b LockOp) int {
-		return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID))
-	})
-
-	last := h.End
-	clients := make(map[string]int)
-	perResource := make(map[string]int) // encoded ops per resource, then partition index
-	encoded := 0
-	for _, op := range ops {
-		last = max(last, op.Call, op.Return)
-		clients[op.Client] = 0
-		if lockEffectOf(op.Kind, op.Outcome) != effNothing {
-			perResource[op.Resource]++
-			encoded++
-		}
-	}
-	open := last
-	if open < math.MaxInt64 {
-		open++
-	}
-	for i, c := range sortedKeys(clients) {
-		clients[c] = i
-	}
-
-	parts := carvePartitions[lockInput, lockOutput, LockOp](perResource, encoded)
-	for _, op := range ops {
+	return encodePartitions(h.LockOps, h.End, func(op LockOp) opRecord {
 		eff := lockEffectOf(op.Kind, op.Outcome)
-		if eff == effNothing {
-			continue
-		}
-		ret := max(op.Return, op.Call)
-		if eff == effAmbiguous {
-			ret = open
-		}
-		p := &parts[perResource[op.Resource]]
-		p.typed = append(p.typed, typedOp[lockInput, lockOutput]{
-			Client: clients[op.Client],
-			In:     lockInput{Resource: op.Resource, Client: op.Client, Kind: op.Kind, Token: lockSentToken(op)},
-			Call:   int64(op.Call),
-			Out:    lockOutput{Outcome: op.Outcome, Token: lockGrantedToken(op)},
-			Return: int64(ret),
-			Meta:   opMetadata{ID: op.ID, Client: op.Client},
-		})
-		p.src = append(p.src, op)
-	}
-	return parts
+		return opRecord{resource: op.Resource, client: op.Client, id: op.ID, call: op.Call, ret: op.Return,
+			skip: eff == effNothing, open: eff == effAmbiguous}
+	}, func(op LockOp) (lockInput, lockOutput) {
+		return lockInput{Resource: op.Resource, Client: op.Client, Kind: op.Kind, Token: lockSentToken(op)},
+			lockOutput{Outcome: op.Outcome, Token: lockGrantedToken(op)}
+	})
 }
 
 // lockSentToken is the token a renew or release sent (0 for an acquire).

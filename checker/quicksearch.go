@@ -19,42 +19,6 @@ type typedOp[I, O any] struct {
 	Meta         opMetadata
 }
 
-// partition is the operations of one resource, typed, with the history's
-// records they came from at the same indices.
-type partition[I, O, S any] struct {
-	resource string
-	typed    []typedOp[I, O]
-	src      []S
-	boxed    []porcupine.Operation // made by ops, when porcupine is needed
-}
-
-// ops returns the partition in porcupine's encoding.
-func (p *partition[I, O, S]) ops() []porcupine.Operation {
-	if p.boxed == nil {
-		p.boxed = boxOps(p.typed)
-	}
-	return p.boxed
-}
-
-// carvePartitions makes one partition per resource of perResource (which
-// holds each resource's op count, and is rewritten to its partition's
-// index), in ascending resource order, every partition's slices cut from
-// one allocation at their exact sizes.
-func carvePartitions[I, O, S any](perResource map[string]int, total int) []partition[I, O, S] {
-	resources := sortedKeys(perResource)
-	parts := make([]partition[I, O, S], len(resources))
-	allOps := make([]typedOp[I, O], 0, total)
-	allSrc := make([]S, 0, total)
-	off := 0
-	for i, r := range resources {
-		n := perResource[r]
-		parts[i] = partition[I, O, S]{resource: r, typed: allOps[off : off : off+n], src: allSrc[off : off : off+n]}
-		perResource[r] = i
-		off += n
-	}
-	return parts
-}
-
 // boxOps encodes typed ops for porcupine.
 func boxOps[I, O any](ops []typedOp[I, O]) []porcupine.Operation {
 	out := make([]porcupine.Operation, len(ops))
