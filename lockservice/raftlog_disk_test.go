@@ -111,6 +111,11 @@ func TestDiskLogCutsATornTail(t *testing.T) {
 	if again, _ := loadLog(d, 3); len(again) != 5 || d.Dirty() != 0 {
 		t.Fatalf("the cut was not durable: %d entries, %d dirty", len(again), d.Dirty())
 	}
+	// The torn bytes are gone: an entry appended now reads back.
+	l2.append(d, []raft.Entry{{Index: 6, Term: 1, Data: []byte{6}}})
+	if again, _ := loadLog(d, 3); len(again) != 6 {
+		t.Fatalf("after appending entry 6 to the cut log: %d entries, want 6", len(again))
+	}
 }
 
 // TestDiskLogKeepsNoEntryNewerThanTheTerm: entries of a term later than the
