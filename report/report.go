@@ -167,6 +167,18 @@ func expectation(expect string, v checker.Verdict) (met, ok bool) {
 	return slices.ContainsFunc(v.Violations, func(x checker.Violation) bool { return x.Property == f[1] }), true
 }
 
+// headline is the property the verdict badge names: the expected one when
+// the run violated it (as scenarios.Expectation.Headline), else the
+// verdict's first.
+func headline(expect string, v checker.Verdict) string {
+	if f := strings.Fields(expect); len(f) == 2 && f[0] == v.Kind.String() {
+		if slices.ContainsFunc(v.Violations, func(x checker.Violation) bool { return x.Property == f[1] }) {
+			return f[1]
+		}
+	}
+	return v.Property()
+}
+
 // render writes the whole page into buf.
 func render(buf *bytes.Buffer, in Input, hasTrace bool) error {
 	p := &page{b: buf}
@@ -208,7 +220,7 @@ func (p *page) header(in Input) {
 	}
 	p.s("<table class=\"kv\">\n")
 	verdict := v.Kind.String()
-	if prop := v.Property(); prop != "" {
+	if prop := headline(in.Expect, v); prop != "" {
 		verdict += " " + prop
 	}
 	p.f("<tr><th>verdict</th><td><span class=\"badge\" style=\"background:%s\">%s</span></td></tr>\n",

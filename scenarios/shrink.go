@@ -16,7 +16,7 @@ type Sizes struct {
 }
 
 func (s Sizes) String() string {
-	return fmt.Sprintf("%d fault operations, %d clients, %d replicas", s.Faults, s.Clients, s.Replicas)
+	return fmt.Sprintf("%s, %s, %s", Count(s.Faults, "fault operation"), Count(s.Clients, "client"), Count(s.Replicas, "replica"))
 }
 
 // SizesOf measures p.
@@ -48,7 +48,7 @@ func Shrink(p Plan, opt RunOptions) (Shrunk, error) {
 		return Shrunk{}, fmt.Errorf("scenario %q seed %d does not violate a safety property (verdict %s): nothing to shrink",
 			p.Spec.Name, p.Seed, first.Verdict.Kind)
 	}
-	prop := first.Verdict.Property()
+	prop := p.Spec.Expect.Headline(first.Verdict) // the property the scenario exists to show
 	out := Shrunk{Property: prop, Before: SizesOf(p), Result: first, Runs: 1}
 	fails := func(c Plan) bool {
 		if c.Validate() != nil {

@@ -102,6 +102,19 @@ func (e Expectation) Met(v checker.Verdict) bool {
 	return false
 }
 
+// Headline is the one property a one-line verdict names: the expected
+// property when the run violated it, else the verdict's first
+// (checker.Verdict.Property). A run often violates several properties, and
+// the first by property order need not be the one the scenario exists to
+// show: redlock-gc-pause violates S2 before S3, and a headline of S2 under
+// "expected violation S3 met" reads as a contradiction.
+func (e Expectation) Headline(v checker.Verdict) string {
+	if e.Property != "" && slices.ContainsFunc(v.Violations, func(x checker.Violation) bool { return x.Property == e.Property }) {
+		return e.Property
+	}
+	return v.Property()
+}
+
 func (e Expectation) String() string {
 	if e.Property != "" {
 		return e.Verdict + " " + e.Property
@@ -223,6 +236,19 @@ func (s *Spec) serverNames() []string {
 		return nil
 	}
 	return names
+}
+
+// Fenced reports whether the spec's store orders writes by token: the
+// design's tokens grow with each grant and the store checks them. Only then
+// does fencing make two clients that both believe they hold a lock
+// harmless; Redlock's random values and the unfenced designs cannot.
+func (s *Spec) Fenced() bool {
+	d := s.design()
+	if d == nil {
+		return false
+	}
+	info := d.Info()
+	return !s.Store.IgnoreTokens && !info.UnfencedStore && !info.UnorderedTokens
 }
 
 // Validate reports the first thing wrong with s, saying how to fix it.

@@ -123,7 +123,7 @@ type Summary struct {
 	Expect     Expectation
 	Seeds      int
 	Passes     int
-	Violations map[string]int // by property (the first one of each run)
+	Violations map[string]int // by property (each run's headline: Expectation.Headline)
 	Liveness   int
 	Unknowns   int
 	Errors     int
@@ -142,7 +142,7 @@ func (s *Summary) Add(r JobResult) {
 		return
 	}
 	v := r.Result.Verdict
-	s.AddVerdict(v.Kind.String(), v.Property(), r.Result.Met(r.Job.Spec), r.Result.SimTime, r.Result.Wall, r.Result.Events)
+	s.AddVerdict(v.Kind.String(), r.Job.Spec.Expect.Headline(v), r.Result.Met(r.Job.Spec), r.Result.SimTime, r.Result.Wall, r.Result.Events)
 }
 
 // AddVerdict folds one run given by its parts (as a merged JSON result

@@ -50,8 +50,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	memSeeds := fs.Int("memory", 0, "also sweep this many seeds on every core and compare the heap after the first 1% (at least 100) with the heap after all; 0 compares the first tenth of -seeds with all of them")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the one-worker runs to `file` (go tool pprof)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 || *seeds < 1 || *memSeeds < 0 {
 		fmt.Fprintln(stderr, "simrun bench: usage: simrun bench [-seeds N ≥ 1] [-memory M ≥ 0] [-json] [-cpuprofile file]")

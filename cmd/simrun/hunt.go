@@ -39,8 +39,8 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.String("seeds", "1..200", "seed `range` A..B to try, in order")
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run at once")
 	asJSON := fs.Bool("json", false, "one JSON object per mutant per line on stdout")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "simrun hunt: unexpected argument %q\n", fs.Arg(0))

@@ -14,8 +14,8 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simrun list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	mutants := fs.Bool("mutants", false, "list the planted bugs instead")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "simrun list: unexpected argument %q\n", fs.Arg(0))

@@ -6,10 +6,14 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
+	"strings"
 )
 
 // Exit codes, stable for scripts and CI.
@@ -41,66 +45,154 @@ func tuneGC() {
 	}
 }
 
-const usage = `usage: simrun <command> [flags]
+// command is one subcommand: how it is called, what it does, and its entry
+// point. The top-level usage and each command's -h are made from this table,
+// so the two cannot disagree.
+type command struct {
+	name string
+	// synopsis is the argument line after "simrun NAME".
+	synopsis string
+	// about says what the command does, one or more lines.
+	about string
+	run   func(args []string, stdout, stderr io.Writer) int
+}
 
-commands:
-  list [-mutants]              every built-in scenario, its expectation and what it shows
-                               (-mutants: every planted bug)
-  run -scenario NAME -seed N   simulate one seed and check it (flags: -json, -out DIR, -trace, -check-twice)
-  sweep [-scenario NAME | -all] [-seeds A..B] [-workers K] [-shard i/n] [-budget D] [-json]
-                               many seeds on all cores: summary per scenario, one repro line per miss
-  merge FILE...                merge the -json output of sweep shards into one summary and exit code
-  replay FILE                  run a replay file again: the same trace hash and verdict, or why not
-  shrink (-scenario NAME -seed N | FILE) [-o FILE]
-                               reduce a failing run's faults, clients and replicas while the same
-                               property still fails; write the smaller run's replay file
+// commands lists simrun's commands in the order the usage shows them. It
+// is filled by init: the commands' -h reads it.
+var commands []command
 
-  hunt (-mutant NAME | -all) [-scenario swarm] [-seeds A..B] [-json]
-                               sweep with a planted bug until the first violation; -all prints
-                               the detection table
+func init() {
+	commands = []command{
+		{"list", "[-mutants]", "every built-in scenario, its expectation and what it shows\n(-mutants: every planted bug)", cmdList},
+		{"run", "(-scenario NAME | -spec FILE.json) [-seed N]", "simulate one seed and check it (flags: -json, -out DIR, -trace, -check-twice, -mutant)\n-spec runs a scenario you wrote, validated like the built-ins", cmdRun},
+		{"sweep", "[-scenario NAME | -all] [-seeds A..B] [-workers K] [-shard i/n] [-budget D] [-json]", "many seeds on all cores: summary per scenario, one repro line per miss", cmdSweep},
+		{"merge", "FILE...", "merge the -json output of sweep shards into one summary and exit code", cmdMerge},
+		{"replay", "FILE", "run a replay file again: the same trace hash and verdict, or why not", cmdReplay},
+		{"shrink", "(-scenario NAME -seed N | FILE) [-o FILE]", "reduce a failing run's faults, clients and replicas while the same\nproperty still fails; write the smaller run's replay file", cmdShrink},
+		{"hunt", "(-mutant NAME | -all) [-scenario swarm] [-seeds A..B] [-json]", "sweep with a planted bug until the first violation; -all prints\nthe detection table", cmdHunt},
+		{"bench", "[-seeds N] [-memory M] [-json] [-cpuprofile FILE]", "the standard run's speed against the bare event loop, one worker\nand every core, checker share, peak heap; -memory M: the heap\nafter the first 1% of M seeds against after all M", cmdBench},
+		{"help", "[COMMAND]", "this list, or one command's usage and flags (as COMMAND -h)", nil},
+	}
+}
 
-  bench [-seeds N] [-memory M] [-json] [-cpuprofile FILE]
-                               the standard run's speed against the bare event loop, one worker
-                               and every core, checker share, peak heap; -memory M: the heap
-                               after the first 1% of M seeds against after all M
-
-run and sweep take -mutant NAME too.
-failing runs (any verdict but pass) write a replay file under failures/ (or into -out DIR)
-
-exit codes: 0 pass, 1 safety violation, 2 usage error, 3 liveness failure,
+// exitCodesText explains the exit codes, in the usage and in every
+// command's -h.
+const exitCodesText = `exit codes: 0 pass, 1 safety violation, 2 usage error, 3 liveness failure,
             4 nondeterminism, 5 unknown, 130 sweep interrupted
   (sweep: 0 when every scenario met its expectation; otherwise the code of the
    worst miss — 1 also for a canary that passed)
 `
 
+// usage is the top-level help: every command, then the exit codes.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: simrun <command> [flags]\n       simrun help <command>   (or simrun <command> -h): its flags\n\ncommands:\n")
+	for _, c := range commands {
+		head := "  " + c.name + " " + c.synopsis
+		lines := strings.Split(c.about, "\n")
+		if len(head) <= 30 {
+			fmt.Fprintf(&b, "%-31s%s\n", head, lines[0])
+		} else {
+			fmt.Fprintf(&b, "%s\n%31s%s\n", head, "", lines[0])
+		}
+		for _, l := range lines[1:] {
+			fmt.Fprintf(&b, "%31s%s\n", "", l)
+		}
+	}
+	b.WriteString("\nrun and sweep take -mutant NAME too.\n" +
+		"failing runs (any verdict but pass) write a replay file under failures/ (or into -out DIR)\n\n")
+	b.WriteString(exitCodesText)
+	return b.String()
+}
+
+// lookupCommand finds a command by name.
+func lookupCommand(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// parseFlags parses a command's flags. -h or -help prints the command's
+// usage and flags on stdout and ends the command with exit 0 (asking for
+// help is not a usage error); a bad flag prints the error and the usage on
+// stderr and ends it with exit 2. ok is true when the command should go on.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	fs.Usage = func() { commandUsage(fs) }
+	err := fs.Parse(args)
+	fs.SetOutput(stderr) // later fs.Usage() calls explain a usage error
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		stdout.Write(buf.Bytes())
+		return exitPass, false
+	case err != nil:
+		stderr.Write(buf.Bytes())
+		return exitUsage, false
+	}
+	return exitPass, true
+}
+
+// commandUsage prints fs's command: its synopsis, what it does, its flags.
+func commandUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	name := strings.TrimPrefix(fs.Name(), "simrun ")
+	if c, ok := lookupCommand(name); ok {
+		fmt.Fprintf(w, "usage: simrun %s %s\n\n%s\n\n", c.name, c.synopsis, c.about)
+	} else {
+		fmt.Fprintf(w, "usage of %s:\n", fs.Name())
+	}
+	flags := 0
+	fs.VisitAll(func(*flag.Flag) { flags++ })
+	if flags == 0 {
+		fmt.Fprintln(w, "flags: none")
+	} else {
+		fmt.Fprintln(w, "flags:")
+		fs.PrintDefaults()
+	}
+	fmt.Fprintf(w, "\n%s", exitCodesText)
+}
+
 // run is main without the process: it returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return exitUsage
 	}
 	switch args[0] {
-	case "list":
-		return cmdList(args[1:], stdout, stderr)
-	case "run":
-		return cmdRun(args[1:], stdout, stderr)
-	case "sweep":
-		return cmdSweep(args[1:], stdout, stderr)
-	case "merge":
-		return cmdMerge(args[1:], stdout, stderr)
-	case "replay":
-		return cmdReplay(args[1:], stdout, stderr)
-	case "shrink":
-		return cmdShrink(args[1:], stdout, stderr)
-	case "hunt":
-		return cmdHunt(args[1:], stdout, stderr)
-	case "bench":
-		return cmdBench(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
-		return exitPass
-	default:
-		fmt.Fprintf(stderr, "simrun: unknown command %q\n\n%s", args[0], usage)
+		return cmdHelp(args[1:], stdout, stderr)
+	}
+	c, ok := lookupCommand(args[0])
+	if !ok {
+		fmt.Fprintf(stderr, "simrun: unknown command %q\n\n%s", args[0], usage())
 		return exitUsage
 	}
+	return c.run(args[1:], stdout, stderr)
+}
+
+// cmdHelp prints the usage, or with a command name that command's usage
+// and flags.
+func cmdHelp(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stdout, usage())
+		return exitPass
+	case len(args) > 1:
+		fmt.Fprintf(stderr, "simrun help: want one command name, got %q\n", args)
+		return exitUsage
+	}
+	c, ok := lookupCommand(args[0])
+	switch {
+	case !ok:
+		fmt.Fprintf(stderr, "simrun help: unknown command %q\n\n%s", args[0], usage())
+		return exitUsage
+	case c.run == nil: // help itself
+		fmt.Fprint(stdout, usage())
+		return exitPass
+	}
+	return c.run([]string{"-h"}, stdout, stderr)
 }

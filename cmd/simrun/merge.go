@@ -21,8 +21,8 @@ func cmdMerge(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: simrun merge FILE...   (each FILE holds `simrun sweep -json` output)")
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()

@@ -21,8 +21,8 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: simrun replay [-force] [-out DIR] [-json] [-trace] FILE")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()

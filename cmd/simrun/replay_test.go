@@ -77,7 +77,7 @@ func TestReplayDetectsDifferencesAndBadFiles(t *testing.T) {
 
 func TestShrinkCommand(t *testing.T) {
 	code, out, _ := simrun("shrink", "-scenario", "unfenced-gc-pause", "-seed", "2", "-o", "s.json")
-	if code != exitViolation || !strings.Contains(out, "property S3 still fails") || !strings.Contains(out, "after:  1 fault operations") {
+	if code != exitViolation || !strings.Contains(out, "property S3 still fails") || !strings.Contains(out, "after:  1 fault operation,") {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 	if code, out, _ := simrun("replay", "s.json"); code != exitViolation || !strings.Contains(out, "reproduced") {

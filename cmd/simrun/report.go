@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/scenarios"
@@ -28,17 +29,35 @@ type runJSON struct {
 // reproLine is the one command that reproduces a run of a built-in
 // scenario (with its planted bug, if any).
 func reproLine(spec scenarios.Spec, seed uint64) string {
-	line := fmt.Sprintf("go run ./cmd/simrun run -scenario %s -seed %d", spec.Name, seed)
+	return reproWith("-scenario "+spec.Name, spec, seed)
+}
+
+// specReproLine is reproLine for a spec read from file (run -spec).
+func specReproLine(file string, spec scenarios.Spec, seed uint64) string {
+	return reproWith("-spec "+shellQuote(file), spec, seed)
+}
+
+// reproWith is the repro line of a run whose scenario is chosen by what.
+func reproWith(what string, spec scenarios.Spec, seed uint64) string {
+	line := fmt.Sprintf("go run ./cmd/simrun run %s -seed %d", what, seed)
 	if spec.Mutant != "" {
 		line += " -mutant " + spec.Mutant
 	}
 	return line
 }
 
+// shellQuote quotes s for a POSIX shell if it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./-+=:,@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // toJSON flattens a run's result for printing.
 func toJSON(spec scenarios.Spec, res scenarios.Result) runJSON {
 	j := runJSON{
-		Scenario: spec.Name, Seed: res.Seed, Verdict: res.Verdict.Kind.String(), Property: res.Verdict.Property(),
+		Scenario: spec.Name, Seed: res.Seed, Verdict: res.Verdict.Kind.String(), Property: spec.Expect.Headline(res.Verdict),
 		Expected: spec.Expect.String(), Met: res.Met(spec), TraceHash: fmt.Sprintf("%016x", res.TraceHash),
 		Events: res.Events, SimSeconds: res.SimTime.Seconds(), WallSeconds: res.Wall.Seconds(),
 		Speedup: res.SimTime.Seconds() / max(res.Wall.Seconds(), 1e-9), Repro: reproLine(spec, res.Seed),

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/fencesim/fencesim/scenarios"
 )
@@ -20,12 +21,8 @@ func cmdShrink(args []string, stdout, stderr io.Writer) int {
 	name := fs.String("scenario", "", "built-in `scenario` to shrink (with -seed)")
 	seed := fs.Uint64("seed", 0, "`seed` of the failing run (with -scenario)")
 	outFile := fs.String("o", "", "write the shrunk run's replay file to `file` (default failures/SCENARIO-seedN-shrunk.json)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: simrun shrink (-scenario NAME -seed N | FILE) [-o FILE]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	var plan scenarios.Plan
 	switch {
@@ -77,7 +74,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "property %s still fails after %d runs\nbefore: %s\nafter:  %s\n", got.Property, got.Runs, got.Before, got.After)
 	for _, op := range got.Result.Plan.Schedule {
-		fmt.Fprintf(stdout, "  at %v: %s\n", op.At, op)
+		fmt.Fprintf(stdout, "  at %v: %s\n", time.Duration(op.At), op)
 	}
 	fmt.Fprintf(stdout, "replay file: %s (simrun replay %s)\n", path, path)
 	return exitViolation

@@ -44,8 +44,8 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object per seed per line on stdout, nothing else")
 	mutant := fs.String("mutant", "", "plant this bug in every scenario (see simrun list -mutants)")
 	progress := fs.String("progress", "auto", "progress display: auto (a bar on a terminal, lines elsewhere), bar, lines, none")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "simrun sweep: unexpected argument %q\n", fs.Arg(0))
