@@ -69,10 +69,22 @@ type Input struct {
 	SimEnd time.Duration
 	// Repro is the command line that reproduces the run.
 	Repro string
+	// Picks are what the faults' node selectors (@leader) resolved to when
+	// they fired, in firing order: a fault aimed at the leader is drawn on
+	// the row of the node that led. Without them such a fault is drawn on
+	// the fault row.
+	Picks []Pick
 	// CheckTimeout is porcupine's wall-clock budget for each of the two
 	// linearizability views; 0 means checker.DefaultTimeout, negative means
 	// no limit (as checker.Options.Timeout).
 	CheckTimeout time.Duration
+}
+
+// Pick is what a fault's node selector resolved to when the fault fired.
+type Pick struct {
+	At       time.Duration
+	Selector string // "@leader"
+	Node     string // "" if no node was chosen (the fault did nothing)
 }
 
 // File names Write uses inside its directory; the page links them
@@ -281,8 +293,11 @@ func (p *page) metrics(in Input, hasTrace bool) {
 	p.f("<tr><th>belief overlap windows</th><td>%d</td></tr>\n", m.Windows)
 	p.f("<tr><th>belief overlap total</th><td>%s</td></tr>\n", esc(dur(m.Total)))
 	p.f("<tr><th>belief overlap longest</th><td>%s</td></tr>\n", esc(dur(m.Longest)))
-	p.f("<tr><th>records</th><td>%d store ops, %d lock ops, %d grants, %d lease ends, %d renewals, %d beliefs, %d store applies, %d store restarts, %d fault ops</td></tr>\n",
-		len(h.Ops), len(h.LockOps), len(h.Grants), len(h.Ends), len(h.Renewals), len(h.Beliefs), len(h.Applies), len(h.StoreRestarts), len(in.Faults))
+	p.f("<tr><th>records</th><td>%s</td></tr>\n", esc(strings.Join([]string{
+		count(len(h.Ops), "store op"), count(len(h.LockOps), "lock op"), count(len(h.Grants), "grant"),
+		count(len(h.Ends), "lease end"), count(len(h.Renewals), "renewal"), count(len(h.Beliefs), "belief"),
+		count(len(h.Applies), "store apply"), count(len(h.StoreRestarts), "store restart"), count(len(in.Faults), "fault op"),
+	}, ", ")))
 	p.f("<tr><th>history</th><td><a href=\"%s\">%s</a> (the checker's input, indented JSON)</td></tr>\n", HistoryFile, HistoryFile)
 	if hasTrace {
 		p.f("<tr><th>trace</th><td><a href=\"%s\">%s</a> (the readable trace)</td></tr>\n", TraceFile, TraceFile)
@@ -294,7 +309,7 @@ func (p *page) metrics(in Input, hasTrace bool) {
 
 func (p *page) faultTable(in Input) {
 	ops := in.Faults.Sorted()
-	p.f("<section>\n<h2>Fault schedule (%d ops)</h2>\n", len(ops))
+	p.f("<section>\n<h2>Fault schedule (%s)</h2>\n", count(len(ops), "op"))
 	if len(ops) == 0 {
 		p.s("<p class=\"muted\">no faults</p>\n</section>\n")
 		return
@@ -304,6 +319,18 @@ func (p *page) faultTable(in Input) {
 		p.f("<tr><td>%s</td><td><code>%s</code></td></tr>\n", esc(dur(time.Duration(op.At))), esc(op.String()))
 	}
 	p.s("</table>\n</details>\n</section>\n")
+}
+
+// count renders n with its noun in the right number ("1 op", "2 ops",
+// "3 store applies"), as scenarios.Count does.
+func count(n int, noun string) string {
+	switch k := len(noun); {
+	case n == 1:
+		return "1 " + noun
+	case k >= 2 && noun[k-1] == 'y' && !strings.ContainsRune("aeiou", rune(noun[k-2])):
+		return strconv.Itoa(n) + " " + noun[:k-1] + "ies"
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 func orDash(s string) string {

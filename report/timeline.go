@@ -36,7 +36,31 @@ var tokenPalette = []string{
 	"#f1dc86", "#cda6c5", "#ffc4cb", "#c2a796", "#cfc9c5",
 }
 
-func tokenColor(t uint64) string { return tokenPalette[t%uint64(len(tokenPalette))] }
+// tokenColor colours a token by its rank among the run's tokens, not by its
+// value: Redlock's tokens are ranks spaced 1000 apart, and colouring them
+// by value modulo the palette painted every grant of a run alike.
+func (t *timeline) tokenColor(token uint64) string {
+	return tokenPalette[t.tokenRank[token]%len(tokenPalette)]
+}
+
+// rankTokens numbers the distinct tokens of the history's beliefs and
+// grants in ascending order.
+func rankTokens(h checker.History) map[uint64]int {
+	var ts []uint64
+	for _, b := range h.Beliefs {
+		ts = append(ts, b.Token)
+	}
+	for _, g := range h.Grants {
+		ts = append(ts, g.Token)
+	}
+	slices.Sort(ts)
+	ts = slices.Compact(ts)
+	rank := make(map[uint64]int, len(ts))
+	for i, tk := range ts {
+		rank[tk] = i
+	}
+	return rank
+}
 
 // Marker colours.
 const (
@@ -74,7 +98,20 @@ type bar struct {
 	label    string
 	title    string
 	lane     int
+	// Where the label goes, decided by placeLabels: lx is its left edge.
+	lmode labelMode
+	lx    float64
 }
+
+// labelMode says where a bar's label is drawn.
+type labelMode int
+
+const (
+	labelNone   labelMode = iota // no room: the bar's tooltip carries it
+	labelInside                  // inside the bar, where no overlay covers it
+	labelRight                   // just right of the bar
+	labelAbove                   // on the label line above the row's lanes
+)
 
 // Shapes of point markers.
 const (
@@ -143,13 +180,14 @@ type vline struct {
 
 // timeline is everything the SVG shows, laid out.
 type timeline struct {
-	end    time.Duration
-	plotW  float64
-	height float64
-	rows   []*row
-	bands  []band
-	vlines []vline
-	notes  []string
+	tokenRank map[uint64]int // see tokenColor
+	end       time.Duration
+	plotW     float64
+	height    float64
+	rows      []*row
+	bands     []band
+	vlines    []vline
+	notes     []string
 }
 
 // x maps a true time to the plot's x coordinate, clamping to 0..end.
@@ -242,7 +280,7 @@ func openEnd(to time.Duration, open bool, end time.Duration) time.Duration {
 // buildTimeline turns the run's records into rows, bands and lines.
 func buildTimeline(in Input) *timeline {
 	h := in.History
-	t := &timeline{end: timeEnd(in)}
+	t := &timeline{end: timeEnd(in), tokenRank: rankTokens(h)}
 	t.plotW = max(minPlotW, min(maxPlotW, t.end.Seconds()*pxPerSec))
 
 	// Who has a row. Clients are the names the history's client fields use;
@@ -334,7 +372,7 @@ func buildTimeline(in Input) *timeline {
 			state += " (" + b.Reason + ")"
 		}
 		clientRows[b.Client].bars = append(clientRows[b.Client].bars, bar{
-			from: b.From, to: max(b.From, to), fill: tokenColor(b.Token), opacity: 0.9, stroke: "#555", dashed: b.Open,
+			from: b.From, to: max(b.From, to), fill: t.tokenColor(b.Token), opacity: 0.9, stroke: "#555", dashed: b.Open,
 			label: fmt.Sprintf("t%d %s", b.Token, b.Resource),
 			title: fmt.Sprintf("%s believed it held %s with token %d from %s; %s", b.Client, b.Resource, b.Token, dur(b.From), state),
 		})
@@ -375,7 +413,7 @@ func buildTimeline(in Input) *timeline {
 		if g.Open {
 			state = "still held at the end of the run"
 		}
-		b := bar{from: g.Start, to: max(g.Start, to), fill: tokenColor(g.Token), opacity: 0.9, stroke: "#444", dashed: g.Open,
+		b := bar{from: g.Start, to: max(g.Start, to), fill: t.tokenColor(g.Token), opacity: 0.9, stroke: "#444", dashed: g.Open,
 			label: fmt.Sprintf("t%d %s", g.Token, g.Client),
 			title: fmt.Sprintf("grant of %s to %s, token %d, at %s (step %d); %s", g.Resource, g.Client, g.Token, dur(g.Start), g.Step, state)}
 		if g.Lost {
@@ -438,7 +476,7 @@ func buildTimeline(in Input) *timeline {
 	}
 
 	// Faults.
-	t.addFaults(faults, nodeRows, faultRow, netRow)
+	t.addFaults(faults, in.Picks, nodeRows, faultRow, netRow)
 
 	// Violations.
 	for _, v := range in.Verdict.Violations {
@@ -471,6 +509,11 @@ func buildTimeline(in Input) *timeline {
 			t.rows = append(t.rows, storeRows[res])
 		}
 	}
+	// Nodes without a fault get no row: the header lists every node.
+	nodes = slices.DeleteFunc(nodes, func(n string) bool {
+		r := nodeRows[n]
+		return len(r.bars)+len(r.over)+len(r.points) == 0
+	})
 	if len(nodes) > 0 {
 		t.rows = append(t.rows, &row{header: true, label: "nodes (faults)"})
 		for _, n := range nodes {
@@ -506,7 +549,17 @@ func describeStoreOp(o checker.StoreOp) string {
 
 // addFaults turns the schedule into overlays and markers on node rows, bars
 // on the fault and network rows, and shaded bands.
-func (t *timeline) addFaults(ops nemesis.Schedule, nodeRows map[string]*row, faultRow, netRow *row) {
+func (t *timeline) addFaults(ops nemesis.Schedule, picks []Pick, nodeRows map[string]*row, faultRow, netRow *row) {
+	ops, names := resolveSelectors(ops, picks)
+	// earlier reports whether an op before i matches: a heal or reset with
+	// nothing to heal (the final heal of a liveness phase resets every
+	// node) is left out rather than drawn as if it did something.
+	earlier := func(i int, match func(nemesis.Op) bool) bool {
+		return slices.ContainsFunc(ops[:i], match)
+	}
+	kindIs := func(kinds ...nemesis.Kind) func(nemesis.Op) bool {
+		return func(o nemesis.Op) bool { return slices.Contains(kinds, o.Kind) }
+	}
 	// next returns the time of the first op after i that match accepts, and
 	// whether there is one.
 	next := func(i int, match func(nemesis.Op) bool) (time.Duration, bool) {
@@ -556,7 +609,7 @@ func (t *timeline) addFaults(ops nemesis.Schedule, nodeRows map[string]*row, fau
 	}
 	for i, op := range ops {
 		at := time.Duration(op.At)
-		name := op.String()
+		name := names[i]
 		switch op.Kind {
 		case nemesis.Pause:
 			to := at + time.Duration(op.Duration)
@@ -587,16 +640,28 @@ func (t *timeline) addFaults(ops nemesis.Schedule, nodeRows map[string]*row, fau
 			}
 			title := fmt.Sprintf("%s at %s; %s", name, dur(at), how)
 			t.bands = append(t.bands, band{from: at, to: max(at, to), color: bandPartition, title: title})
-			faultRow.bars = append(faultRow.bars, bar{from: at, to: max(at, to), fill: bandPartition, opacity: 0.35, stroke: bandPartition, label: name, title: title})
+			b := bar{from: at, to: max(at, to), fill: bandPartition, opacity: 0.35, stroke: bandPartition, label: shortLabel(op), title: title}
+			if r := nodeRows[op.Node]; op.Kind == nemesis.Isolate && r != nil {
+				b.label = "isolated"
+				r.over = append(r.over, b)
+				break
+			}
+			faultRow.bars = append(faultRow.bars, b)
 		case nemesis.Heal:
+			if !earlier(i, kindIs(nemesis.Isolate, nemesis.Partition, nemesis.Block)) {
+				break
+			}
 			faultRow.points = append(faultRow.points, point{at: at, shape: shTick, color: "#2e7d32", label: "heal",
 				title: fmt.Sprintf("heal at %s: every link reopened", dur(at))})
 		case nemesis.Loss, nemesis.Duplicate, nemesis.Delay, nemesis.Reorder:
 			rt, ok := next(i, func(o nemesis.Op) bool { return o.Kind == nemesis.NetworkReset })
 			to, how := until(at, op.Duration, rt, ok)
 			netRow.bars = append(netRow.bars, bar{from: at, to: to, fill: bandNetwork, opacity: 0.35, stroke: bandNetwork,
-				label: name, title: fmt.Sprintf("%s from %s %s", name, dur(at), how)})
+				label: string(op.Kind), title: fmt.Sprintf("%s from %s %s", name, dur(at), how)})
 		case nemesis.NetworkReset:
+			if !earlier(i, kindIs(nemesis.Loss, nemesis.Duplicate, nemesis.Delay, nemesis.Reorder)) {
+				break
+			}
 			netRow.points = append(netRow.points, point{at: at, shape: shTick, color: bandNetwork, label: "reset",
 				title: fmt.Sprintf("network-reset at %s: every network fault ended", dur(at))})
 		case nemesis.Drift:
@@ -624,10 +689,16 @@ func (t *timeline) addFaults(ops nemesis.Schedule, nodeRows map[string]*row, fau
 				}
 			}
 		case nemesis.ClockReset:
+			if !earlier(i, sameNode(op, nemesis.Drift, nemesis.Jump)) {
+				break
+			}
 			pointOnNode(op.Node, point{at: at, shape: shRing, color: colClock,
 				title: fmt.Sprintf("clock-reset %s at %s: drift 0, wall offset 0", op.Node, dur(at))}, bandClock)
 		case nemesis.SlowDisk:
 			if op.Delay <= 0 { // a fast disk again: what HealAll issues
+				if !earlier(i, sameNode(op, nemesis.SlowDisk)) {
+					break
+				}
 				pointOnNode(op.Node, point{at: at, shape: shRing, color: bandDisk,
 					title: fmt.Sprintf("%s at %s: syncs are fast again", name, dur(at))}, bandDisk)
 				break
@@ -642,6 +713,62 @@ func (t *timeline) addFaults(ops nemesis.Schedule, nodeRows map[string]*row, fau
 				title: fmt.Sprintf("%s at %s", name, dur(at))})
 		}
 	}
+}
+
+// resolveSelectors returns ops with each node selector (@leader) replaced
+// by the node it resolved to when the op fired, so that the op is drawn on
+// that node's row, and each op's name for titles: op.String(), plus what
+// its selector resolved to. picks are matched to ops by time and selector,
+// in order; an op without a pick keeps its selector.
+func resolveSelectors(ops nemesis.Schedule, picks []Pick) (nemesis.Schedule, []string) {
+	out := slices.Clone(ops)
+	names := make([]string, len(ops))
+	used := make([]bool, len(picks))
+	resolve := func(at time.Duration, name string) (string, bool) {
+		for j, p := range picks {
+			if !used[j] && p.At == at && p.Selector == name {
+				used[j] = true
+				return p.Node, true
+			}
+		}
+		return "", false
+	}
+	for i, op := range ops {
+		names[i] = op.String()
+		at := time.Duration(op.At)
+		var notes []string
+		for _, f := range []*string{&out[i].Node, &out[i].To} {
+			if !strings.HasPrefix(*f, "@") || *f == nemesis.Crashed {
+				continue
+			}
+			node, ok := resolve(at, *f)
+			switch {
+			case !ok:
+			case node == "":
+				notes = append(notes, fmt.Sprintf("no node was %s then: the fault did nothing", *f))
+			default:
+				notes = append(notes, fmt.Sprintf("%s was %s when it fired", *f, node))
+				*f = node
+			}
+		}
+		if len(notes) > 0 {
+			names[i] += " (" + strings.Join(notes, "; ") + ")"
+		}
+	}
+	return out, names
+}
+
+// shortLabel is the label of a fault bar, short enough to fit: the kind and
+// its nodes, without the parameters the tooltip gives.
+func shortLabel(op nemesis.Op) string {
+	s := string(op.Kind)
+	if op.Node != "" {
+		s += " " + op.Node
+	}
+	if op.To != "" {
+		s += " → " + op.To
+	}
+	return s
 }
 
 // assignLanes puts each bar in the first lane free at its start, and
@@ -697,10 +824,11 @@ func (t *timeline) layout() {
 			r.lanes = n
 		}
 		r.lanes = max(1, r.lanes)
+		above := t.placeLabels(r)
 		if r.topPad == 0 {
 			r.topPad = 4
-			if hasPointLabels(r.points) {
-				r.topPad = 12
+			if above || hasPointLabels(r.points) {
+				r.topPad = labelLineH
 			}
 		}
 		if r.botPad == 0 {
@@ -714,6 +842,119 @@ func (t *timeline) layout() {
 		y += r.h
 	}
 	t.height = y + 6
+}
+
+// labelLineH is the height of the label line above a row's lanes.
+const labelLineH = 12.0
+
+// span1 is a horizontal extent in pixels.
+type span1 struct{ x1, x2 float64 }
+
+func (a span1) hits(bs []span1) bool {
+	return slices.ContainsFunc(bs, func(b span1) bool { return a.x1 < b.x2 && b.x1 < a.x2 })
+}
+
+// barX returns where a bar is drawn, in pixels (at least 1.5 wide).
+func (t *timeline) barX(b bar) (x1, x2 float64) {
+	x1, x2 = t.x(b.from), t.x(b.to)
+	return x1, max(x2, x1+1.5)
+}
+
+// textW estimates the width of a label in pixels.
+func textW(s string) float64 { return float64(len([]rune(s))) * charW }
+
+// placeLabels decides where each bar's label goes, so that no label hides
+// under a fault overlay (a pause drawn over a belief) and short bars get
+// one too: inside the bar where no overlay covers it; else just right of
+// the bar, clear of the lane's other bars, of the overlays and of the labels
+// placed before; else, for the first lane, on the label line above the
+// row, clear of the labels there; else only in the bar's tooltip. It
+// reports whether any label went on the label line.
+func (t *timeline) placeLabels(r *row) bool {
+	lineFree := !hasPointLabels(r.points) // else the label line is the points'
+	var overs []span1
+	for _, o := range r.over {
+		x1, x2 := t.barX(o)
+		overs = append(overs, span1{x1 - 2, x2 + 2})
+	}
+	slices.SortFunc(overs, func(a, b span1) int { return cmp.Compare(a.x1, b.x1) })
+	inLane := map[int][]span1{} // bars, markers and placed labels, by lane
+	for _, b := range r.bars {
+		x1, x2 := t.barX(b)
+		inLane[b.lane] = append(inLane[b.lane], span1{x1, x2})
+	}
+	for _, pt := range r.points { // markers: a lease end sits at its grant's end
+		x := t.x(pt.at)
+		inLane[pt.lane] = append(inLane[pt.lane], span1{x - 5, x + 5})
+	}
+	var line []span1 // labels on the label line
+	order := make([]int, len(r.bars))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(r.bars[a].from, r.bars[b].from) })
+	above := false
+	for _, i := range order {
+		b := &r.bars[i]
+		if b.label == "" {
+			continue
+		}
+		w := textW(b.label)
+		x1, x2 := t.barX(*b)
+		if lx, ok := freeSpot(x1+3, x2-3, w, overs); ok {
+			b.lmode, b.lx = labelInside, lx
+			continue
+		}
+		right := span1{x2 + 3, x2 + 3 + w}
+		if right.x2 <= t.plotW+rightPad && !right.hits(overs) && !right.hits(inLane[b.lane]) {
+			b.lmode, b.lx = labelRight, right.x1
+			inLane[b.lane] = append(inLane[b.lane], right)
+			continue
+		}
+		on := span1{x1, x1 + w}
+		if lineFree && b.lane == 0 && on.x2 <= t.plotW+rightPad && !on.hits(line) {
+			b.lmode, b.lx = labelAbove, on.x1
+			line = append(line, span1{on.x1, on.x2 + 3})
+			above = true
+		}
+	}
+	return above
+}
+
+// freeSpot returns the leftmost x in [lo, hi-w] where a label of width w
+// meets none of overs (sorted by x1).
+func freeSpot(lo, hi, w float64, overs []span1) (float64, bool) {
+	x := lo
+	for _, o := range overs {
+		if o.x2 <= x {
+			continue
+		}
+		if o.x1 >= x+w {
+			break
+		}
+		x = o.x2 + 1
+	}
+	return x, x+w <= hi
+}
+
+// labelBox is where a bar's label is drawn: its left edge, its baseline,
+// and the box it covers (x1, y1, x2, y2).
+func (t *timeline) labelBox(r *row, b bar) (x, baseline float64, box [4]float64) {
+	w := textW(b.label)
+	switch b.lmode {
+	case labelAbove:
+		baseline = r.y + r.topPad - 4
+	default:
+		baseline = t.laneY(r, b.lane) + 1.5 + (laneH-3)/2 + 4
+	}
+	return b.lx, baseline, [4]float64{b.lx, baseline - 8, b.lx + w, baseline + 2}
+}
+
+// overlayBox is the box an overlay covers (x1, y1, x2, y2).
+func (t *timeline) overlayBox(r *row, b bar) [4]float64 {
+	x1, x2 := t.barX(b)
+	y := r.y + r.topPad - 2
+	return [4]float64{x1, y, x2, y + float64(r.lanes)*laneH + 4}
 }
 
 func hasPointLabels(ps []point) bool {
@@ -842,13 +1083,22 @@ func (t *timeline) laneY(r *row, lane int) float64 {
 
 func (t *timeline) drawRow(p *page, r *row) {
 	p.s("<g>\n")
-	// Bars in lanes.
+	// Bars in lanes; their labels after the overlays, which placeLabels
+	// kept them clear of.
 	for _, b := range r.bars {
-		t.drawBar(p, b, t.laneY(r, b.lane)+1.5, laneH-3)
+		t.drawBar(p, b, t.laneY(r, b.lane)+1.5, laneH-3, false)
 	}
 	// Overlays over the whole lane area.
 	for _, b := range r.over {
-		t.drawBar(p, b, r.y+r.topPad-2, float64(r.lanes)*laneH+4)
+		box := t.overlayBox(r, b)
+		t.drawBar(p, b, box[1], box[3]-box[1], true)
+	}
+	for _, b := range r.bars {
+		if b.lmode == labelNone || b.label == "" {
+			continue
+		}
+		x, y, _ := t.labelBox(r, b)
+		p.f("<text class=\"on\" x=\"%s\" y=\"%s\"><title>%s</title>%s</text>\n", f1(x), f1(y), esc(b.title), esc(b.label))
 	}
 	// Strip of call..return lines.
 	if r.strip {
@@ -902,11 +1152,9 @@ func (t *timeline) drawRow(p *page, r *row) {
 	p.s("</g>\n")
 }
 
-func (t *timeline) drawBar(p *page, b bar, y, h float64) {
-	x1, x2 := t.x(b.from), t.x(b.to)
-	if x2-x1 < 1.5 {
-		x2 = x1 + 1.5
-	}
+// drawBar draws b's rectangle and, with label, its label inside if it fits.
+func (t *timeline) drawBar(p *page, b bar, y, h float64, label bool) {
+	x1, x2 := t.barX(b)
 	fill := b.fill
 	if fill == "hatch" {
 		fill = "url(#hatch)"
@@ -923,7 +1171,7 @@ func (t *timeline) drawBar(p *page, b bar, y, h float64) {
 	}
 	p.f("<g><title>%s</title><rect x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" rx=\"2\"%s/>",
 		esc(b.title), f1(x1), f1(y), f1(x2-x1), f1(h), attrs)
-	if b.label != "" && float64(len([]rune(b.label)))*charW+6 <= x2-x1 {
+	if label && b.label != "" && textW(b.label)+6 <= x2-x1 {
 		p.f("<text class=\"on\" x=\"%s\" y=\"%s\">%s</text>", f1(x1+3), f1(y+h/2+4), esc(b.label))
 	}
 	p.s("</g>\n")
@@ -962,22 +1210,28 @@ func (t *timeline) drawShape(p *page, r *row, pt point, x, cy float64) {
 	}
 }
 
-// legend is the key of the timeline, as small inline SVG swatches.
+// legend is the key of the timeline, as small inline SVG swatches. It has
+// an entry for every colour the timeline draws (TestLegendCoversColours).
 const legend = `<div class="legend">
 <span><svg width="34" height="12"><rect x="1" y="1" width="32" height="10" rx="2" fill="#8fb3d9" stroke="#555"/></svg> belief / grant (colour = token, dashed = still open at the end)</span>
-<span><svg width="10" height="14"><line x1="5" y1="0" x2="5" y2="14" stroke="#333" stroke-width="1.5"/></svg> renewal</span>
-<span><svg width="30" height="14"><rect x="1" y="1" width="28" height="12" fill="url(#hatch-legend)" stroke="#616161"/><defs><pattern id="hatch-legend" patternUnits="userSpaceOnUse" width="6" height="6" patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="6" stroke="#424242" stroke-width="2"/></pattern></defs></svg> pause</span>
-<span><svg width="30" height="14"><rect x="1" y="1" width="28" height="12" fill="#b71c1c" fill-opacity="0.3" stroke="#b71c1c"/></svg> crashed (ring: restart)</span>
+<span><svg width="10" height="14"><line x1="5" y1="0" x2="5" y2="14" stroke="#333333" stroke-width="1.5"/></svg> renewal</span>
 <span><svg width="12" height="12"><rect x="2" y="2" width="7" height="7" fill="#1565c0"/></svg> released</span>
 <span><svg width="12" height="12"><path d="M6 1L11 6L6 11L1 6Z" fill="#ef6c00"/></svg> expired</span>
 <span><svg width="12" height="12"><circle cx="6" cy="6" r="4" fill="#2e7d32"/></svg> accepted write</span>
 <span><svg width="12" height="12"><path d="M2 2L10 10M2 10L10 2" stroke="#c62828" stroke-width="2.2"/></svg> rejected write</span>
 <span><svg width="12" height="12"><circle cx="6" cy="6" r="4" fill="#fff" stroke="#2e7d32" stroke-width="1.5"/></svg> hollow: lost in a crash</span>
-<span><svg width="30" height="8"><line x1="1" y1="4" x2="29" y2="4" stroke="#2e7d32" stroke-width="3"/></svg><svg width="30" height="8"><line x1="1" y1="4" x2="29" y2="4" stroke="#c62828" stroke-width="3"/></svg><svg width="30" height="8"><line x1="1" y1="4" x2="29" y2="4" stroke="#1565c0" stroke-width="3"/></svg><svg width="30" height="8"><line x1="1" y1="4" x2="29" y2="4" stroke="#8a8a8a" stroke-width="3" stroke-dasharray="4 3"/></svg> store op call→return: accepted write, rejected write, read, no reply</span>
-<span><svg width="30" height="14"><rect x="1" y="1" width="28" height="12" fill="#7e57c2" fill-opacity="0.35" stroke="#7e57c2"/></svg> partition / isolation / block until heal</span>
-<span><svg width="30" height="14"><rect x="1" y="1" width="28" height="12" fill="#0277bd" fill-opacity="0.25" stroke="#0277bd"/></svg> clock drift (triangles: wall-clock jumps)</span>
-<span><svg width="30" height="14"><rect x="1" y="1" width="28" height="12" fill="#795548" fill-opacity="0.25" stroke="#795548"/></svg> slow disk</span>
+<span><svg width="14" height="14"><circle cx="7" cy="7" r="5" fill="none" stroke="#6a1b9a" stroke-width="2"/></svg> store restart</span>
+<span><svg width="30" height="8"><line x1="1" y1="4" x2="29" y2="4" stroke="#2e7d32" stroke-width="3"/></svg><svg width="30" height="8"><line x1="1" y1="4" x2="29" y2="4" stroke="#c62828" stroke-width="3"/></svg><svg width="30" height="8"><line x1="1" y1="4" x2="29" y2="4" stroke="#1565c0" stroke-width="3"/></svg><svg width="30" height="8"><line x1="1" y1="4" x2="29" y2="4" stroke="#8a8a8a" stroke-width="3" stroke-dasharray="4 3"/></svg> store op call→return: accepted write, rejected write, read, no reply (red halo: involved in a violation)</span>
 <span><svg width="14" height="14"><line x1="7" y1="0" x2="7" y2="14" stroke="#d50000" stroke-width="1.5" stroke-dasharray="5 3"/></svg> violation</span>
+</div>
+<div class="legend">
+<span><svg width="30" height="14"><rect x="1" y="1" width="28" height="12" fill="url(#hatch-legend)" stroke="#616161"/><defs><pattern id="hatch-legend" patternUnits="userSpaceOnUse" width="6" height="6" patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="6" stroke="#424242" stroke-width="2"/></pattern></defs></svg> pause</span>
+<span><svg width="30" height="14"><rect x="1" y="1" width="28" height="12" fill="#b71c1c" fill-opacity="0.3" stroke="#b71c1c"/></svg><svg width="14" height="14"><circle cx="7" cy="7" r="5" fill="none" stroke="#2e7d32" stroke-width="2"/></svg> crashed, restart</span>
+<span><svg width="30" height="14"><rect x="1" y="1" width="28" height="12" fill="#7e57c2" fill-opacity="0.35" stroke="#7e57c2"/></svg><svg width="10" height="14"><line x1="5" y1="0" x2="5" y2="14" stroke="#2e7d32" stroke-width="1.5"/></svg> partition / isolation / block until the heal</span>
+<span><svg width="30" height="14"><rect x="1" y="1" width="28" height="12" fill="#00897b" fill-opacity="0.35" stroke="#00897b"/></svg><svg width="10" height="14"><line x1="5" y1="0" x2="5" y2="14" stroke="#00897b" stroke-width="1.5"/></svg> network fault: loss, duplicate, delay, reorder; reset</span>
+<span><svg width="30" height="14"><rect x="1" y="1" width="28" height="12" fill="#0277bd" fill-opacity="0.25" stroke="#0277bd"/></svg><svg width="12" height="12"><path d="M6 1L11 10L1 10Z" fill="#0277bd"/></svg><svg width="14" height="14"><circle cx="7" cy="7" r="5" fill="none" stroke="#0277bd" stroke-width="2"/></svg> clock drift, wall-clock jump (▲ forward, ▼ back), clock reset</span>
+<span><svg width="30" height="14"><rect x="1" y="1" width="28" height="12" fill="#795548" fill-opacity="0.25" stroke="#795548"/></svg><svg width="14" height="14"><circle cx="7" cy="7" r="5" fill="none" stroke="#795548" stroke-width="2"/></svg> slow disk, fast again</span>
+<span class="muted">a fault aimed at @leader is drawn on the node that led when it fired</span>
 </div>
 `
 

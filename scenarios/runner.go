@@ -114,6 +114,7 @@ type Result struct {
 	Stats     sim.Stats
 	Plan      Plan
 	Nodes     []string // node names in id order
+	Picks     []Pick   // what each fault's selector (@leader) resolved to, in firing order
 }
 
 // Met reports whether the run meets its scenario's expectation.
@@ -200,9 +201,12 @@ func (p Plan) Run(opt RunOptions) (Result, error) {
 			return Result{}, err
 		}
 	}
+	var picks []Pick
 	p.Schedule.Install(w, func(name string) (sim.NodeID, bool) {
 		if name == nemesis.Leader {
-			return leader(w, serverIDs)
+			id, ok := leader(w, serverIDs)
+			picks = append(picks, pickOf(w, name, id, ok))
+			return id, ok
 		}
 		id, ok := ids[name]
 		return id, ok
@@ -212,7 +216,7 @@ func (p Plan) Run(opt RunOptions) (Result, error) {
 	h := rec.history()
 	res := Result{
 		Scenario: spec.Name, Seed: p.Seed, TraceHash: w.Hash(), Events: w.Step(), SimTime: w.Now(),
-		Outcome: outcome, History: h, Stats: w.Stats(), Plan: p,
+		Outcome: outcome, History: h, Stats: w.Stats(), Plan: p, Picks: picks,
 	}
 	for i := range w.Nodes() {
 		res.Nodes = append(res.Nodes, w.Name(sim.NodeID(i)))

@@ -187,3 +187,16 @@ func TestShrinkPrintsDurations(t *testing.T) {
 		t.Errorf("shrink output:\n%s", stdout)
 	}
 }
+
+// TestReportDrawsLeaderFaultsOnTheLeader: partitioned-leader's isolate
+// @leader ops are drawn on the rows of the nodes that led.
+func TestReportDrawsLeaderFaultsOnTheLeader(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	if code, _, errs := simrun("run", "-scenario", "partitioned-leader", "-seed", "1", "-out", dir); code != exitPass {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	page, _ := os.ReadFile(filepath.Join(dir, "index.html"))
+	if n := strings.Count(string(page), "isolate @leader (@leader was n"); n < 2 {
+		t.Errorf("the report names the resolved leader of %d isolate ops, want 2 (plus their bands)", n)
+	}
+}

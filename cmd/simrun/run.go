@@ -246,5 +246,8 @@ func reportInput(res scenarios.Result) report.Input {
 	if res.Plan.Options != nil {
 		in.Options = res.Plan.Options.String()
 	}
+	for _, p := range res.Picks {
+		in.Picks = append(in.Picks, report.Pick{At: p.At, Selector: p.Selector, Node: p.Node})
+	}
 	return in
 }
