@@ -651,7 +651,7 @@ func (t *timeline) addFaults(ops nemesis.Schedule, picks []Pick, nodeRows map[st
 			if !earlier(i, kindIs(nemesis.Isolate, nemesis.Partition, nemesis.Block)) {
 				break
 			}
-			faultRow.points = append(faultRow.points, point{at: at, shape: shTick, color: "#2e7d32", label: "heal",
+			faultRow.points = append(faultRow.points, point{at: at, shape: shTick, color: "#2e7d32",
 				title: fmt.Sprintf("heal at %s: every link reopened", dur(at))})
 		case nemesis.Loss, nemesis.Duplicate, nemesis.Delay, nemesis.Reorder:
 			rt, ok := next(i, func(o nemesis.Op) bool { return o.Kind == nemesis.NetworkReset })
@@ -662,7 +662,7 @@ func (t *timeline) addFaults(ops nemesis.Schedule, picks []Pick, nodeRows map[st
 			if !earlier(i, kindIs(nemesis.Loss, nemesis.Duplicate, nemesis.Delay, nemesis.Reorder)) {
 				break
 			}
-			netRow.points = append(netRow.points, point{at: at, shape: shTick, color: bandNetwork, label: "reset",
+			netRow.points = append(netRow.points, point{at: at, shape: shTick, color: bandNetwork,
 				title: fmt.Sprintf("network-reset at %s: every network fault ended", dur(at))})
 		case nemesis.Drift:
 			rt, ok := next(i, sameNode(op, nemesis.ClockReset, nemesis.Drift))
