@@ -10,8 +10,13 @@ import (
 )
 
 // TestMain runs the package's tests in a scratch directory: failing runs
-// write replay files under ./failures.
+// write replay files under ./failures. With SIMRUN_AS_MAIN=1 in its
+// environment the test binary is simrun itself, for tests that need a
+// process of their own (a signal).
 func TestMain(m *testing.M) {
+	if os.Getenv("SIMRUN_AS_MAIN") == "1" {
+		main()
+	}
 	dir, err := os.MkdirTemp("", "simrun-test")
 	if err != nil {
 		panic(err)

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencesim/fencesim/scenarios"
 )
@@ -69,6 +75,7 @@ func TestSweepBadFlags(t *testing.T) {
 		{[]string{"-shard", "3/2"}, "want i/n"},
 		{[]string{"-shard", "0/1"}, "want i/n"},
 		{[]string{"-workers", "0"}, "at least 1"},
+		{[]string{"-budget", "-1s"}, "-budget must be a positive duration"},
 		{[]string{"-scenario", "nope"}, "unknown scenario"},
 		{[]string{"-scenario", "kleppmann-gc-pause", "-all"}, "exclude each other"},
 		{[]string{"-progress", "fancy"}, "-progress must be"},
@@ -141,4 +148,86 @@ func readFile(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestSweepHugeRangeWithBudget is the acceptance check of a streamed sweep:
+// a billion seeds with a small budget runs, stops and summarizes (it used
+// to list every job first and be killed for lack of memory).
+func TestSweepHugeRangeWithBudget(t *testing.T) {
+	code, out, errs := simrun("sweep", "-scenario", "kleppmann-gc-pause", "-seeds", "1..1000000000", "-budget", "500ms", "-progress", "none")
+	if code != exitPass || !strings.Contains(out, "kleppmann-gc-pause") || !strings.Contains(out, "budget spent: ") ||
+		!strings.Contains(errs, "1000000000 runs") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestSweepAllInterleavesScenarios: a sweep of every scenario runs them
+// seed-major, so a budget that stops it early has run each of them (it
+// used to run the first scenario over the whole range, and only that).
+func TestSweepAllInterleavesScenarios(t *testing.T) {
+	code, out, errs := simrun("sweep", "-all", "-seeds", "1..1000000", "-budget", "1s", "-workers", "1", "-json", "-progress", "none")
+	if code != exitPass || !strings.Contains(errs, "budget spent") {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	specs := scenarios.Builtin()
+	runs := 0
+	for i, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var j runJSON
+		if json.Unmarshal([]byte(l), &j) != nil || j.Scenario == "" {
+			continue // not a run line
+		}
+		if want := specs[i%len(specs)].Name; j.Scenario != want || j.Seed != uint64(1+i/len(specs)) {
+			t.Fatalf("line %d: %s seed %d, want %s seed %d", i, j.Scenario, j.Seed, want, 1+i/len(specs))
+		}
+		runs++
+	}
+	if runs == 0 {
+		t.Fatalf("no run finished within the budget:\n%s", errs)
+	}
+}
+
+// TestSweepStopsOnSIGINT: SIGINT stops a sweep of a billion seeds once runs
+// are under way: the runs in flight are dropped, the summary covers what
+// finished, and the exit code is 130. The bound on the wait only keeps a
+// broken build from hanging the test.
+func TestSweepStopsOnSIGINT(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGINT to send")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "sweep", "-scenario", "kleppmann-gc-pause", "-seeds", "1..1000000000", "-json", "-progress", "none")
+	cmd.Env = append(os.Environ(), "SIMRUN_AS_MAIN=1")
+	cmd.Dir = t.TempDir()
+	var summary strings.Builder
+	cmd.Stderr = &summary
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Scan() // the first run's line: the sweep is under way
+		cmd.Process.Signal(os.Interrupt)
+		io.Copy(io.Discard, stdout)
+		done <- cmd.Wait()
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("the sweep did not stop on SIGINT\n%s", summary.String())
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitInterrupted ||
+		!strings.Contains(summary.String(), "interrupted: ") || !strings.Contains(summary.String(), "\nkleppmann-gc-pause ") {
+		t.Fatalf("got %v, want exit %d and a summary:\n%s", err, exitInterrupted, summary.String())
+	}
 }
