@@ -112,7 +112,7 @@ func TestKeepFailureWritesReportAndReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := keepFailure(res)
+	dir, _, err := keepFailure(res, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"math"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -24,7 +23,6 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/lockservice"
-	"github.com/fencesim/fencesim/report"
 	"github.com/fencesim/fencesim/scenarios"
 )
 
@@ -34,6 +32,10 @@ const defaultSeeds = "1..1000"
 
 // exitInterrupted: SIGINT stopped the sweep before every job ran.
 const exitInterrupted = 130
+
+// maxFailureLines bounds the MISS lines a sweep prints (a planted bug can
+// miss on every one of a million seeds); the rest are counted.
+const maxFailureLines = 100
 
 func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simrun sweep", flag.ContinueOnError)
@@ -47,6 +49,10 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object per seed per line on stdout, nothing else")
 	mutant := fs.String("mutant", "", "plant this bug in every scenario (see simrun list -mutants)")
 	progress := fs.String("progress", "auto", "progress display: auto (a bar on a terminal, lines elsewhere), bar, lines, none")
+	keepDirs := fs.Int("keep", defaultKeep, "write the report directories of at most `n` misses under failures/ (every miss still gets its MISS line)")
+	keepCap, traceCap := size(defaultKeepCap), size(defaultTraceCap)
+	fs.Var(&keepCap, "keep-cap", "stop writing report directories once they take this `size` in all")
+	fs.Var(&traceCap, "trace-cap", "keep a miss's trace.txt only if it is at most this `size` (0: any size, within -keep-cap)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -94,6 +100,10 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "simrun sweep: -budget must be a positive duration (e.g. 30s) or 0 for none, got %v\n", *budget)
 		return exitUsage
 	}
+	if *keepDirs < 0 {
+		fmt.Fprintf(stderr, "simrun sweep: -keep must be 0 or more, got %d\n", *keepDirs)
+		return exitUsage
+	}
 	if !slices.Contains([]string{"auto", "bar", "lines", "none"}, *progress) {
 		fmt.Fprintf(stderr, "simrun sweep: -progress must be auto, bar, lines or none, got %q\n", *progress)
 		return exitUsage
@@ -110,6 +120,10 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	sums := map[string]*scenarios.Summary{}
 	var failures []string
+	unlisted := 0 // misses beyond maxFailureLines
+	kept := &keeper{maxDirs: *keepDirs, maxBytes: int64(keepCap), traceMax: int64(traceCap), stop: func() bool {
+		return ctx.Err() != nil || (*budget > 0 && time.Since(start) > *budget)
+	}}
 	enc := json.NewEncoder(stdout)
 	st := scenarios.Sweep(ctx, jobs.All(), scenarios.SweepOptions{Workers: *workers, Budget: *budget}, func(r scenarios.JobResult) {
 		s := sums[r.Job.Spec.Name]
@@ -128,14 +142,13 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		if r.Err != nil || !r.Result.Met(r.Job.Spec) {
 			line := failureLine(r)
 			if r.Err == nil {
-				if dir, err := keepFailure(r.Result); err == nil {
-					line += fmt.Sprintf("\n     report: %s  replay: %s",
-						filepath.Join(dir, report.IndexFile), filepath.Join(dir, "replay.json"))
-				} else {
-					line += "\n     could not write its report: " + err.Error()
-				}
+				line += "\n     " + kept.keep(r.Result)
 			}
-			failures = append(failures, line)
+			if len(failures) < maxFailureLines {
+				failures = append(failures, line)
+			} else {
+				unlisted++
+			}
 		}
 		bar.step(r)
 	})
@@ -149,6 +162,12 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	printSummary(out, specs, sums, elapsed, *workers)
 	for _, f := range failures {
 		fmt.Fprintln(out, f)
+	}
+	if unlisted > 0 {
+		fmt.Fprintf(out, "… and %d more misses, not listed (-json prints every run)\n", unlisted)
+	}
+	if k := kept.summary(); k != "" {
+		fmt.Fprintln(out, k)
 	}
 	if !st.Complete() {
 		why := "interrupted"
@@ -328,20 +347,4 @@ func (p *progress) finish() {
 	if p.bar != nil {
 		p.bar.Finish()
 	}
-}
-
-// keepFailure runs a missed seed again with its trace on (the run is
-// deterministic, so it is the same run) and writes its report, history,
-// trace and replay file under failures/SCENARIO-seedN/.
-func keepFailure(res scenarios.Result) (string, error) {
-	var trace strings.Builder
-	again, err := res.Plan.Run(scenarios.RunOptions{Trace: &trace})
-	if err != nil {
-		return "", err
-	}
-	if again.TraceHash != res.TraceHash {
-		return "", fmt.Errorf("NONDETERMINISM: the rerun's trace hash %016x differs from %016x", again.TraceHash, res.TraceHash)
-	}
-	dir := filepath.Join(failuresDir, fmt.Sprintf("%s-seed%d", res.Scenario, res.Seed))
-	return dir, writeRunDir(dir, again, toJSON(res.Plan.Spec, again), trace.String())
 }
