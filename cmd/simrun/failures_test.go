@@ -93,4 +93,9 @@ func TestSweepCapsFailureDirectories(t *testing.T) {
 		!strings.Contains(out, "1 without their trace") {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
+	// The MISS lines are bounded too.
+	code, out, _ = simrun("sweep", "-scenario", "kleppmann-gc-pause", "-mutant", "store-no-fence", "-seeds", "1..105", "-keep", "0", "-progress", "none")
+	if code != exitViolation || strings.Count(out, "MISS ") != maxFailureLines || !strings.Contains(out, "and 5 more misses, not listed") {
+		t.Fatalf("exit %d, %d MISS lines\n%s", code, strings.Count(out, "MISS "), out)
+	}
 }
