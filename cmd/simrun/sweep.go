@@ -154,6 +154,22 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	})
 	bar.finish()
 	elapsed := time.Since(start)
+	if *asJSON {
+		t := sweepTrailer{Program: scenarios.ProgramVersion, Mutant: *mutant, SeedFrom: lo, SeedTo: hi,
+			Shard: si, Shards: sn, Runs: st.Emitted, Complete: st.Complete()}
+		for _, s := range specs {
+			t.Scenarios = append(t.Scenarios, s.Name)
+		}
+		if !t.Complete {
+			t.Stopped = "interrupt"
+			if st.BudgetSpent {
+				t.Stopped = "budget"
+			}
+		}
+		enc.Encode(struct {
+			Sweep sweepTrailer `json:"sweep"`
+		}{t})
+	}
 
 	out := stdout
 	if *asJSON {
