@@ -162,6 +162,10 @@ func (k *keeper) keep(res scenarios.Result) string {
 		traceMax = left
 	}
 	dir, note, err := keepFailure(res, traceMax, k.stop)
+	if errors.Is(err, scenarios.ErrStopped) {
+		k.skipped++
+		return "not written: the sweep was stopped"
+	}
 	if err != nil {
 		return "could not write its report: " + err.Error()
 	}
