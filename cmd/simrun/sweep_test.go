@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -92,21 +93,34 @@ func TestSweepBadFlags(t *testing.T) {
 	}
 }
 
-func TestMerge(t *testing.T) {
+// writer returns a function that writes a file into a scratch directory
+// and returns its path.
+func writer(t *testing.T) func(name, body string) string {
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := dir + "/" + name
+	return func(name, body string) string {
+		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
+}
+
+// sweepJSON runs sweep -json with args, wants exit code want, and returns
+// its stdout.
+func sweepJSON(t *testing.T, want int, args ...string) string {
+	t.Helper()
+	code, out, errs := simrun(append([]string{"sweep", "-json", "-progress", "none"}, args...)...)
+	if code != want {
+		t.Fatalf("sweep %v: exit %d: %s", args, code, errs)
+	}
+	return out
+}
+
+func TestMerge(t *testing.T) {
+	write := writer(t)
 	sweep := func(name string, want int, args ...string) string {
-		code, out, errs := simrun(append([]string{"sweep", "-json", "-progress", "none"}, args...)...)
-		if code != want {
-			t.Fatalf("sweep %v: exit %d: %s", args, code, errs)
-		}
-		return write(name, out)
+		return write(name, sweepJSON(t, want, args...))
 	}
 	a, b := sweep("a.jsonl", exitPass, "-seeds", "1..10", "-shard", "1/2"), sweep("b.jsonl", exitPass, "-seeds", "1..10", "-shard", "2/2")
 	code, out, errs := simrun("merge", a, b)
@@ -149,20 +163,9 @@ func TestMerge(t *testing.T) {
 // and a message naming it, unless -partial, which merges what there is and
 // says what is missing. (merge used to add up whatever lines it was given.)
 func TestMergeRefusesIncompleteSweeps(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := dir + "/" + name
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := writer(t)
 	sweep := func(args ...string) string {
-		code, out, errs := simrun(append([]string{"sweep", "-json", "-progress", "none", "-scenario", "kleppmann-gc-pause"}, args...)...)
-		if code != exitPass {
-			t.Fatalf("sweep %v: exit %d: %s", args, code, errs)
-		}
-		return out
+		return sweepJSON(t, exitPass, append([]string{"-scenario", "kleppmann-gc-pause"}, args...)...)
 	}
 	one, two := sweep("-seeds", "1..6", "-shard", "1/2"), sweep("-seeds", "1..6", "-shard", "2/2")
 	a, b := write("a.jsonl", one), write("b.jsonl", two)
