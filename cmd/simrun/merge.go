@@ -57,7 +57,7 @@ func (t sweepTrailer) jobs() scenarios.JobSet {
 // holds reports whether the run belongs to the trailer's shard.
 func (t sweepTrailer) holds(j runJSON) bool {
 	return slices.Contains(t.Scenarios, j.Scenario) && j.Seed >= t.SeedFrom && j.Seed <= t.SeedTo &&
-		t.Shards > 0 && int(j.Seed%uint64(t.Shards))+1 == t.Shard
+		int(j.Seed%uint64(t.Shards))+1 == t.Shard
 }
 
 // shardFile is a trailer and where it was read.
@@ -204,6 +204,9 @@ func cmdMerge(args []string, stdout, stderr io.Writer) int {
 // complete, with as many runs as the trailer says (as many as the shard
 // holds if complete), each one of its own.
 func checkShard(t shardFile, runs []runJSON) []string {
+	if t.Shards < 1 || t.Shard < 1 || t.Shard > t.Shards || t.SeedFrom > t.SeedTo || len(t.Scenarios) == 0 {
+		return []string{fmt.Sprintf("%s: not a valid trailer (%s, %d scenarios)", t.where, t, len(t.Scenarios))}
+	}
 	var problems []string
 	if !t.Complete {
 		why := "stopped"

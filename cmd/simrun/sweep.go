@@ -112,6 +112,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	// SIGINT is caught from here on: the header below says the sweep runs.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	context.AfterFunc(ctx, stop) // after the first SIGINT, a second one kills at once
 	jobs := scenarios.JobSet{Specs: specs, Lo: lo, Hi: hi, Shard: si, Shards: sn}
 	total := jobs.Len()
 	fmt.Fprintf(stderr, "sweep: %d scenario(s) × seeds %d..%d, shard %d/%d: %d runs on %d worker(s)\n",

@@ -183,6 +183,7 @@ func TestMergeRefusesIncompleteSweeps(t *testing.T) {
 		{"no trailer", []string{a, write("n.jsonl", strings.Join(lines[:3], ""))}, "n.jsonl: the last 3 runs have no trailer line"},
 		{"other range", []string{a, write("o.jsonl", sweep("-seeds", "1..8", "-shard", "2/2"))}, "are shards of different sweeps: seeds 1..6 vs 1..8"},
 		{"other scenarios", []string{a, write("s.jsonl", strings.ReplaceAll(two, `"kleppmann-gc-pause"`, `"late-release"`))}, "scenario sets differ"},
+		{"bad trailer", []string{a, write("t.jsonl", strings.Replace(two, `"shard":2,`, `"shard":3,`, 1))}, "not a valid trailer (shard 3/2"},
 		{"not its shard", []string{a, write("w.jsonl", strings.Replace(two, `"seed":1,`, `"seed":9,`, 1))}, "seed 9 is not a run of the shard 2/2"},
 	}
 	for _, c := range cases {
