@@ -49,10 +49,10 @@ func Hunt(ctx context.Context, spec Spec, lo, hi uint64, workers int) Hunted {
 	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	jobs := Jobs([]Spec{spec}, lo, hi, 1, 1)
+	jobs := JobSet{Specs: []Spec{spec}, Lo: lo, Hi: hi}
 	out := Hunted{}
 	done := 0
-	Sweep(ctx, jobs, SweepOptions{Workers: workers}, func(r JobResult) {
+	Sweep(ctx, jobs.All(), SweepOptions{Workers: workers}, func(r JobResult) {
 		if out.Detected {
 			return // jobs that finished after the first detection
 		}

@@ -2,14 +2,20 @@ package scenarios
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/fencesim/fencesim/nemesis"
 )
 
 // ReplayFormat is the replay-file format this build reads and writes.
-const ReplayFormat = 1
+// Format 2 added the digest; a format-1 file is refused with the command
+// that writes a fresh one, since nothing shows whether it was edited.
+const ReplayFormat = 2
 
 // ProgramVersion names the behaviour of this build's simulations. Bump it
 // with any change that alters a run's trace for a given plan (the service,
@@ -34,6 +40,13 @@ type Replay struct {
 	Property  string `json:"property,omitempty"`
 	TraceHash string `json:"trace_hash"`
 	Events    uint64 `json:"events"`
+	// Digest holds, for every other field but the format, the SHA-256 of
+	// its canonical JSON (Marshal writes it, ParseReplay checks it), so
+	// that a file edited by hand — a schedule trimmed, a seed or a
+	// recorded hash changed — is refused as modified, naming the field,
+	// instead of running and being reported as nondeterminism. It detects
+	// edits, not forgery: anyone can recompute it.
+	Digest map[string]string `json:"digest"`
 }
 
 // NewReplay records a run.
@@ -52,8 +65,17 @@ func (r Replay) Plan() Plan {
 	return Plan{Spec: r.Spec, Seed: r.Seed, Options: r.Options, Schedule: r.Schedule}
 }
 
-// Marshal writes the replay as indented JSON.
+// Marshal writes the replay as indented JSON, with the digest of what it
+// holds now.
 func (r Replay) Marshal() []byte {
+	r.Format, r.Digest = ReplayFormat, nil
+	fields, err := topLevel(mustMarshal(r))
+	if err == nil {
+		r.Digest, err = fieldDigests(fields)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("scenarios: digesting a replay: %v", err)) // its own encoding: cannot happen
+	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		panic(fmt.Sprintf("scenarios: encoding a replay: %v", err)) // only plain data: cannot happen
@@ -61,9 +83,93 @@ func (r Replay) Marshal() []byte {
 	return append(b, '\n')
 }
 
+func mustMarshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("scenarios: encoding a replay: %v", err)) // only plain data: cannot happen
+	}
+	return b
+}
+
+// topLevel splits a JSON object into its fields, as written.
+func topLevel(b []byte) (map[string]json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	err := json.Unmarshal(b, &fields)
+	return fields, err
+}
+
+// fieldDigests returns the digest of every field but the format and the
+// digest itself: SHA-256 over the field's name, a zero byte and its value
+// in canonical JSON. Canonical means decoded and encoded again with
+// numbers kept as written, object keys sorted and no spaces, so that
+// reformatting a file or reordering its keys changes no digest, while any
+// change of a value does — and it depends on JSON alone, not on this
+// build's types, so a file of another program version is judged as it was
+// written.
+func fieldDigests(fields map[string]json.RawMessage) (map[string]string, error) {
+	d := map[string]string{}
+	for name, raw := range fields { // each entry on its own: order cannot matter
+		if name == "format" || name == "digest" {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("field %q: %v", name, err)
+		}
+		c, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("field %q: %v", name, err)
+		}
+		sum := sha256.Sum256(append([]byte(name+"\x00"), c...))
+		d[name] = hex.EncodeToString(sum[:])
+	}
+	return d, nil
+}
+
+// checkDigest compares the digests of a file's fields with those it
+// carries and names the first field, in name order, that differs.
+func checkDigest(b []byte, carried map[string]string) error {
+	fields, err := topLevel(b)
+	if err != nil {
+		return err
+	}
+	got, err := fieldDigests(fields)
+	if err != nil {
+		return err
+	}
+	names := slices.Sorted(maps.Keys(got))
+	for _, name := range slices.Sorted(maps.Keys(carried)) {
+		if _, ok := got[name]; !ok {
+			return fmt.Errorf("the field %q was removed", name)
+		}
+	}
+	for _, name := range names {
+		want, ok := carried[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("the field %q was added", name)
+		case want != got[name]:
+			return fmt.Errorf("the field %q (or its digest) was edited", name)
+		}
+	}
+	return nil
+}
+
+// rerun is the command that writes a fresh replay file for r's seed.
+func (r Replay) rerun() string {
+	c := fmt.Sprintf("simrun run -scenario %s -seed %d", r.Spec.Name, r.Seed)
+	if r.Spec.Mutant != "" {
+		c += " -mutant " + r.Spec.Mutant
+	}
+	return c
+}
+
 // ParseReplay reads a replay file strictly: unknown fields, trailing data,
-// another format, an invalid spec or a schedule naming unknown nodes are
-// errors that say what is wrong. It never panics. A different program
+// another format, a field that does not match its digest (an edited file),
+// an invalid spec or a schedule naming unknown nodes are errors that say
+// what is wrong. It never panics. A different program
 // version is not an error here: the caller decides (see ProgramVersion).
 func ParseReplay(b []byte) (Replay, error) {
 	var r Replay
@@ -75,11 +181,19 @@ func ParseReplay(b []byte) (Replay, error) {
 	if dec.More() {
 		return Replay{}, fmt.Errorf("replay file: trailing data after the JSON object")
 	}
+	if r.Format == 1 {
+		return Replay{}, fmt.Errorf("replay file: format 1 carries no digest, so an edit cannot be told from nondeterminism; "+
+			"this build reads format %d only. Write a fresh file: %s", ReplayFormat, r.rerun())
+	}
 	if r.Format != ReplayFormat {
 		return Replay{}, fmt.Errorf("replay file: format %d is not supported (this build reads format %d)", r.Format, ReplayFormat)
 	}
-	if r.Program == "" || r.TraceHash == "" || r.Verdict == "" {
-		return Replay{}, fmt.Errorf("replay file: program, verdict and trace_hash are required")
+	if r.Program == "" || r.TraceHash == "" || r.Verdict == "" || r.Digest == nil {
+		return Replay{}, fmt.Errorf("replay file: program, verdict, trace_hash and digest are required")
+	}
+	if err := checkDigest(b, r.Digest); err != nil {
+		return Replay{}, fmt.Errorf("replay file: modified after it was written: %v. "+
+			"A replay file runs as written; write a fresh one with: %s", err, r.rerun())
 	}
 	if err := r.Schedule.Check(); err != nil {
 		return Replay{}, fmt.Errorf("replay file: %w", err)

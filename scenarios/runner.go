@@ -21,6 +21,10 @@ type RunOptions struct {
 	Trace io.Writer
 	// CheckTimeout bounds porcupine; 0 means the checker's default.
 	CheckTimeout time.Duration
+	// Stop, if set, is asked every few thousand events and before the
+	// check whether to abandon the run: a sweep whose budget ran out or
+	// that SIGINT stopped. Plan.Run then returns ErrStopped.
+	Stop func() bool
 }
 
 // Plan is everything a run is made of, drawn from its seed before it
@@ -212,7 +216,10 @@ func (p Plan) Run(opt RunOptions) (Result, error) {
 		return id, ok
 	})
 
-	outcome := w.Run(p.End(), spec.StepLimit)
+	outcome, stopped := runWorld(w, p.End(), spec.StepLimit, opt.Stop)
+	if stopped || (opt.Stop != nil && opt.Stop()) {
+		return Result{}, ErrStopped
+	}
 	h := rec.history()
 	res := Result{
 		Scenario: spec.Name, Seed: p.Seed, TraceHash: w.Hash(), Events: w.Step(), SimTime: w.Now(),

@@ -2,8 +2,10 @@ package scenarios
 
 import (
 	"context"
-	"sort"
+	"iter"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,121 +15,220 @@ type Job struct {
 	Seed uint64
 }
 
-// Jobs lists every (spec, seed) pair for seeds in [lo, hi] that falls in
-// shard i of n (1-based): seed s belongs to shard (s mod n) + 1. Shards are
-// disjoint and together give the whole range, whatever the worker count.
-func Jobs(specs []Spec, lo, hi uint64, shard, shards int) []Job {
-	var jobs []Job
-	if hi < lo || shards < 1 || shard < 1 || shard > shards {
-		return nil
+// JobSet is a sweep's work: every (spec, seed) pair for seeds in [Lo, Hi]
+// that falls in shard Shard of Shards (1-based; zero means the whole
+// range): seed s belongs to shard (s mod n) + 1. Shards are disjoint and
+// together give the whole range, whatever the worker count. A JobSet is a
+// description, not a list: All generates the pairs one at a time, so a
+// sweep over a billion seeds costs no more memory than one over ten.
+type JobSet struct {
+	Specs         []Spec
+	Lo, Hi        uint64
+	Shard, Shards int
+}
+
+// shard returns the set's shard i of n, the zero value meaning 1/1.
+func (j JobSet) shard() (uint64, uint64) {
+	return uint64(max(j.Shard, 1)), uint64(max(j.Shards, 1))
+}
+
+// firstSeed returns the lowest seed of the range in the set's shard.
+func (j JobSet) firstSeed() (uint64, bool) {
+	i, n := j.shard()
+	if j.Hi < j.Lo || i > n {
+		return 0, false
 	}
-	for _, s := range specs {
-		for seed := lo; ; seed++ {
-			if int(seed%uint64(shards))+1 == shard {
-				jobs = append(jobs, Job{Spec: s, Seed: seed})
+	// The wanted residue is i-1; step from Lo up to it.
+	d := (i - 1 + n - j.Lo%n) % n
+	if j.Hi-j.Lo < d {
+		return 0, false
+	}
+	return j.Lo + d, true
+}
+
+// Seeds counts the seeds of the range that fall in the set's shard,
+// saturating at the largest uint64 (the whole range holds one more).
+func (j JobSet) Seeds() uint64 {
+	first, ok := j.firstSeed()
+	if !ok {
+		return 0
+	}
+	_, n := j.shard()
+	return min((j.Hi-first)/n, math.MaxUint64-1) + 1
+}
+
+// Len counts the jobs (seeds × specs), saturating at the largest uint64.
+func (j JobSet) Len() uint64 {
+	s, k := j.Seeds(), uint64(len(j.Specs))
+	if k != 0 && s > math.MaxUint64/k {
+		return math.MaxUint64
+	}
+	return s * k
+}
+
+// All generates the jobs in seed-major order: every spec of a seed before
+// the next seed. A sweep stopped early (a budget, SIGINT) has therefore run
+// every scenario over the same seeds, never the first scenario alone.
+func (j JobSet) All() iter.Seq[Job] {
+	return func(yield func(Job) bool) {
+		seed, ok := j.firstSeed()
+		if !ok {
+			return
+		}
+		_, n := j.shard()
+		for {
+			for _, s := range j.Specs {
+				if !yield(Job{Spec: s, Seed: seed}) {
+					return
+				}
 			}
-			if seed == hi {
-				break
+			if j.Hi-seed < n { // the next seed would pass Hi (or wrap around)
+				return
 			}
+			seed += n
 		}
 	}
-	return jobs
 }
 
 // SweepOptions tunes a sweep.
 type SweepOptions struct {
-	Workers int           // simulations at once; each owns its World, nothing is shared
-	Budget  time.Duration // stop starting new jobs after this much wall time (0: none)
-	Run     RunOptions
+	Workers int // simulations at once; each owns its World, nothing is shared
+	// Budget is the sweep's wall time (0: none): when it runs out, no job
+	// starts and the runs in flight are stopped and dropped.
+	Budget time.Duration
+	Run    RunOptions
 }
 
-// Outcome of one job of a sweep.
+// JobResult is the outcome of one job of a sweep.
 type JobResult struct {
-	Index  int // position in the job list
+	Index  int // position in the job order
 	Job    Job
 	Result Result
 	Err    error
 }
 
-// Sweep runs jobs on opt.Workers goroutines, one simulation each, and
-// hands every finished job to emit in job order, from the caller's
-// goroutine, so output is identical for any worker count. It stops
-// starting jobs when ctx is cancelled or the budget runs out, finishes the
-// ones in flight, and returns how many jobs were emitted.
-func Sweep(ctx context.Context, jobs []Job, opt SweepOptions, emit func(JobResult)) int {
+// SweepStats says how much of its work a sweep did.
+type SweepStats struct {
+	Emitted int // jobs run to a verdict (or an error) and handed to emit
+	// Interrupted counts the runs stopped in flight by the budget or the
+	// context: they have no verdict, were not emitted, and count as
+	// neither pass nor failure.
+	Interrupted int
+	// Exhausted: every job of the sequence was started.
+	Exhausted   bool
+	BudgetSpent bool // the budget, not the caller's context, stopped the sweep
+}
+
+// Complete reports whether every job ran to a verdict.
+func (s SweepStats) Complete() bool { return s.Exhausted && s.Interrupted == 0 }
+
+// indexed is a job with its position in the job order.
+type indexed struct {
+	i   int
+	job Job
+}
+
+// Sweep runs jobs on opt.Workers goroutines, one simulation each, and hands
+// every finished job to emit in job order, from the caller's goroutine, so
+// output is identical for any worker count. At most 2·Workers jobs are
+// started and not yet emitted at any time, which bounds what waits for a
+// slow predecessor whatever the number of jobs. When ctx is cancelled or
+// the budget runs out, no job starts, the runs in flight stop within a few
+// thousand events (RunOptions.Stop) and are dropped, and Sweep returns.
+func Sweep(ctx context.Context, jobs iter.Seq[Job], opt SweepOptions, emit func(JobResult)) SweepStats {
 	workers := max(opt.Workers, 1)
-	start := time.Now()
-	next := make(chan int)
-	results := make(chan JobResult, workers)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var budgetSpent, stopped, exhausted atomic.Bool
+	if opt.Budget > 0 {
+		t := time.AfterFunc(opt.Budget, func() { budgetSpent.Store(true); cancel() })
+		defer t.Stop()
+	}
+	defer context.AfterFunc(ctx, func() { stopped.Store(true) })()
+	runOpt := opt.Run
+	if outer := opt.Run.Stop; outer != nil {
+		runOpt.Stop = func() bool { return stopped.Load() || outer() }
+	} else {
+		runOpt.Stop = stopped.Load
+	}
+
+	window := 2 * workers
+	slots := make(chan struct{}, window) // one per job started and not yet emitted
+	next := make(chan indexed)
+	results := make(chan JobResult, window)
+	go func() {
+		defer close(next)
+		i := 0
+		for job := range jobs {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			select {
+			case next <- indexed{i, job}:
+			case <-ctx.Done():
+				return
+			}
+			i++
+		}
+		exhausted.Store(true)
+	}()
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				res, err := Run(jobs[i].Spec, jobs[i].Seed, opt.Run)
-				results <- JobResult{Index: i, Job: jobs[i], Result: res, Err: err}
+			for j := range next {
+				res, err := Run(j.job.Spec, j.job.Seed, runOpt)
+				results <- JobResult{Index: j.i, Job: j.job, Result: res, Err: err}
 			}
 		}()
 	}
-	go func() {
-		defer close(next)
-		for i := range jobs {
-			if opt.Budget > 0 && time.Since(start) > opt.Budget {
-				return
-			}
-			select {
-			case next <- i:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
 	go func() {
 		wg.Wait()
 		close(results)
 	}()
 
 	// Emit in job order: hold early finishers until their predecessors end.
-	pending := map[int]JobResult{}
-	want, emitted := 0, 0
+	// Every started job sends exactly one result, so nothing is left over.
+	var st SweepStats
+	pending := make(map[int]JobResult, window)
+	want := 0
 	for r := range results {
 		pending[r.Index] = r
-		for {
-			p, ok := pending[want]
-			if !ok {
-				break
-			}
+		for p, ok := pending[want]; ok; p, ok = pending[want] {
 			delete(pending, want)
-			emit(p)
 			want++
-			emitted++
+			<-slots
+			if p.Err == ErrStopped {
+				st.Interrupted++
+				continue
+			}
+			emit(p)
+			st.Emitted++
 		}
 	}
-	// Stopped early: what finished beyond a gap, still in order.
-	rest := make([]int, 0, len(pending))
-	for i := range pending {
-		rest = append(rest, i)
-	}
-	sort.Ints(rest)
-	for _, i := range rest {
-		emit(pending[i])
-		emitted++
-	}
-	return emitted
+	st.Exhausted, st.BudgetSpent = exhausted.Load(), budgetSpent.Load()
+	return st
 }
 
-// Summary aggregates a sweep's results for one scenario.
+// Summary aggregates a sweep's results for one scenario. It counts runs
+// by the verdict's kind as a word ("pass", "violation", "liveness",
+// "unknown", "error" for a run that could not start, and any kind the
+// checker adds later), so neither a sweep nor a merge needs to know every
+// kind to count it.
 type Summary struct {
 	Scenario   string
 	Expect     Expectation
 	Seeds      int
-	Passes     int
+	Kinds      map[string]int // runs by verdict kind
 	Violations map[string]int // by property (each run's headline: Expectation.Headline)
-	Liveness   int
-	Unknowns   int
-	Errors     int
-	Misses     int // runs that missed the scenario's expectation
+	Missed     map[string]int // runs that missed the scenario's expectation, by verdict kind
+	Misses     int
 	SimTime    time.Duration
 	Wall       time.Duration // summed over runs (CPU-ish time, not elapsed)
 	Events     uint64
@@ -136,9 +237,7 @@ type Summary struct {
 // Add folds one job's result into the summary.
 func (s *Summary) Add(r JobResult) {
 	if r.Err != nil {
-		s.Seeds++
-		s.Errors++
-		s.Misses++
+		s.AddVerdict("error", "", false, 0, 0, 0)
 		return
 	}
 	v := r.Result.Verdict
@@ -149,25 +248,22 @@ func (s *Summary) Add(r JobResult) {
 // carries them) into the summary.
 func (s *Summary) AddVerdict(kind, property string, met bool, sim, wall time.Duration, events uint64) {
 	s.Seeds++
-	switch kind {
-	case "pass":
-		s.Passes++
-	case "violation":
-		if s.Violations == nil {
-			s.Violations = map[string]int{}
-		}
-		s.Violations[property]++
-	case "liveness":
-		s.Liveness++
-	case "error":
-		s.Errors++
-	default:
-		s.Unknowns++
+	bump(&s.Kinds, kind)
+	if kind == "violation" {
+		bump(&s.Violations, property)
 	}
 	if !met {
 		s.Misses++
+		bump(&s.Missed, kind)
 	}
 	s.SimTime += sim
 	s.Wall += wall
 	s.Events += events
+}
+
+func bump(m *map[string]int, k string) {
+	if *m == nil {
+		*m = map[string]int{}
+	}
+	(*m)[k]++
 }

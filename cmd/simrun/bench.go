@@ -125,9 +125,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 
 	// Every core: the same seeds again through the sweep's workers.
 	out.Workers = runtime.NumCPU()
-	jobs := scenarios.Jobs([]scenarios.Spec{spec}, 1, uint64(*seeds), 1, 1)
+	jobs := scenarios.JobSet{Specs: []scenarios.Spec{spec}, Lo: 1, Hi: uint64(*seeds)}
 	start = time.Now()
-	scenarios.Sweep(context.Background(), jobs, scenarios.SweepOptions{Workers: out.Workers}, func(scenarios.JobResult) {})
+	scenarios.Sweep(context.Background(), jobs.All(), scenarios.SweepOptions{Workers: out.Workers}, func(scenarios.JobResult) {})
 	out.SeedsPerSecondAll = float64(*seeds) / time.Since(start).Seconds()
 	out.Scaling = out.SeedsPerSecondAll / out.SeedsPerSecond1
 
@@ -137,7 +137,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	if *memSeeds > 0 {
 		out.HeapFirstSeeds = min(*memSeeds, max(100, *memSeeds/100))
 		out.HeapAllSeeds = *memSeeds
-		jobs := scenarios.Jobs([]scenarios.Spec{spec}, 1, uint64(*memSeeds), 1, 1)
+		first := scenarios.JobSet{Specs: []scenarios.Spec{spec}, Lo: 1, Hi: uint64(out.HeapFirstSeeds)}
+		rest := scenarios.JobSet{Specs: []scenarios.Spec{spec}, Lo: first.Hi + 1, Hi: uint64(*memSeeds)}
 		count := func(r scenarios.JobResult) {
 			if r.Err != nil || !r.Result.Met(spec) {
 				out.Misses++
@@ -145,9 +146,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		opt := scenarios.SweepOptions{Workers: out.Workers}
-		scenarios.Sweep(context.Background(), jobs[:out.HeapFirstSeeds], opt, count)
+		scenarios.Sweep(context.Background(), first.All(), opt, count)
 		out.HeapAfterFirstBytes = heapAfterGC()
-		scenarios.Sweep(context.Background(), jobs[out.HeapFirstSeeds:], opt, count)
+		scenarios.Sweep(context.Background(), rest.All(), opt, count)
 		out.HeapAfterAllBytes = heapAfterGC()
 	}
 

@@ -10,8 +10,13 @@ import (
 )
 
 // TestMain runs the package's tests in a scratch directory: failing runs
-// write replay files under ./failures.
+// write replay files under ./failures. With SIMRUN_AS_MAIN=1 in its
+// environment the test binary is simrun itself, for tests that need a
+// process of their own (a signal).
 func TestMain(m *testing.M) {
+	if os.Getenv("SIMRUN_AS_MAIN") == "1" {
+		main()
+	}
 	dir, err := os.MkdirTemp("", "simrun-test")
 	if err != nil {
 		panic(err)
@@ -51,11 +56,21 @@ func TestReplayDetectsDifferencesAndBadFiles(t *testing.T) {
 		return p
 	}
 	r, _ := scenarios.ParseReplay(good)
+	// An edited file is refused as modified (exit 2), naming the field: it
+	// used to run and be reported as nondeterminism (exit 4).
 	tampered := strings.Replace(string(good), `"trace_hash": "`+r.TraceHash+`"`, `"trace_hash": "0123456789abcdef"`, 1)
-	if code, out, _ := simrun("replay", write("t.json", tampered)); code != exitNondeterminism || !strings.Contains(out, "DIFFERS") {
-		t.Errorf("tampered hash: exit %d\n%s", code, out)
+	if code, out, errs := simrun("replay", write("t.json", tampered)); code != exitUsage || !strings.Contains(errs, `modified after it was written: the field "trace_hash"`) {
+		t.Errorf("an edited hash: exit %d\n%s%s", code, out, errs)
 	}
-	other := strings.Replace(string(good), `"program": "`+scenarios.ProgramVersion+`"`, `"program": "fencesim-0.1"`, 1)
+	// A file as written whose run differs is nondeterminism.
+	differs := r
+	differs.TraceHash = "0123456789abcdef"
+	if code, out, _ := simrun("replay", write("d.json", string(differs.Marshal()))); code != exitNondeterminism || !strings.Contains(out, "DIFFERS") {
+		t.Errorf("a recorded hash that differs: exit %d\n%s", code, out)
+	}
+	old := r
+	old.Program = "fencesim-0.1"
+	other := string(old.Marshal())
 	if code, _, errs := simrun("replay", write("v.json", other)); code != exitUsage || !strings.Contains(errs, "written by fencesim-0.1") {
 		t.Errorf("other version: exit %d %q", code, errs)
 	}
@@ -107,7 +122,7 @@ func TestKeepFailureWritesReportAndReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := keepFailure(res)
+	dir, _, err := keepFailure(res, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

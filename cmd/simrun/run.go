@@ -23,6 +23,7 @@ const failuresDir = "failures"
 type outputFlags struct {
 	asJSON, trace, twice bool
 	out                  string
+	traceCap             size
 	// specFile is the -spec file the plan's spec came from ("" for a
 	// built-in): the repro line names it.
 	specFile string
@@ -33,6 +34,8 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.out, "out", "", "write the HTML report (index.html), trace.txt, history.json, result.json and replay.json into `dir`")
 	fs.BoolVar(&o.trace, "trace", false, "print the readable trace to stderr")
 	fs.BoolVar(&o.twice, "check-twice", false, "run twice and fail with exit 4 if the trace hashes differ")
+	o.traceCap = defaultTraceCap
+	fs.Var(&o.traceCap, "trace-cap", "with -out, keep trace.txt only if it is at most this `size`, e.g. 64MB (0: any size)")
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
@@ -118,11 +121,15 @@ func execute(cmd string, plan scenarios.Plan, o outputFlags, keepFailure bool, s
 		}
 		fmt.Fprintf(stdout, "faults: %s\n", scenarios.Count(len(plan.Schedule), "operation"))
 	}
-	var traceBuf strings.Builder
+	// The trace streams to stderr with -trace; -out keeps it in memory for
+	// trace.txt only up to -trace-cap.
+	outTrace := &cappedTrace{max: int64(o.traceCap)}
 	var traceW io.Writer
 	switch {
+	case o.out != "" && o.trace:
+		traceW = io.MultiWriter(stderr, outTrace)
 	case o.out != "":
-		traceW = &traceBuf
+		traceW = outTrace
 	case o.trace:
 		traceW = stderr
 	}
@@ -130,9 +137,6 @@ func execute(cmd string, plan scenarios.Plan, o outputFlags, keepFailure bool, s
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return res, exitUsage
-	}
-	if o.out != "" && o.trace {
-		io.WriteString(stderr, traceBuf.String())
 	}
 	code := exitCode(res.Verdict)
 	if o.twice {
@@ -149,9 +153,13 @@ func execute(cmd string, plan scenarios.Plan, o outputFlags, keepFailure bool, s
 	var replayPath string
 	switch {
 	case o.out != "":
-		if err := writeRunDir(o.out, res, j, traceBuf.String()); err != nil {
+		note, err := writeRun(o.out, res, j, outTrace)
+		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 			return res, exitUsage
+		}
+		if note != "" {
+			fmt.Fprintf(stderr, "%s: %s\n", cmd, note)
 		}
 		replayPath = filepath.Join(o.out, "replay.json")
 	case keepFailure && res.Verdict.Kind.String() != "pass":

@@ -7,9 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -20,8 +21,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/lockservice"
-	"github.com/fencesim/fencesim/report"
 	"github.com/fencesim/fencesim/scenarios"
 )
 
@@ -32,6 +33,10 @@ const defaultSeeds = "1..1000"
 // exitInterrupted: SIGINT stopped the sweep before every job ran.
 const exitInterrupted = 130
 
+// maxFailureLines bounds the MISS lines a sweep prints (a planted bug can
+// miss on every one of a million seeds); the rest are counted.
+const maxFailureLines = 100
+
 func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simrun sweep", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -40,10 +45,14 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.String("seeds", defaultSeeds, "seed `range` A..B, inclusive")
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run at once")
 	shard := fs.String("shard", "1/1", "run only shard `i/n` of the seeds (for CI matrices)")
-	budget := fs.Duration("budget", 0, "stop starting new seeds after this wall `duration` (0: no limit)")
+	budget := fs.Duration("budget", 0, "stop the sweep after this wall `duration`, runs in flight included, and summarize what finished (0: no limit)")
 	asJSON := fs.Bool("json", false, "print one JSON object per seed per line on stdout, nothing else")
 	mutant := fs.String("mutant", "", "plant this bug in every scenario (see simrun list -mutants)")
 	progress := fs.String("progress", "auto", "progress display: auto (a bar on a terminal, lines elsewhere), bar, lines, none")
+	keepDirs := fs.Int("keep", defaultKeep, "write the report directories of at most `n` misses under failures/ (every miss still gets its MISS line)")
+	keepCap, traceCap := size(defaultKeepCap), size(defaultTraceCap)
+	fs.Var(&keepCap, "keep-cap", "stop writing report directories once they take this `size` in all")
+	fs.Var(&traceCap, "trace-cap", "keep a miss's trace.txt only if it is at most this `size` (0: any size, within -keep-cap)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -87,23 +96,37 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "simrun sweep: -workers must be at least 1, got %d\n", *workers)
 		return exitUsage
 	}
+	if *budget < 0 {
+		fmt.Fprintf(stderr, "simrun sweep: -budget must be a positive duration (e.g. 30s) or 0 for none, got %v\n", *budget)
+		return exitUsage
+	}
+	if *keepDirs < 0 {
+		fmt.Fprintf(stderr, "simrun sweep: -keep must be 0 or more, got %d\n", *keepDirs)
+		return exitUsage
+	}
 	if !slices.Contains([]string{"auto", "bar", "lines", "none"}, *progress) {
 		fmt.Fprintf(stderr, "simrun sweep: -progress must be auto, bar, lines or none, got %q\n", *progress)
 		return exitUsage
 	}
 
-	jobs := scenarios.Jobs(specs, lo, hi, si, sn)
-	fmt.Fprintf(stderr, "sweep: %d scenario(s) × seeds %d..%d, shard %d/%d: %d runs on %d worker(s)\n",
-		len(specs), lo, hi, si, sn, len(jobs), *workers)
-
+	// SIGINT is caught from here on: the header below says the sweep runs.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	bar := newProgress(*progress, len(jobs), stderr)
+	context.AfterFunc(ctx, stop) // after the first SIGINT, a second one kills at once
+	jobs := scenarios.JobSet{Specs: specs, Lo: lo, Hi: hi, Shard: si, Shards: sn}
+	total := jobs.Len()
+	fmt.Fprintf(stderr, "sweep: %d scenario(s) × seeds %d..%d, shard %d/%d: %d runs on %d worker(s)\n",
+		len(specs), lo, hi, si, sn, total, *workers)
+	bar := newProgress(*progress, int(min(total, math.MaxInt)), stderr)
 	start := time.Now()
 	sums := map[string]*scenarios.Summary{}
 	var failures []string
+	unlisted := 0 // misses beyond maxFailureLines
+	kept := &keeper{maxDirs: *keepDirs, maxBytes: int64(keepCap), traceMax: int64(traceCap), stop: func() bool {
+		return ctx.Err() != nil || (*budget > 0 && time.Since(start) > *budget)
+	}}
 	enc := json.NewEncoder(stdout)
-	done := scenarios.Sweep(ctx, jobs, scenarios.SweepOptions{Workers: *workers, Budget: *budget}, func(r scenarios.JobResult) {
+	st := scenarios.Sweep(ctx, jobs.All(), scenarios.SweepOptions{Workers: *workers, Budget: *budget}, func(r scenarios.JobResult) {
 		s := sums[r.Job.Spec.Name]
 		if s == nil {
 			s = &scenarios.Summary{Scenario: r.Job.Spec.Name, Expect: r.Job.Spec.Expect}
@@ -120,20 +143,34 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		if r.Err != nil || !r.Result.Met(r.Job.Spec) {
 			line := failureLine(r)
 			if r.Err == nil {
-				if dir, err := keepFailure(r.Result); err == nil {
-					line += fmt.Sprintf("\n     report: %s  replay: %s",
-						filepath.Join(dir, report.IndexFile), filepath.Join(dir, "replay.json"))
-				} else {
-					line += "\n     could not write its report: " + err.Error()
-				}
+				line += "\n     " + kept.keep(r.Result)
 			}
-			failures = append(failures, line)
+			if len(failures) < maxFailureLines {
+				failures = append(failures, line)
+			} else {
+				unlisted++
+			}
 		}
 		bar.step(r)
 	})
 	bar.finish()
 	elapsed := time.Since(start)
-	interrupted := done < len(jobs)
+	if *asJSON {
+		t := sweepTrailer{Program: scenarios.ProgramVersion, Mutant: *mutant, SeedFrom: lo, SeedTo: hi,
+			Shard: si, Shards: sn, Runs: st.Emitted, Complete: st.Complete()}
+		for _, s := range specs {
+			t.Scenarios = append(t.Scenarios, s.Name)
+		}
+		if !t.Complete {
+			t.Stopped = "interrupt"
+			if st.BudgetSpent {
+				t.Stopped = "budget"
+			}
+		}
+		enc.Encode(struct {
+			Sweep sweepTrailer `json:"sweep"`
+		}{t})
+	}
 
 	out := stdout
 	if *asJSON {
@@ -143,41 +180,64 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	for _, f := range failures {
 		fmt.Fprintln(out, f)
 	}
-	if interrupted {
+	if unlisted > 0 {
+		fmt.Fprintf(out, "… and %d more misses, not listed (-json prints every run)\n", unlisted)
+	}
+	if k := kept.summary(); k != "" {
+		fmt.Fprintln(out, k)
+	}
+	if !st.Complete() {
 		why := "interrupted"
-		if ctx.Err() == nil {
+		if st.BudgetSpent {
 			why = "budget spent"
 		}
-		fmt.Fprintf(out, "%s: %d of %d runs finished; the summary covers those\n", why, done, len(jobs))
+		fmt.Fprintf(out, "%s: %d of %d runs finished, %d stopped in flight (dropped: no verdict), %d not started; the summary covers the finished ones\n",
+			why, st.Emitted, total, st.Interrupted, total-uint64(st.Emitted+st.Interrupted))
 	}
 	code := exitPass
 	for _, s := range sums {
 		code = worse(code, s)
 	}
-	if interrupted && ctx.Err() != nil && code == exitPass {
+	if !st.Complete() && !st.BudgetSpent && code == exitPass {
 		return exitInterrupted
 	}
 	return code
 }
 
-// worse returns the more severe of code and what summary s warrants.
+// worse returns the more severe of code and what summary s warrants: a
+// violation where a pass was expected, or a canary that passed, is 1 and
+// dominates; a run that could not start is a usage error; otherwise the
+// highest exit code of the verdict kinds that missed (liveness 3, unknown
+// 5, and any kind the checker adds, through exitCode).
 func worse(code int, s *scenarios.Summary) int {
 	if s.Misses == 0 {
 		return code
 	}
-	c := exitViolation // a violation where a pass was expected, or a canary that passed
+	c := exitPass
 	switch {
-	case s.Errors > 0:
+	case s.Missed["error"] > 0:
 		c = exitUsage
-	case s.Unknowns > 0 && len(s.Violations) == 0 && s.Expect.Verdict == "pass":
-		c = exitUnknown
-	case s.Liveness > 0 && len(s.Violations) == 0 && s.Expect.Verdict == "pass":
-		c = exitLiveness
+	case s.Missed["violation"] > 0 || s.Missed["pass"] > 0:
+		c = exitViolation
+	default:
+		for kind := range s.Missed { // the maximum: order does not matter
+			c = max(c, kindExitCode(kind))
+		}
 	}
 	if code == exitPass || c == exitViolation {
 		return c
 	}
 	return code
+}
+
+// kindExitCode is the exit code of a verdict kind given as its word (as
+// JSON lines carry it); a word this build does not know is an unknown.
+func kindExitCode(kind string) int {
+	var k checker.VerdictKind
+	if k.UnmarshalText([]byte(kind)) != nil {
+		return exitUnknown
+	}
+	return exitCode(checker.Verdict{Kind: k})
 }
 
 func failureLine(r scenarios.JobResult) string {
@@ -195,25 +255,21 @@ func failureLine(r scenarios.JobResult) string {
 // printSummary writes one row per scenario.
 func printSummary(w io.Writer, specs []scenarios.Spec, sums map[string]*scenarios.Summary, elapsed time.Duration, workers int) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\texpect\tseeds\tpass\tviolations\tliveness\tunknown\tmissed\tseeds/s\tsim/wall\t")
+	fmt.Fprintln(tw, "scenario\texpect\tseeds\tpass\tviolations\tliveness\tunknown\tother\tmissed\tseeds/s\tsim/wall\t")
 	for _, spec := range specs {
 		s := sums[spec.Name]
 		if s == nil {
 			continue
 		}
-		var vs []string
-		for _, p := range sortedKeys(s.Violations) {
-			vs = append(vs, fmt.Sprintf("%s:%d", p, s.Violations[p]))
-		}
-		viol := strings.Join(vs, " ")
-		if viol == "" {
-			viol = "-"
+		other := maps.Clone(s.Kinds)
+		for _, k := range []string{"pass", "violation", "liveness", "unknown"} {
+			delete(other, k)
 		}
 		// Per-scenario rate from its own summed run time, scaled to the
 		// workers that ran in parallel.
 		rate := float64(s.Seeds) / max(s.Wall.Seconds(), 1e-9) * float64(workers)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%.0f\t%.0f\t\n", s.Scenario, s.Expect, s.Seeds, s.Passes, viol,
-			s.Liveness, s.Unknowns, s.Misses, rate, s.SimTime.Seconds()/max(s.Wall.Seconds(), 1e-9))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\t%d\t%.0f\t%.0f\t\n", s.Scenario, s.Expect, s.Seeds, s.Kinds["pass"], counts(s.Violations),
+			s.Kinds["liveness"], s.Kinds["unknown"], counts(other), s.Misses, rate, s.SimTime.Seconds()/max(s.Wall.Seconds(), 1e-9))
 	}
 	tw.Flush()
 	total := 0
@@ -223,13 +279,16 @@ func printSummary(w io.Writer, specs []scenarios.Spec, sums map[string]*scenario
 	fmt.Fprintf(w, "%d runs in %.1fs wall (%.0f runs/s on %d workers)\n", total, elapsed.Seconds(), float64(total)/max(elapsed.Seconds(), 1e-9), workers)
 }
 
-func sortedKeys(m map[string]int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// counts writes m as "k:n k:n" in key order, or "-" when empty.
+func counts(m map[string]int) string {
+	var vs []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		vs = append(vs, fmt.Sprintf("%s:%d", k, m[k]))
 	}
-	slices.Sort(keys)
-	return keys
+	if len(vs) == 0 {
+		return "-"
+	}
+	return strings.Join(vs, " ")
 }
 
 // parseSeeds reads "A..B" (or a single seed "N").
@@ -305,20 +364,4 @@ func (p *progress) finish() {
 	if p.bar != nil {
 		p.bar.Finish()
 	}
-}
-
-// keepFailure runs a missed seed again with its trace on (the run is
-// deterministic, so it is the same run) and writes its report, history,
-// trace and replay file under failures/SCENARIO-seedN/.
-func keepFailure(res scenarios.Result) (string, error) {
-	var trace strings.Builder
-	again, err := res.Plan.Run(scenarios.RunOptions{Trace: &trace})
-	if err != nil {
-		return "", err
-	}
-	if again.TraceHash != res.TraceHash {
-		return "", fmt.Errorf("NONDETERMINISM: the rerun's trace hash %016x differs from %016x", again.TraceHash, res.TraceHash)
-	}
-	dir := filepath.Join(failuresDir, fmt.Sprintf("%s-seed%d", res.Scenario, res.Seed))
-	return dir, writeRunDir(dir, again, toJSON(res.Plan.Spec, again), trace.String())
 }
