@@ -65,9 +65,9 @@ func init() {
 	commands = []command{
 		{"list", "[-mutants]", "every built-in scenario, its expectation and what it shows\n(-mutants: every planted bug)", cmdList},
 		{"run", "(-scenario NAME | -spec FILE.json) [-seed N]", "simulate one seed and check it (flags: -json, -out DIR, -trace, -check-twice, -mutant)\n-spec runs a scenario you wrote, validated like the built-ins", cmdRun},
-		{"sweep", "[-scenario NAME | -all] [-seeds A..B] [-workers K] [-shard i/n] [-budget D] [-json]", "many seeds on all cores: summary per scenario, one repro line per miss", cmdSweep},
-		{"merge", "FILE...", "merge the -json output of sweep shards into one summary and exit code", cmdMerge},
-		{"replay", "FILE", "run a replay file again: the same trace hash and verdict, or why not", cmdReplay},
+		{"sweep", "[-scenario NAME | -all] [-seeds A..B] [-workers K] [-shard i/n] [-budget D] [-json] [-keep N] [-keep-cap SIZE] [-trace-cap SIZE]", "many seeds on all cores, streamed (memory independent of the range):\nsummary per scenario, one repro line per miss; -json ends with a\ntrailer line that merge checks", cmdSweep},
+		{"merge", "[-partial] FILE...", "merge the -json output of sweep shards into one summary and exit code;\nmissing, duplicate or interrupted shards are an error unless -partial", cmdMerge},
+		{"replay", "[-force] [-trace] FILE", "run a replay file again: the same trace hash and verdict, or why not;\nan edited file is refused as modified (exit 2)", cmdReplay},
 		{"shrink", "(-scenario NAME -seed N | FILE) [-o FILE]", "reduce a failing run's faults, clients and replicas while the same\nproperty still fails; write the smaller run's replay file", cmdShrink},
 		{"hunt", "(-mutant NAME | -all) [-scenario swarm] [-seeds A..B] [-json]", "sweep with a planted bug until the first violation; -all prints\nthe detection table", cmdHunt},
 		{"bench", "[-seeds N] [-memory M] [-json] [-cpuprofile FILE]", "the standard run's speed against the bare event loop, one worker\nand every core, checker share, peak heap; -memory M: the heap\nafter the first 1% of M seeds against after all M", cmdBench},
