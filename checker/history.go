@@ -45,7 +45,7 @@
 // fault outside that model (a client's pause, clock drift beyond the
 // bound) was active, so the caller passes those faults' windows; Check does
 // not judge it. Its canary is the Kleppmann history with a fenced store,
-// which passes S1–S8.
+// which passes S1–S10.
 package checker
 
 import (
