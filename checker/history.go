@@ -30,6 +30,10 @@
 //     against a fenced mutex whose lease may expire at any moment.
 //   - S8 (store ops): per resource, the store operations are linearizable
 //     against a fenced register.
+//   - S9 (elections, replicated services): at most one replica wins the
+//     election of a term.
+//   - S10 (entry applies, replicated services): every replica that applies
+//     the log entry at an index applies the same entry (term and command).
 //
 // Check judges safety only. CheckLiveness judges progress after a heal and
 // Combine merges the two; BeliefOverlap measures, without failing anything,
@@ -41,7 +45,7 @@
 // fault outside that model (a client's pause, clock drift beyond the
 // bound) was active, so the caller passes those faults' windows; Check does
 // not judge it. Its canary is the Kleppmann history with a fenced store,
-// which passes S1–S8.
+// which passes S1–S10.
 package checker
 
 import (
@@ -224,6 +228,37 @@ type StoreApply struct {
 	Lost bool `json:"lost,omitempty"`
 }
 
+// Election is one replica's win of the election of a term, reported by the
+// replica itself, so that S9 sees two leaders of one term even when no
+// client notices.
+type Election struct {
+	Node string        `json:"node"`
+	Term uint64        `json:"term"`
+	At   time.Duration `json:"at"`
+	Step uint64        `json:"step"`
+}
+
+// EntryApply is an entry (Term, Command) some replica applied at log index
+// Index, as the replicas report it: S10 compares what the replicas applied
+// at each index, which a client sees only if it happens to ask the replica
+// that diverged. Node, At and Step are the first apply of it; every other
+// replica's apply of the same entry at the same index, and a restarted
+// replica's replay of it, adds nothing, so that a run keeps one record per
+// index rather than one per replica and restart. An apply is a fact once
+// made: a committed entry never changes, so nothing a crash does takes it
+// back.
+type EntryApply struct {
+	Node  string `json:"node"`
+	Index uint64 `json:"index"`
+	Term  uint64 `json:"term"`
+	// Command identifies the entry's command: a digest of its encoding, 0
+	// for a new leader's empty entry. Kept instead of the command so that a
+	// run's every apply on every replica stays small.
+	Command uint64        `json:"command"`
+	At      time.Duration `json:"at"`
+	Step    uint64        `json:"step"`
+}
+
 // History is everything the checker needs from one run; keeping the record
 // streams separate lets each property be judged from the records that can
 // actually refute it.
@@ -245,6 +280,13 @@ type History struct {
 	// StoreRestarts are the instants the fenced store came back from a
 	// crash (S5).
 	StoreRestarts []StoreRestart `json:"store_restarts,omitempty"`
+	// Elections are the replicas' election wins (S9); empty for a service
+	// without a leader.
+	Elections []Election `json:"elections,omitempty"`
+	// EntryApplies are the entries the replicas applied (S10): one record
+	// per log index and distinct entry applied there, naming the first
+	// replica that applied it; empty for a service without a log.
+	EntryApplies []EntryApply `json:"entry_applies,omitempty"`
 	// End is the true time the run ended.
 	End time.Duration `json:"end"`
 }

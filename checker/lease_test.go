@@ -6,7 +6,7 @@ import (
 )
 
 // TestLeaseSafetyCanary: the Kleppmann history with a fenced store passes
-// S1–S8 (fencing did its job), yet A believed in its lease for 5.1s after
+// S1–S10 (fencing did its job), yet A believed in its lease for 5.1s after
 // the service expired it. Without the pause that explains it, that is a
 // lease-safety violation, L1's alone; with the pause excused, L1 holds.
 func TestLeaseSafetyCanary(t *testing.T) {

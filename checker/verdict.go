@@ -75,7 +75,7 @@ func (k *VerdictKind) UnmarshalText(b []byte) error {
 // Violation is one refutation of a property, with enough context (time, step,
 // a one-sentence detail and the operations involved) to find it in a trace.
 type Violation struct {
-	// Property is the property refuted, "S1".."S8", or "liveness" for the
+	// Property is the property refuted, "S1".."S10", or "liveness" for the
 	// violation CheckLiveness reports.
 	Property string `json:"property"`
 	// At is the true time of the offending event.
@@ -155,7 +155,7 @@ func (o Options) timeout() time.Duration {
 	return o.Timeout
 }
 
-// Check judges a history against every safety property (S1–S8) and returns
+// Check judges a history against every safety property (S1–S10) and returns
 // the verdict: VerdictViolation if any property is refuted, else
 // VerdictUnknown if a linearizability check ran out of time, else
 // VerdictPass. It never judges liveness (see CheckLiveness and Combine), but
@@ -169,6 +169,8 @@ func Check(h History, opt Options) Verdict {
 	vs = append(vs, checkStoreGrantee(h.Applies, h.Grants)...)
 	vs = append(vs, checkDurable(h)...)
 	vs = append(vs, checkCurrentGrant(h)...)
+	vs = append(vs, checkElections(h.Elections)...)
+	vs = append(vs, checkEntryApplies(h.EntryApplies)...)
 	lockLin, lockUnknown := checkLockLinearizable(h, opt)
 	vs = append(vs, lockLin...)
 	lin, unknown := checkLinearizable(h, opt)

@@ -184,3 +184,21 @@ func (t *nameTable) get(b []byte) string {
 	}
 	return s
 }
+
+// CommandDigest is a compact identity of an encoded log command: FNV-1a
+// (64 bits) of its bytes, 0 for a new leader's empty entry (nil). Replicas
+// report it with every entry they apply (EvEntryApplied), so that the
+// checker compares what they applied at each index without keeping the
+// commands; it is computed in place, allocating nothing.
+func CommandDigest(data []byte) uint64 {
+	if data == nil {
+		return 0
+	}
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for _, b := range data {
+		h ^= uint64(b)
+		h *= prime
+	}
+	return h
+}

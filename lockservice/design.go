@@ -21,7 +21,12 @@ import (
 //
 //   - the service: EvGranted when it grants (Token unique per grant),
 //     EvRenewed when it restarts a lease, EvEnded when a grant ends
-//     (Reason "released" or "expired");
+//     (Reason "released" or "expired"). A service whose several nodes
+//     report one decision sets Index to the log index of the entry that
+//     decided it, so that the reports count as one grant or end; without
+//     it, each report is a decision of its own (a grant reported again
+//     while it is open excepted). A service that replicates a log may
+//     also report EvElected and EvEntryApplied for S9 and S10;
 //   - the client: EvCall and EvReturn for acquire, renew, release, write and
 //     read, and EvBeliefEnd when it stops believing it holds the lock.
 //     NewClient (the harness's client library) reports these itself; a

@@ -22,10 +22,19 @@ const (
 	// fired, the lock was lost, or it sent its release); Reason says which.
 	// Its belief starts at the EvReturn of a granted acquire.
 	EvBeliefEnd
+	// EvEntryApplied: replica Node applied the committed log entry at Index,
+	// of Term, whose encoded command has digest Digest (CommandDigest). A
+	// replicated service reports every entry it applies, a new leader's
+	// empty entry included, and again after a restart replays its log, so
+	// that the checker can compare what each replica applied at each index
+	// (S10).
+	EvEntryApplied
+	// EvElected: replica Node became the leader of Term (S9).
+	EvElected
 )
 
 var eventKindNames = [...]string{EvGranted: "granted", EvRenewed: "renewed", EvEnded: "ended", EvApplied: "applied",
-	EvCall: "call", EvReturn: "return", EvBeliefEnd: "belief-end"}
+	EvCall: "call", EvReturn: "return", EvBeliefEnd: "belief-end", EvEntryApplied: "entry-applied", EvElected: "elected"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && eventKindNames[k] != "" {
@@ -66,6 +75,19 @@ type Event struct {
 	Status   Status // EvReturn of a lock operation
 	Accepted bool   // EvApplied; EvReturn of a write
 	Reason   string // EvEnded, EvBeliefEnd
+	// Node is the replica reporting EvEntryApplied or EvElected.
+	Node string
+	// Index is the log index of the entry whose apply this event reports:
+	// EvEntryApplied, and a replicated service's EvGranted and EvEnded, so
+	// that the several replicas' reports of one decision are told apart
+	// from two decisions with the same token. 0 for a service without a
+	// log.
+	Index uint64
+	// Term is the entry's term (EvEntryApplied) or the term won
+	// (EvElected).
+	Term uint64
+	// Digest identifies the entry's command (EvEntryApplied).
+	Digest uint64
 }
 
 // Observer receives what the simulator's checker needs from the service,

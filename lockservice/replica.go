@@ -98,7 +98,9 @@ type Replica struct {
 	inflight  int                 // client proposals not yet applied
 	leases    map[string]*leaderLease
 	leader    bool
-	ticker    clockwork.Timer
+	// ledTerm is the last term this process reported winning (EvElected).
+	ledTerm uint64
+	ticker  clockwork.Timer
 
 	// Planted bugs' state (see mutants.go); unused by the reference.
 	localTokens uint64                   // MutTokenLocalCounter: tokens this replica handed out
@@ -296,6 +298,16 @@ func (r *Replica) flush() {
 	}
 }
 
+// elected reports a won election once per term and process; a restarted
+// process that leads the same term again reports it again (the recorder
+// keeps one record per node and term).
+func (r *Replica) elected() {
+	if term := r.node.Term(); term != r.ledTerm {
+		r.ledTerm = term
+		r.cfg.Observer.Observe(Event{Kind: EvElected, Node: r.env.Name(), Term: term})
+	}
+}
+
 func (r *Replica) persist(rd raft.Ready) {
 	d := r.env.Disk()
 	r.log.append(d, rd.Entries) // may replace a conflicting suffix
@@ -311,6 +323,9 @@ func (r *Replica) persist(rd raft.Ready) {
 
 // leadership reacts to gaining or losing the lead.
 func (r *Replica) leadership(leader bool) {
+	if leader {
+		r.elected() // also a new term led without a step down in between
+	}
 	if leader == r.leader {
 		return
 	}
@@ -355,6 +370,7 @@ func (r *Replica) apply(e raft.Entry) {
 	if len(waiters) > 0 {
 		r.inflight -= len(waiters)
 	}
+	r.cfg.Observer.Observe(Event{Kind: EvEntryApplied, Node: r.env.Name(), Index: e.Index, Term: e.Term, Digest: CommandDigest(e.Data)})
 	if e.Data == nil {
 		return // a new leader's empty entry
 	}
@@ -378,13 +394,13 @@ func (r *Replica) apply(e raft.Entry) {
 			token = c.Token // stamped by the proposing leader
 		}
 		if c.Takeover && !replay && !r.table.stale(c.Client, c.Request) {
-			r.takeOver(c)
+			r.takeOver(c, e.Index)
 		}
 		prev, held := r.table.Lease(c.Resource)
 		rep = r.table.Acquire(AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request}, 0, token)
 		if rep.Status == Granted && !replay {
 			if !held || prev.Token != rep.Token { // not the holder's own grant standing
-				obs.Observe(Event{Kind: EvGranted, Resource: c.Resource, Client: c.Client, Token: rep.Token})
+				obs.Observe(Event{Kind: EvGranted, Resource: c.Resource, Client: c.Client, Token: rep.Token, Index: e.Index})
 			}
 			r.started[c.Resource] = e.Index
 			if r.leader {
@@ -415,13 +431,13 @@ func (r *Replica) apply(e raft.Entry) {
 		var ended *Lease
 		rep, ended = r.table.Release(ReleaseRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request})
 		if ended != nil {
-			obs.Observe(Event{Kind: EvEnded, Resource: c.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released"})
+			obs.Observe(Event{Kind: EvEnded, Resource: c.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released", Index: e.Index})
 			r.disarm(c.Resource)
 		}
 	case CmdExpire:
 		if r.started[c.Resource] == c.Since {
 			if l, ok := r.table.ExpireToken(c.Resource, c.Token); ok {
-				obs.Observe(Event{Kind: EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired"})
+				obs.Observe(Event{Kind: EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired", Index: e.Index})
 				r.disarm(c.Resource)
 			}
 		}
@@ -437,8 +453,9 @@ func (r *Replica) apply(e raft.Entry) {
 }
 
 // takeOver ends another client's lease on c's resource before c's acquire
-// is applied: what the planted bugs that decide a grant outside the log do.
-func (r *Replica) takeOver(c Command) {
+// (the entry at index) is applied: what the planted bugs that decide a
+// grant outside the log do.
+func (r *Replica) takeOver(c Command, index uint64) {
 	l, held := r.table.Lease(c.Resource)
 	if !held || l.Holder == c.Client {
 		return
@@ -447,7 +464,7 @@ func (r *Replica) takeOver(c Command) {
 	r.disarm(c.Resource)
 	if r.cfg.Mutant == MutWaitSkipsLeaseCheck {
 		// The leader deems the lease over, and says so.
-		r.cfg.Observer.Observe(Event{Kind: EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired"})
+		r.cfg.Observer.Observe(Event{Kind: EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired", Index: index})
 	}
 	// MutStaleLeaderGrants: the leader believed the resource free; the
 	// lease it overwrites is never ended.

@@ -69,7 +69,7 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	lockservice.MutClientNoDriftMargin:   {[]hunt{{"swarm", 60}, {"lost-grant-reply", 3}}, []string{"L1"}},
 	lockservice.MutExpiryWallclock:       {[]hunt{{"clock-jump-on-leader", 5}}, []string{"L1"}},
 	lockservice.MutNoRetryDedup:          {[]hunt{{"swarm", 15}}, []string{"S7", "S2", "S5"}},
-	lockservice.MutQuorumOffByOne:        {[]hunt{{"swarm", 10}}, []string{"S1", "S2", "S4", "S5", "S7", "L1"}},
+	lockservice.MutQuorumOffByOne:        {[]hunt{{"swarm", 10}}, []string{"S1", "S2", "S4", "S5", "S7", "S9", "S10", "L1"}},
 	lockservice.MutReleaseNoOwnerCheck:   {[]hunt{{"late-release", 3}}, []string{"S7", "L1"}},
 	lockservice.MutRenewAfterExpiry:      {[]hunt{{"kleppmann-gc-pause", 3}}, []string{"S6", "S7"}},
 	lockservice.MutStaleLeaderGrants:     {[]hunt{{"swarm", 5}}, []string{"S2", "S7"}},
@@ -78,7 +78,7 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	lockservice.MutStoreNoFence:          {[]hunt{{"swarm", 80}, {"kleppmann-gc-pause", 3}}, []string{"S3", "S8"}},
 	lockservice.MutTokenLocalCounter:     {[]hunt{{"swarm", 10}}, []string{"S1", "S4", "S5", "S6", "S7"}},
 	lockservice.MutTokenReuseOnReacquire: {[]hunt{{"swarm", 5}}, []string{"S1", "S4", "S5", "S7"}},
-	lockservice.MutTokenUnsynced:         {[]hunt{{"restart-all-replicas", 3}, {"lock-server-restart", 3}}, []string{"S1", "S4", "S5", "S7"}},
+	lockservice.MutTokenUnsynced:         {[]hunt{{"restart-all-replicas", 3}, {"lock-server-restart", 3}}, []string{"S1", "S4", "S5", "S7", "S9", "S10"}},
 	lockservice.MutTokenWallclock:        {[]hunt{{"swarm", 5}}, []string{"S1", "S4", "S5", "S7"}},
 	lockservice.MutWaitSkipsLeaseCheck:   {[]hunt{{"swarm", 5}}, []string{"L1"}},
 }

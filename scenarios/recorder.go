@@ -14,14 +14,20 @@ import (
 type recorder struct {
 	w       *sim.World
 	h       checker.History
-	open    map[uint64]int   // grant token → index in h.Grants while not ended
-	granted map[uint64]bool  // every token recorded so far
-	ops     map[opKey]int    // (client, request) → index in h.Ops
-	lockOps map[opKey]int    // (client, request) → index in h.LockOps
-	renewed map[opKey]bool   // (client, request) of every renewal recorded
-	ended   map[endKey]bool  // every lease end recorded
-	beliefs map[string][]int // client → indices in h.Beliefs still open
-	starts  map[string]int   // node name → how many times it started
+	open    map[holdKey]int      // (resource, holder, token) → index in h.Grants while not ended
+	decided map[decisionKey]bool // the log entries whose grant or end is recorded
+	ops     map[opKey]int        // (client, request) → index in h.Ops
+	lockOps map[opKey]int        // (client, request) → index in h.LockOps
+	renewed map[opKey]bool       // (client, request) of every renewal recorded
+	ended   map[endKey]bool      // every lease end without a log index recorded
+	beliefs map[string][]int     // client → indices in h.Beliefs still open
+	starts  map[string]int       // node name → how many times it started
+	// entryAt maps a log index to 1 + the position of its first record in
+	// h.EntryApplies (0: none yet); moreEntries, to the positions of the
+	// other entries applied at it (only when replicas disagree).
+	entryAt     []int32
+	moreEntries map[uint64][]int
+	elected     map[electionKey]bool // every election recorded
 
 	// ids resolves node names (filled by the runner as it adds nodes).
 	ids map[string]sim.NodeID
@@ -46,16 +52,38 @@ type opKey struct {
 	request uint64
 }
 
-// endKey identifies one lease-end decision of the service.
+// electionKey is one replica's win of one term.
+type electionKey struct {
+	node string
+	term uint64
+}
+
+// holdKey is who holds what by which token: how a lease end finds its
+// grant.
+type holdKey struct {
+	resource, client string
+	token            uint64
+}
+
+// decisionKey identifies a replicated service's grant or lease end by the
+// log entry that decided it, which every replica reports once it applies
+// it: its reports are one decision, while one token issued by two entries
+// makes two grants, which S1 judges.
+type decisionKey struct {
+	index uint64
+	kind  lockservice.EventKind
+}
+
+// endKey identifies a lease end of a service without a log.
 type endKey struct {
-	token  uint64
+	holdKey
 	reason string
 }
 
 func newRecorder(w *sim.World, ids map[string]sim.NodeID, singleNode bool) *recorder {
-	return &recorder{w: w, ids: ids, singleNode: singleNode, open: map[uint64]int{}, granted: map[uint64]bool{}, ops: map[opKey]int{},
+	return &recorder{w: w, ids: ids, singleNode: singleNode, open: map[holdKey]int{}, decided: map[decisionKey]bool{}, ops: map[opKey]int{},
 		lockOps: map[opKey]int{}, renewed: map[opKey]bool{}, ended: map[endKey]bool{},
-		beliefs: map[string][]int{}, starts: map[string]int{}}
+		beliefs: map[string][]int{}, starts: map[string]int{}, elected: map[electionKey]bool{}}
 }
 
 // NodeStarted records that the process of node name is starting: its boot,
@@ -82,24 +110,12 @@ func (r *recorder) NodeStarted(name string) {
 
 // Observe records one event. Service-side events are reported by every
 // replica that applies the entry; the first report is the instant the
-// service decided, later ones are ignored.
+// service decided, later ones are ignored (an event's log index tells them
+// from another decision with the same token).
 func (r *recorder) Observe(e lockservice.Event) {
 	switch e.Kind {
 	case lockservice.EvGranted:
-		if r.granted[e.Token] {
-			return
-		}
-		r.granted[e.Token] = true
-		i := push(&r.h.Grants, checker.Grant{Resource: e.Resource, Client: e.Client, Token: e.Token,
-			Start: r.w.Now(), Open: true, Step: r.w.Step()})
-		r.open[e.Token] = i
-		if done, ok := r.lockSyncing(); ok {
-			r.pending(lockNode, done, func() {
-				r.h.Grants[i].Lost = true
-				delete(r.granted, e.Token) // the restarted server may issue it again
-				delete(r.open, e.Token)
-			})
-		}
+		r.granted(e)
 	case lockservice.EvRenewed:
 		k := opKey{e.Client, e.Request}
 		if r.renewed[k] {
@@ -109,20 +125,25 @@ func (r *recorder) Observe(e lockservice.Event) {
 		push(&r.h.Renewals, checker.Renewal{Resource: e.Resource, Client: e.Client, Token: e.Token,
 			Request: e.Request, At: r.w.Now(), Step: r.w.Step()})
 	case lockservice.EvEnded:
-		k := endKey{e.Token, e.Reason}
-		if !r.ended[k] {
-			r.ended[k] = true
+		hold := holdKey{e.Resource, e.Client, e.Token}
+		if !r.decide(e) {
+			return // another replica's report: the first closed the grant
+		}
+		if k := (endKey{hold, e.Reason}); e.Index != 0 || !r.ended[k] {
+			if e.Index == 0 {
+				r.ended[k] = true
+			}
 			j := push(&r.h.Ends, checker.GrantEnd{Resource: e.Resource, Client: e.Client, Token: e.Token,
 				Reason: e.Reason, At: r.w.Now(), Step: r.w.Step()})
 			if done, ok := r.lockSyncing(); ok {
 				r.pending(lockNode, done, func() { r.h.Ends[j].Lost = true; delete(r.ended, k) })
 			}
 		}
-		i, ok := r.open[e.Token]
+		i, ok := r.open[hold]
 		if !ok {
 			return
 		}
-		delete(r.open, e.Token)
+		delete(r.open, hold)
 		r.h.Grants[i].Open = false
 		r.h.Grants[i].End = r.w.Now()
 		r.h.Grants[i].Reason = e.Reason
@@ -130,7 +151,7 @@ func (r *recorder) Observe(e lockservice.Event) {
 			r.pending(lockNode, done, func() { // the restarted server still holds the lease
 				if !r.h.Grants[i].Lost {
 					r.h.Grants[i].Open, r.h.Grants[i].End, r.h.Grants[i].Reason = true, 0, ""
-					r.open[e.Token] = i
+					r.open[hold] = i
 				}
 			})
 		}
@@ -160,6 +181,14 @@ func (r *recorder) Observe(e lockservice.Event) {
 		case lockservice.OpAcquire, lockservice.OpRenew, lockservice.OpRelease:
 			r.lockReturn(e)
 		}
+	case lockservice.EvEntryApplied:
+		r.entryApplied(e)
+	case lockservice.EvElected:
+		k := electionKey{e.Node, e.Term}
+		if !r.elected[k] { // a restarted replica may lead its term again
+			r.elected[k] = true
+			push(&r.h.Elections, checker.Election{Node: e.Node, Term: e.Term, At: r.w.Now(), Step: r.w.Step()})
+		}
 	case lockservice.EvBeliefEnd:
 		open := r.beliefs[e.Client]
 		for j := len(open) - 1; j >= 0; j-- { // the latest belief in that token
@@ -170,6 +199,75 @@ func (r *recorder) Observe(e lockservice.Event) {
 			}
 		}
 	}
+}
+
+// decide reports whether e is the first report of its decision: always for
+// a service without a log (its nodes report each decision once), else the
+// first report of its entry's grant or end.
+func (r *recorder) decide(e lockservice.Event) bool {
+	if e.Index == 0 {
+		return true
+	}
+	k := decisionKey{e.Index, e.Kind}
+	if r.decided[k] {
+		return false
+	}
+	r.decided[k] = true
+	return true
+}
+
+// granted records a grant unless it is one already recorded: the same
+// entry reported by another replica, or — for a service without a log — a
+// report of a grant still open with the same resource, holder and token.
+func (r *recorder) granted(e lockservice.Event) {
+	hold := holdKey{e.Resource, e.Client, e.Token}
+	if _, open := r.open[hold]; open && e.Index == 0 || !r.decide(e) {
+		return
+	}
+	i := push(&r.h.Grants, checker.Grant{Resource: e.Resource, Client: e.Client, Token: e.Token,
+		Start: r.w.Now(), Open: true, Step: r.w.Step()})
+	r.open[hold] = i
+	// A new grant with an old token: its ends are new too.
+	delete(r.ended, endKey{hold, checker.EndReleased})
+	delete(r.ended, endKey{hold, checker.EndExpired})
+	if done, ok := r.lockSyncing(); ok {
+		r.pending(lockNode, done, func() {
+			r.h.Grants[i].Lost = true // the restarted server may issue its token again
+			if r.open[hold] == i {
+				delete(r.open, hold)
+			}
+		})
+	}
+}
+
+// entryApplied records an entry a replica applied, unless one of the
+// entries recorded at its index is the same: another replica's apply of
+// it, or a restarted replica's replay of its log (which starts again from
+// the first index). A different entry at the index is recorded for S10 to
+// judge.
+func (r *recorder) entryApplied(e lockservice.Event) {
+	same := func(i int) bool { a := &r.h.EntryApplies[i]; return a.Term == e.Term && a.Command == e.Digest }
+	if e.Index < uint64(len(r.entryAt)) && r.entryAt[e.Index] != 0 {
+		if same(int(r.entryAt[e.Index]) - 1) {
+			return
+		}
+		if slices.ContainsFunc(r.moreEntries[e.Index], same) {
+			return
+		}
+	}
+	i := push(&r.h.EntryApplies, checker.EntryApply{Node: e.Node, Index: e.Index, Term: e.Term, Command: e.Digest,
+		At: r.w.Now(), Step: r.w.Step()})
+	for e.Index >= uint64(len(r.entryAt)) {
+		push(&r.entryAt, 0)
+	}
+	if r.entryAt[e.Index] == 0 {
+		r.entryAt[e.Index] = int32(i + 1)
+		return
+	}
+	if r.moreEntries == nil {
+		r.moreEntries = map[uint64][]int{}
+	}
+	r.moreEntries[e.Index] = append(r.moreEntries[e.Index], i)
 }
 
 // syncing returns when node's slow sync in flight completes, if one is in
