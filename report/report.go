@@ -70,8 +70,9 @@ type Input struct {
 	// Repro is the command line that reproduces the run.
 	Repro string
 	// CheckTimeout is porcupine's wall-clock budget for each of the two
-	// linearizability views; 0 means checker.DefaultTimeout, negative means
-	// no limit (as checker.Options.Timeout).
+	// linearizability views; 0 means checker.DefaultViewTimeout, negative
+	// means no limit. It bounds the views only: the verdict is Check's,
+	// whose budgets count model steps.
 	CheckTimeout time.Duration
 }
 
