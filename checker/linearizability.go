@@ -360,6 +360,7 @@ func linearizabilityViolation(p opPartition, r searchResult[registerState]) Viol
 		Ops: ids,
 	}
 }
+
 // describeStoreOp renders a StoreOp for violation details.
 func describeStoreOp(op StoreOp) string {
 	var what string
