@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -127,23 +128,28 @@ func searchCorpus(hs []History, each func(ops []porcupine.Operation, model porcu
 			t.unknown++
 		}
 	}
+	timed := func(search func() searchVerdict) searchVerdict {
+		start := time.Now()
+		v := search()
+		add(v, time.Since(start))
+		return v
+	}
+	if each == nil {
+		each = func([]porcupine.Operation, porcupine.Model, bool, searchVerdict) {}
+	}
 	for _, h := range hs {
 		before := t.illegal
 		for _, p := range encodeOps(h) {
-			start := time.Now()
-			r := searchLinearization(registerState{}, registerNext, nil, nil, p.typed, DefaultSteps)
-			add(r.verdict, time.Since(start))
-			if each != nil {
-				each(p.ops(), FencedRegisterModel(), p.exact, r.verdict)
-			}
+			v := timed(func() searchVerdict {
+				return searchLinearization(registerState{}, registerNext, nil, nil, p.typed, DefaultSteps).verdict
+			})
+			each(p.ops(), FencedRegisterModel(), p.exact, v)
 		}
 		for _, p := range encodeLockOps(h) {
-			start := time.Now()
-			r := searchLinearization(lockState{}, lockNext, lockCovers, lockClass, p.typed, DefaultSteps)
-			add(r.verdict, time.Since(start))
-			if each != nil {
-				each(p.ops(), FencedMutexModel(), p.exact, r.verdict)
-			}
+			v := timed(func() searchVerdict {
+				return searchLinearization(lockState{}, lockNext, lockCovers, lockClass, p.typed, DefaultSteps).verdict
+			})
+			each(p.ops(), FencedMutexModel(), p.exact, v)
 		}
 		if t.illegal > before {
 			t.illegalHistories++
@@ -211,23 +217,92 @@ func BenchmarkCorpusSearch(b *testing.B) {
 
 // BenchmarkCorpusPorcupine times porcupine alone on the same corpus with
 // the old checker's budget (10 s per partition), and reports the slowest
-// partition and its undecided ones.
+// partition and its undecided ones: "old" in the old checker's encoding
+// (unanswered reads kept, open to the end; ties concurrent), "new" in
+// LinearizabilityInfo's.
 func BenchmarkCorpusPorcupine(b *testing.B) {
 	hs := agreementCorpus(1000)
-	var unknown, partitions int
-	var slowest time.Duration
-	for b.Loop() {
-		unknown, partitions, slowest = 0, 0, 0
-		searchCorpus(hs, func(ops []porcupine.Operation, model porcupine.Model, _ bool, _ searchVerdict) {
-			start := time.Now()
-			if res, _ := porcupine.CheckOperationsVerbose(model, ops, 10*time.Second); res == porcupine.Unknown {
-				unknown++
+	for _, enc := range []string{"old", "new"} {
+		b.Run(enc, func(b *testing.B) {
+			var unknown, partitions int
+			var slowest time.Duration
+			check := func(model porcupine.Model, ops []porcupine.Operation) {
+				start := time.Now()
+				if res, _ := porcupine.CheckOperationsVerbose(model, ops, 10*time.Second); res == porcupine.Unknown {
+					unknown++
+				}
+				partitions++
+				slowest = max(slowest, time.Since(start))
 			}
-			partitions++
-			slowest = max(slowest, time.Since(start))
+			for b.Loop() {
+				unknown, partitions, slowest = 0, 0, 0
+				for _, h := range hs {
+					if enc == "new" {
+						for _, p := range encodeOps(h) {
+							check(FencedRegisterModel(), p.ops())
+						}
+						for _, p := range encodeLockOps(h) {
+							check(FencedMutexModel(), p.ops())
+						}
+						continue
+					}
+					for _, ops := range oldEncoding(h) {
+						check(FencedRegisterModel(), ops)
+					}
+					for _, p := range encodeLockOps(h) {
+						check(FencedMutexModel(), plainTimes(p.typed))
+					}
+				}
+			}
+			b.ReportMetric(float64(slowest.Microseconds())/1000, "max-partition-ms")
+			b.ReportMetric(float64(unknown), "unknown")
+			b.ReportMetric(float64(partitions), "partitions")
 		})
 	}
-	b.ReportMetric(float64(slowest.Microseconds())/1000, "max-partition-ms")
-	b.ReportMetric(float64(unknown), "unknown")
-	b.ReportMetric(float64(partitions), "partitions")
+}
+
+// oldEncoding is the old checker's S8 encoding, for the benchmark: every
+// store op, unanswered reads included, per resource, real time with ties
+// concurrent, unanswered ops open to the end.
+func oldEncoding(h History) [][]porcupine.Operation {
+	all := h
+	all.Ops = nil
+	for _, op := range h.Ops {
+		if op.Kind == OpRead && op.Outcome == OutcomeUnknown {
+			op.Kind = OpWrite // stand-in to get through encodeOps; restored below
+			op.Token = math.MaxUint64
+		}
+		all.Ops = append(all.Ops, op)
+	}
+	var out [][]porcupine.Operation
+	for _, p := range encodeOps(all) {
+		for i := range p.typed {
+			if in := &p.typed[i].In; in.Kind == OpWrite && in.Token == math.MaxUint64 {
+				in.Kind, in.Token = OpRead, 0
+			}
+		}
+		out = append(out, plainTimes(p.typed))
+	}
+	return out
+}
+
+// plainTimes boxes ops with their true times, ties concurrent and open ops
+// returning after everything, as the old checker did.
+func plainTimes[I, O any](ops []typedOp[I, O]) []porcupine.Operation {
+	var last int64
+	for _, op := range ops {
+		last = max(last, op.Call)
+		if !op.Open {
+			last = max(last, op.Return)
+		}
+	}
+	out := make([]porcupine.Operation, len(ops))
+	for i, op := range ops {
+		ret := op.Return
+		if op.Open {
+			ret = last + 1
+		}
+		out[i] = porcupine.Operation{ClientId: op.Client, Input: op.In, Call: op.Call, Output: op.Out, Return: ret}
+	}
+	return out
 }
