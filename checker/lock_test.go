@@ -270,9 +270,8 @@ func TestS6BoundsAreInclusive(t *testing.T) {
 // TestLockStepBudgetIsUnknown checks that a search of the lock ops out of
 // steps yields Unknown, never Pass.
 func TestLockStepBudgetIsUnknown(t *testing.T) {
-	// Every lock op answered: with many ambiguous ones, the complete
-	// search does not refute a grant this late within DefaultSteps (see
-	// the README), which this test is not about.
+	// Every lock op answered: this test is about the budget, not about
+	// how ambiguity grows the search (TestSearchDecidesAmbiguousLocks).
 	h := genHistory(rand.New(rand.NewPCG(1, 2)), genConfig{resources: 1, clients: 3, ops: 2000, locks: true})
 	h.Ops, h.Applies = nil, nil // leave the lock ops alone to run out of steps
 	for i := len(h.LockOps) / 2; i < len(h.LockOps); i++ {
