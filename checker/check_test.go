@@ -397,21 +397,34 @@ func TestViolationOrder(t *testing.T) {
 	}
 }
 
-// TestTimeoutIsUnknown checks that a porcupine timeout yields Unknown, never
-// Pass.
-func TestTimeoutIsUnknown(t *testing.T) {
+// TestStepBudgetIsUnknown checks that a search out of steps yields Unknown,
+// never Pass, naming the resource and the budget, and that it does so for
+// every run: the budget counts model steps, not time. The history has a
+// read in the middle of resource r0 that saw a value nobody wrote, so the
+// quick search cannot prove it, and the complete search needs more than
+// 100 steps to refute it.
+func TestStepBudgetIsUnknown(t *testing.T) {
 	h := genHistory(rand.New(rand.NewPCG(1, 2)), genConfig{resources: 2, clients: 3, ops: 4000, unknownRate: 0.1, staleRate: 0.5, readers: 6})
-	if got, want := Check(h, Options{}).Kind, VerdictPass; got != want {
+	for i := len(h.Ops) / 2; i < len(h.Ops); i++ {
+		if op := &h.Ops[i]; op.Resource == "r0" && op.Kind == OpRead && op.Outcome == OutcomeAccepted {
+			op.ReadValue = -1
+			break
+		}
+	}
+	if got, want := properties(Check(h, Options{})), []string{"S8"}; !slices.Equal(got, want) {
 		t.Fatalf("sanity: got %v, want %v", got, want)
 	}
-	// Exhaustive: the test is about porcupine timing out, not about which
-	// resources the quick search proves without it.
-	v := Check(h, Options{Timeout: time.Nanosecond, Exhaustive: true})
+	v := Check(h, Options{Steps: 100})
 	if got, want := v.Kind, VerdictUnknown; got != want {
 		t.Fatalf("got %v, want %v (verdict %+v)", got, want, v)
 	}
-	if !strings.Contains(v.Unknown, "timed out") || !strings.Contains(v.Unknown, `"r0"`) {
-		t.Errorf("got unknown reason %q, want it to name the timeout and resource", v.Unknown)
+	if !strings.Contains(v.Unknown, "budget of 100 model steps") || !strings.Contains(v.Unknown, `"r0"`) {
+		t.Errorf("got unknown reason %q, want it to name the budget and resource", v.Unknown)
+	}
+	for range 3 {
+		if again := Check(h, Options{Steps: 100}); !reflect.DeepEqual(again, v) {
+			t.Fatalf("the same budget gave %+v, then %+v", v, again)
+		}
 	}
 	if got, want := v.Property(), ""; got != want {
 		t.Errorf("got %v, want %v", got, want)
@@ -423,7 +436,7 @@ func TestTimeoutIsUnknown(t *testing.T) {
 func TestViolationBeatsUnknown(t *testing.T) {
 	h := genHistory(rand.New(rand.NewPCG(3, 4)), genConfig{resources: 1, clients: 3, ops: 3000, unknownRate: 0.1, staleRate: 0.5, readers: 6})
 	h.Grants = append(h.Grants, h.Grants[0]) // S1: token reissued, S2: overlap
-	v := Check(h, Options{Timeout: time.Nanosecond})
+	v := Check(h, Options{Steps: 1})
 	if got, want := v.Kind, VerdictViolation; got != want {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -515,11 +528,17 @@ func TestLinearizabilityInfoVisualizes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			model, ops, res, info := LinearizabilityInfo(tt.h, Options{})
+			model, ops, res, info, _ := LinearizabilityInfo(tt.h, 0)
 			if got, want := res, tt.want; got != want {
 				t.Fatalf("got %v, want %v", got, want)
 			}
-			if got, want := len(ops), len(tt.h.Ops); got != want {
+			answered := 0 // reads without an answer constrain nothing and are left out
+			for _, op := range tt.h.Ops {
+				if op.Kind == OpWrite || op.Outcome == OutcomeAccepted {
+					answered++
+				}
+			}
+			if got, want := len(ops), answered; got != want {
 				t.Errorf("got %v ops, want %v", got, want)
 			}
 			var buf bytes.Buffer

@@ -2,10 +2,10 @@ package checker
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -208,86 +208,107 @@ func FencedRegisterModel() porcupine.Model {
 	return nm.ToModel()
 }
 
-// opPartition is the operations of one resource in porcupine's encoding, with
-// the StoreOps they came from at the same indices.
+// opPartition is the operations of one resource, with the StoreOps they
+// came from at the same indices.
 type opPartition = partition[registerInput, registerOutput, StoreOp]
 
-// encodeOps converts a history's StoreOps to porcupine operations (see
-// encodePartitions). An operation with OutcomeUnknown gets an open return.
+// encodeOps partitions a history's StoreOps (see encodePartitions). An
+// operation with OutcomeUnknown has an open return; a read without an
+// answer constrains nothing (the register may hold any value it likes as
+// far as that read knows) and is left out.
 func encodeOps(h History) []opPartition {
-	return encodePartitions(h.Ops, h.End, func(op StoreOp) opRecord {
+	return encodePartitions(h.Ops, func(op StoreOp) opRecord {
 		return opRecord{resource: op.Resource, client: op.Client, id: op.ID, call: op.Call, ret: op.Return,
-			open: op.Outcome == OutcomeUnknown}
+			skip: op.Kind == OpRead && op.Outcome != OutcomeAccepted, open: op.Outcome == OutcomeUnknown}
 	}, func(op StoreOp) (registerInput, registerOutput) {
 		return registerInput{Resource: op.Resource, Kind: op.Kind, Token: op.Token, Value: op.Value},
 			registerOutput{Outcome: op.Outcome, Value: op.ReadValue, Token: op.ReadToken}
 	})
 }
 
-// LinearizabilityInfo runs the S8 check over the whole history in one
-// porcupine call and returns everything porcupine.Visualize needs: the model,
-// the encoded operations, the result and the linearization info. It exists
-// for reports; Check runs the same model per resource so that it can say
-// which resource failed or timed out.
-func LinearizabilityInfo(h History, opt Options) (porcupine.Model, []porcupine.Operation, porcupine.CheckResult, porcupine.LinearizationInfo) {
-	model := FencedRegisterModel()
-	var ops []porcupine.Operation
-	for _, p := range encodeOps(h) {
-		ops = append(ops, p.ops()...)
+// DefaultViewTimeout is porcupine's wall-clock budget in
+// LinearizabilityInfo and LockLinearizabilityInfo when they are given 0.
+// It bounds a report's view only; no verdict depends on it.
+const DefaultViewTimeout = 10 * time.Second
+
+// viewTimeout returns the budget to hand porcupine, where 0 means no limit.
+func viewTimeout(timeout time.Duration) time.Duration {
+	switch {
+	case timeout == 0:
+		return DefaultViewTimeout
+	case timeout < 0:
+		return 0
 	}
-	res, info := porcupine.CheckOperationsVerbose(model, ops, opt.timeout())
-	return model, ops, res, info
+	return timeout
 }
 
-// partitionResult is the outcome of checking one resource.
-type partitionResult struct {
-	res  porcupine.CheckResult
-	info porcupine.LinearizationInfo
+// LinearizabilityInfo runs S8's model over the whole history in one
+// porcupine call, within timeout of wall-clock time (0: DefaultViewTimeout;
+// negative: no limit), and returns everything porcupine.Visualize needs:
+// the model, the encoded operations, the result and the linearization
+// info. It exists for reports and as a cross-check: Check decides with the
+// project's own search, never with porcupine. Porcupine sees program order
+// through re-timed operations (see porcupineTimes); exact reports whether
+// that encoding orders the ops exactly as Check does (when it is false,
+// porcupine is stricter, and may call illegal a history Check passes).
+func LinearizabilityInfo(h History, timeout time.Duration) (model porcupine.Model, ops []porcupine.Operation, res porcupine.CheckResult, info porcupine.LinearizationInfo, exact bool) {
+	model = FencedRegisterModel()
+	ops, exact = boxPartitions(encodeOps(h))
+	res, info = porcupine.CheckOperationsVerbose(model, ops, viewTimeout(timeout))
+	return model, ops, res, info, exact
 }
 
-// checkLinearizable checks S8, one porcupine call per resource run in
-// parallel. It returns a violation per non-linearizable resource and, for
-// each resource whose check timed out, a sentence saying so.
+// boxPartitions concatenates partitions in porcupine's encoding, and says
+// whether every one is exact.
+func boxPartitions[I, O, S any](parts []partition[I, O, S]) ([]porcupine.Operation, bool) {
+	var ops []porcupine.Operation
+	exact := true
+	for i := range parts {
+		ops = append(ops, parts[i].ops()...)
+		exact = exact && parts[i].exact
+	}
+	return ops, exact
+}
+
+// checkLinearizable checks S8 with searchLinearization, one search per
+// resource. It returns a violation per non-linearizable resource and, for
+// each resource whose search ran out of steps, a sentence saying so.
 func checkLinearizable(h History, opt Options) ([]Violation, []string) {
 	parts := encodeOps(h)
-	model := FencedRegisterModel()
-	timeout := opt.timeout()
-
-	results := checkPartitions(model, len(parts), func(i int) bool {
-		return linearizableQuickly(registerState{}, registerNext, parts[i].typed)
-	}, func(i int) []porcupine.Operation { return parts[i].ops() }, opt)
-
+	results := searchPartitions(parts, registerState{}, registerNext, nil, nil, opt)
 	var vs []Violation
 	var unknown []string
 	for i, p := range parts {
-		switch results[i].res {
-		case porcupine.Illegal:
-			vs = append(vs, linearizabilityViolation(model, p, results[i].info))
-		case porcupine.Unknown:
-			unknown = append(unknown, fmt.Sprintf("porcupine timed out after %v checking the %d store ops on resource %q", timeout, len(p.typed), p.resource))
+		switch results[i].verdict {
+		case searchIllegal:
+			vs = append(vs, linearizabilityViolation(p, results[i]))
+		case searchExhausted:
+			unknown = append(unknown, exhaustedSentence(opt, len(p.typed), "store", p.resource))
 		}
 	}
 	return vs, unknown
 }
 
-// checkPartitions runs one porcupine check per partition (per resource),
-// in parallel: partitions are independent, and a run's resources are few.
-// A partition that a quick search proves linearizable skips porcupine;
-// only the others (in practice, the ones about to fail) pay for its
-// search.
-func checkPartitions(model porcupine.Model, n int, quick func(i int) bool, ops func(i int) []porcupine.Operation, opt Options) []partitionResult {
-	timeout := opt.timeout()
-	results := make([]partitionResult, n)
+// exhaustedSentence says which partition ran out of which budget.
+func exhaustedSentence(opt Options, n int, what, resource string) string {
+	return fmt.Sprintf("the linearizability search of the %d %s ops on resource %q ran out of its budget of %d model steps (Options.Steps) before deciding", n, what, resource, opt.steps())
+}
+
+// searchPartitions decides every partition, in parallel: partitions are
+// independent, and a run's resources are few. The quick search proves
+// most partitions linearizable in about one pass (and ambiguous lock
+// histories the complete search would branch on); searchLinearization
+// decides the rest. Each result depends only on its partition and the
+// step budget (the quick search's own budget is fixed, in steps too).
+func searchPartitions[S comparable, I, O, R any](parts []partition[I, O, R], init S, step func([]S, S, I, O) []S, covers func(a, b S) bool, coarse func(S) S, opt Options) []searchResult[S] {
+	results := make([]searchResult[S], len(parts))
 	var wg sync.WaitGroup
-	for i := range n {
-		if !opt.Exhaustive && quick(i) {
-			results[i] = partitionResult{res: porcupine.Ok}
-			continue
-		}
-		part := ops(i) // boxed here, not in the goroutine: ops caches
+	for i := range parts {
 		wg.Go(func() {
-			res, info := porcupine.CheckOperationsVerbose(model, part, timeout)
-			results[i] = partitionResult{res: res, info: info}
+			if linearizableQuickly(init, step, parts[i].typed) {
+				return // searchOK
+			}
+			results[i] = searchLinearization(init, step, covers, coarse, parts[i].typed, opt.steps())
 		})
 	}
 	wg.Wait()
@@ -296,46 +317,6 @@ func checkPartitions(model porcupine.Model, n int, quick func(i int) bool, ops f
 
 // maxDescribedOps caps how many operations a violation's Detail spells out.
 const maxDescribedOps = 3
-
-// stuckOps explains why porcupine found a partition illegal. It takes the
-// longest partial linearization porcupine found (the lexically smallest among
-// equals, for determinism), replays it to get the model's state, and returns
-// the indices, in ops, of the ops that could come next in real-time order
-// but that no state reached fits: the earliest place the history goes wrong.
-func stuckOps(model porcupine.Model, ops []porcupine.Operation, info porcupine.LinearizationInfo) (linearized int, state any, next []int) {
-	var best []int
-	if partials := info.PartialLinearizations(); len(partials) > 0 {
-		for _, seq := range partials[0] {
-			if len(seq) > len(best) || len(seq) == len(best) && slices.Compare(seq, best) < 0 {
-				best = seq
-			}
-		}
-	}
-
-	state = model.Init()
-	done := make([]bool, len(ops))
-	for _, i := range best {
-		_, state = model.Step(state, ops[i].Input, ops[i].Output)
-		done[i] = true
-	}
-	minReturn := int64(math.MaxInt64)
-	for i, op := range ops {
-		if !done[i] {
-			minReturn = min(minReturn, op.Return)
-		}
-	}
-	for i, op := range ops {
-		if !done[i] && op.Call <= minReturn {
-			next = append(next, i)
-		}
-	}
-	if len(next) == 0 { // defensive: porcupine said illegal, so some op is left
-		for i := range ops {
-			next = append(next, i)
-		}
-	}
-	return len(best), state, next
-}
 
 // blockedSentence says how many ops could come next, for violation details.
 func blockedSentence(n int) string {
@@ -353,15 +334,15 @@ func moreSentence(n int) string {
 	return ""
 }
 
-// linearizabilityViolation builds the S8 violation for a resource porcupine
-// found illegal, naming the ops stuckOps finds.
-func linearizabilityViolation(model porcupine.Model, p opPartition, info porcupine.LinearizationInfo) Violation {
-	linearized, state, idx := stuckOps(model, p.ops(), info)
-	next := make([]StoreOp, len(idx)) // sorted by Call, as p.src is
-	for i, j := range idx {
+// linearizabilityViolation builds the S8 violation for a resource the
+// search found illegal, from the deepest prefix it reached: how many ops
+// linearize, the register they leave, and the ops that could come next
+// but do not fit.
+func linearizabilityViolation(p opPartition, r searchResult[registerState]) Violation {
+	next := make([]StoreOp, len(r.stuck)) // sorted by Call, as p.src is
+	for i, j := range r.stuck {
 		next[i] = p.src[j]
 	}
-
 	ids := make([]int, len(next))
 	descs := make([]string, 0, maxDescribedOps)
 	for i, op := range next {
@@ -375,7 +356,7 @@ func linearizabilityViolation(model porcupine.Model, p opPartition, info porcupi
 		Property: propLinearizable,
 		At:       next[0].Call,
 		Detail: fmt.Sprintf("The %d store ops on resource %q are not linearizable against a fenced register: at most %d of them linearize, leaving the register at %s, and %s (%s%s).",
-			len(p.typed), p.resource, linearized, model.DescribeState(state), blockedSentence(len(next)), strings.Join(descs, "; "), moreSentence(len(next))),
+			len(p.typed), p.resource, r.linearized, describeState(r.state), blockedSentence(len(next)), strings.Join(descs, "; "), moreSentence(len(next))),
 		Ops: ids,
 	}
 }

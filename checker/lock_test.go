@@ -267,17 +267,25 @@ func TestS6BoundsAreInclusive(t *testing.T) {
 	}
 }
 
-// TestLockTimeoutIsUnknown checks that a porcupine timeout on the lock ops
-// yields Unknown, never Pass.
-func TestLockTimeoutIsUnknown(t *testing.T) {
-	h := genHistory(rand.New(rand.NewPCG(1, 2)), genConfig{resources: 1, clients: 3, ops: 2000, unknownRate: 0.2, locks: true})
-	h.Ops, h.Applies = nil, nil // leave the lock ops alone to time out
-	if got, want := Check(h, Options{}).Kind, VerdictPass; got != want {
+// TestLockStepBudgetIsUnknown checks that a search of the lock ops out of
+// steps yields Unknown, never Pass.
+func TestLockStepBudgetIsUnknown(t *testing.T) {
+	// Every lock op answered: this test is about the budget, not about
+	// how ambiguity grows the search (TestSearchDecidesAmbiguousLocks).
+	h := genHistory(rand.New(rand.NewPCG(1, 2)), genConfig{resources: 1, clients: 3, ops: 2000, locks: true})
+	h.Ops, h.Applies = nil, nil // leave the lock ops alone to run out of steps
+	for i := len(h.LockOps) / 2; i < len(h.LockOps); i++ {
+		if op := h.LockOps[i]; op.Kind == LockRelease && op.Outcome == LockReleased {
+			// A renewal of the released token, answered renewed.
+			h.LockOps = append(h.LockOps, LockOp{ID: 100_000, Client: op.Client, Resource: op.Resource, Kind: LockRenew, Token: op.Token,
+				Call: op.Return + ms(1), Return: op.Return + ms(2), Outcome: LockRenewed})
+			break
+		}
+	}
+	if got, want := properties(Check(h, Options{})), []string{"S7"}; !slices.Equal(got, want) {
 		t.Fatalf("sanity: got %v, want %v", got, want)
 	}
-	// Exhaustive: the quick search would prove this history linearizable
-	// without porcupine, and the test is about porcupine timing out.
-	v := Check(h, Options{Timeout: time.Nanosecond, Exhaustive: true})
+	v := Check(h, Options{Steps: 100})
 	if got, want := v.Kind, VerdictUnknown; got != want {
 		t.Fatalf("got %v, want %v (verdict %+v)", got, want, v)
 	}
@@ -301,7 +309,7 @@ func TestLockLinearizabilityInfoVisualizes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			model, ops, res, info := LockLinearizabilityInfo(tt.h, Options{})
+			model, ops, res, info, _ := LockLinearizabilityInfo(tt.h, 0)
 			if got, want := res, tt.want; got != want {
 				t.Fatalf("got %v, want %v", got, want)
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -174,6 +175,19 @@ func lockNext(dst []lockState, s lockState, in lockInput, out lockOutput) []lock
 	return dst
 }
 
+// lockCovers is the mutex's simulation preorder for the search: a state
+// with the same holder and token and a lower bound Last on the tokens
+// granted accepts every sequence of answers the other accepts, since Last
+// only ever bars tokens (a fresh grant must exceed it, an unknown token is
+// at least it) and every step keeps the order (it sets Last to the same
+// token, to the max of it and the same token, or adds one to it).
+func lockCovers(a, b lockState) bool {
+	return a.Holder == b.Holder && a.Token == b.Token && a.Last <= b.Last
+}
+
+// lockClass is the part of a state lockCovers needs equal.
+func lockClass(s lockState) lockState { return lockState{Holder: s.Holder, Token: s.Token} }
+
 func hashLockState(state any) uint64 {
 	s := state.(lockState)
 	h := uint64(14695981039346656037)
@@ -252,15 +266,16 @@ func FencedMutexModel() porcupine.Model {
 	return nm.ToModel()
 }
 
-// lockPartition is the lock operations of one resource in porcupine's
-// encoding, with the LockOps they came from at the same indices.
+// lockPartition is the lock operations of one resource, with the LockOps
+// they came from at the same indices.
 type lockPartition = partition[lockInput, lockOutput, LockOp]
 
-// encodeLockOps converts a history's LockOps to porcupine operations (see
-// encodePartitions). Operations that constrain nothing are left out;
-// ambiguous ones get an open return.
+// encodeLockOps partitions a history's LockOps (see encodePartitions).
+// Operations that constrain nothing are left out — among them every
+// renewal without an answer, the lock's only query — and ambiguous ones
+// have an open return.
 func encodeLockOps(h History) []lockPartition {
-	return encodePartitions(h.LockOps, h.End, func(op LockOp) opRecord {
+	return encodePartitions(h.LockOps, func(op LockOp) opRecord {
 		eff := lockEffectOf(op.Kind, op.Outcome)
 		return opRecord{resource: op.Resource, client: op.Client, id: op.ID, call: op.Call, ret: op.Return,
 			skip: eff == effNothing, open: eff == effAmbiguous}
@@ -286,52 +301,42 @@ func lockGrantedToken(op LockOp) uint64 {
 	return 0
 }
 
-// LockLinearizabilityInfo runs the S7 check over the whole history in one
-// porcupine call and returns everything porcupine.Visualize needs. It exists
-// for reports; Check runs the same model per resource. Lock operations that
-// constrain nothing (see S7) are not among the returned operations.
-func LockLinearizabilityInfo(h History, opt Options) (porcupine.Model, []porcupine.Operation, porcupine.CheckResult, porcupine.LinearizationInfo) {
-	model := FencedMutexModel()
-	var ops []porcupine.Operation
-	for _, p := range encodeLockOps(h) {
-		ops = append(ops, p.ops()...)
-	}
-	res, info := porcupine.CheckOperationsVerbose(model, ops, opt.timeout())
-	return model, ops, res, info
+// LockLinearizabilityInfo is LinearizabilityInfo for S7's model: one
+// porcupine call over the whole lock history, for reports and as a
+// cross-check. Lock operations that constrain nothing (see S7) are not
+// among the returned operations.
+func LockLinearizabilityInfo(h History, timeout time.Duration) (model porcupine.Model, ops []porcupine.Operation, res porcupine.CheckResult, info porcupine.LinearizationInfo, exact bool) {
+	model = FencedMutexModel()
+	ops, exact = boxPartitions(encodeLockOps(h))
+	res, info = porcupine.CheckOperationsVerbose(model, ops, viewTimeout(timeout))
+	return model, ops, res, info, exact
 }
 
-// checkLockLinearizable checks S7, one porcupine call per resource run in
-// parallel. It returns a violation per non-linearizable resource and, for
-// each resource whose check timed out, a sentence saying so.
+// checkLockLinearizable checks S7 with searchLinearization, one search per
+// resource. It returns a violation per non-linearizable resource and, for
+// each resource whose search ran out of steps, a sentence saying so.
 func checkLockLinearizable(h History, opt Options) ([]Violation, []string) {
 	parts := encodeLockOps(h)
-	model := FencedMutexModel()
-	timeout := opt.timeout()
-
-	results := checkPartitions(model, len(parts), func(i int) bool {
-		return linearizableQuickly(lockState{}, lockNext, parts[i].typed)
-	}, func(i int) []porcupine.Operation { return parts[i].ops() }, opt)
-
+	results := searchPartitions(parts, lockState{}, lockNext, lockCovers, lockClass, opt)
 	var vs []Violation
 	var unknown []string
 	for i, p := range parts {
-		switch results[i].res {
-		case porcupine.Illegal:
-			vs = append(vs, lockViolation(model, p, results[i].info))
-		case porcupine.Unknown:
-			unknown = append(unknown, fmt.Sprintf("porcupine timed out after %v checking the %d lock ops on resource %q", timeout, len(p.typed), p.resource))
+		switch results[i].verdict {
+		case searchIllegal:
+			vs = append(vs, lockViolation(p, results[i]))
+		case searchExhausted:
+			unknown = append(unknown, exhaustedSentence(opt, len(p.typed), "lock", p.resource))
 		}
 	}
 	return vs, unknown
 }
 
-// lockViolation builds the S7 violation for a resource porcupine found
-// illegal, naming the ops stuckOps finds.
-func lockViolation(model porcupine.Model, p lockPartition, info porcupine.LinearizationInfo) Violation {
-	linearized, state, idx := stuckOps(model, p.ops(), info)
-	ids := make([]int, len(idx))
+// lockViolation builds the S7 violation for a resource the search found
+// illegal, from the deepest prefix it reached.
+func lockViolation(p lockPartition, r searchResult[lockState]) Violation {
+	ids := make([]int, len(r.stuck))
 	descs := make([]string, 0, maxDescribedOps)
-	for i, j := range idx {
+	for i, j := range r.stuck {
 		ids[i] = p.src[j].ID
 		if i < maxDescribedOps {
 			descs = append(descs, describeLockOp(p.src[j]))
@@ -340,9 +345,9 @@ func lockViolation(model porcupine.Model, p lockPartition, info porcupine.Linear
 	slices.Sort(ids)
 	return Violation{
 		Property: propLockLinearizable,
-		At:       p.src[idx[0]].Call,
+		At:       p.src[r.stuck[0]].Call,
 		Detail: fmt.Sprintf("The %d lock ops on resource %q are not linearizable against a fenced mutex: at most %d of them linearize, leaving the lock %s, and %s (%s%s).",
-			len(p.typed), p.resource, linearized, describeLockStates(state), blockedSentence(len(idx)), strings.Join(descs, "; "), moreSentence(len(idx))),
+			len(p.typed), p.resource, r.linearized, describeLockState(r.state), blockedSentence(len(r.stuck)), strings.Join(descs, "; "), moreSentence(len(r.stuck))),
 		LockOps: ids,
 	}
 }

@@ -9,6 +9,35 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
+// typedOp is one operation of a partition as the linearizability search
+// sees it: typed, with its interval and the ops it must follow. Only a
+// report's view boxes it into a porcupine.Operation.
+type typedOp[I, O any] struct {
+	In  I
+	Out O
+	// Call and Return are true times. An open op (no answer, or an
+	// ambiguous one) may take effect at any time after its call: its
+	// Return is math.MaxInt64 and it precedes nothing.
+	Call, Return int64
+	Open         bool
+	// After lists the ops (indices in the partition) of the same client
+	// that returned at the very instant this op was called. A client's ops
+	// are sequential, so this op comes after them, although real time
+	// alone (an op precedes another iff it returned strictly before the
+	// other's call) would leave them concurrent: the recorder stamps a
+	// client's next call at the instant its previous op returned.
+	After  []int32
+	Client int // porcupine's ClientId
+	Meta   opMetadata
+}
+
+// precedes reports whether op a must be linearized before op b: a returned
+// strictly before b was called, or a is one of b's own client's ops that
+// returned at the instant b was called.
+func precedes[I, O any](ops []typedOp[I, O], a, b int) bool {
+	return !ops[a].Open && ops[a].Return < ops[b].Call || slices.Contains(ops[b].After, int32(a))
+}
+
 // partition is the operations of one resource, typed, with the history's
 // records they came from at the same indices.
 type partition[I, O, S any] struct {
@@ -16,14 +45,74 @@ type partition[I, O, S any] struct {
 	typed    []typedOp[I, O]
 	src      []S
 	boxed    []porcupine.Operation // made by ops, when porcupine is needed
+	exact    bool                  // set by ops: porcupine's encoding orders ops exactly as precedes does
 }
 
-// ops returns the partition in porcupine's encoding.
+// ops returns the partition in porcupine's encoding (see porcupineTimes).
 func (p *partition[I, O, S]) ops() []porcupine.Operation {
 	if p.boxed == nil {
-		p.boxed = boxOps(p.typed)
+		var calls, rets []int64
+		calls, rets, p.exact = porcupineTimes(p.typed)
+		p.boxed = make([]porcupine.Operation, len(p.typed))
+		for i, op := range p.typed {
+			p.boxed[i] = porcupine.Operation{ClientId: op.Client, Input: op.In, Call: calls[i], Output: op.Out, Return: rets[i], Metadata: op.Meta}
+		}
 	}
 	return p.boxed
+}
+
+// porcupineTimes re-times ops for porcupine, whose only order is real time
+// with ties concurrent, so that it sees the program order of precedes as
+// closely as integers allow. Every instant t becomes three, 3t..3t+2: calls
+// at 3t, returns at 3t+1, except that a return some op comes After moves to
+// 3t and that op's call to 3t+1. One such pair at an instant is exact. Two
+// pairs of different clients at one instant (a returns and a' is called, b
+// returns and b' is called) form a partial order that no intervals
+// represent — a before a', b before b', a' concurrent with b, b' with a —
+// and porcupine then also orders a before b' and b before a': stricter
+// than the search, which uses precedes itself. exact says whether that
+// happened (or an op is both a pair's successor and, at its own instant, a
+// pair's predecessor). Open ops return after every other event.
+func porcupineTimes[I, O any](ops []typedOp[I, O]) (calls, rets []int64, exact bool) {
+	n := len(ops)
+	calls, rets = make([]int64, n), make([]int64, n)
+	isPred := make([]bool, n)
+	pairs := make(map[int64]int) // instant → pairs at it
+	var last int64
+	for _, op := range ops {
+		last = max(last, op.Call)
+		if !op.Open {
+			last = max(last, op.Return)
+		}
+		for _, j := range op.After {
+			isPred[j] = true
+		}
+		if len(op.After) > 0 {
+			pairs[op.Call] += len(op.After)
+		}
+	}
+	exact = true
+	for _, k := range pairs {
+		exact = exact && k == 1
+	}
+	for i, op := range ops {
+		calls[i] = 3 * op.Call
+		if len(op.After) > 0 {
+			calls[i]++
+		}
+		switch {
+		case op.Open:
+			rets[i] = 3*last + 3
+		case isPred[i]:
+			rets[i] = 3 * op.Return
+		default:
+			rets[i] = 3*op.Return + 1
+		}
+		if rets[i] < calls[i] { // a pair's successor that returned at once and is itself a predecessor
+			rets[i], exact = calls[i], false
+		}
+	}
+	return calls, rets, exact
 }
 
 // carvePartitions makes one partition per resource of perResource (which
@@ -57,10 +146,10 @@ type opRecord struct {
 // encodePartitions turns a history's records into one partition per
 // resource, in ascending resource order, each sorted by call time then ID
 // so that the encoding does not depend on input order. An open record gets
-// a return later than every other event of the history (end included),
-// which is how porcupine expects operations that never returned to be
-// encoded; a record whose return precedes its call returns when called.
-func encodePartitions[I, O, S any](records []S, end time.Duration, describe func(S) opRecord, encode func(S) (I, O)) []partition[I, O, S] {
+// Return math.MaxInt64; a record whose return precedes its call returns
+// when called. Each op's After holds the ops of its own client, in its
+// partition, that returned at the instant it was called (see typedOp).
+func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encode func(S) (I, O)) []partition[I, O, S] {
 	infos := make([]opRecord, len(records))
 	order := make([]int, len(records))
 	for i, r := range records {
@@ -70,24 +159,15 @@ func encodePartitions[I, O, S any](records []S, end time.Duration, describe func
 		return cmp.Or(cmp.Compare(infos[a].call, infos[b].call), cmp.Compare(infos[a].id, infos[b].id))
 	})
 
-	last := end
 	clients := make(map[string]int)
 	perResource := make(map[string]int) // encoded records per resource, then partition index
 	encoded := 0
 	for _, r := range infos {
-		last = max(last, r.call)
-		if !r.open {
-			last = max(last, r.ret)
-		}
 		clients[r.client] = 0
 		if !r.skip {
 			perResource[r.resource]++
 			encoded++
 		}
-	}
-	open := last
-	if open < math.MaxInt64 {
-		open++
 	}
 	for i, c := range sortedKeys(clients) {
 		clients[c] = i
@@ -99,15 +179,39 @@ func encodePartitions[I, O, S any](records []S, end time.Duration, describe func
 		if r.skip {
 			continue
 		}
-		ret := max(r.ret, r.call)
+		ret := int64(max(r.ret, r.call))
 		if r.open {
-			ret = open
+			ret = math.MaxInt64
 		}
 		in, out := encode(records[k])
 		p := &parts[perResource[r.resource]]
 		p.typed = append(p.typed, typedOp[I, O]{Client: clients[r.client], In: in, Call: int64(r.call), Out: out,
-			Return: int64(ret), Meta: opMetadata{ID: r.id, Client: r.client}})
+			Return: ret, Open: r.open, Meta: opMetadata{ID: r.id, Client: r.client}})
 		p.src = append(p.src, records[k])
 	}
+	for i := range parts {
+		linkProgramOrder(parts[i].typed)
+	}
 	return parts
+}
+
+// linkProgramOrder fills each op's After: the earlier ops of its client
+// that returned (not open) at the instant it was called. ops are sorted by
+// call, so an op's After are among the ops before it.
+func linkProgramOrder[I, O any](ops []typedOp[I, O]) {
+	type key struct {
+		client int
+		at     int64
+	}
+	returned := make(map[key][]int32) // (client, return) → ops
+	for i := range ops {
+		op := &ops[i]
+		if prev := returned[key{op.Client, op.Call}]; len(prev) > 0 {
+			op.After = slices.Clone(prev)
+		}
+		if !op.Open {
+			k := key{op.Client, op.Return}
+			returned[k] = append(returned[k], int32(i))
+		}
+	}
 }

@@ -4,40 +4,19 @@ import (
 	"cmp"
 	"math"
 	"slices"
-
-	"github.com/anishathalye/porcupine"
 )
-
-// typedOp is one operation of a partition before porcupine's encoding: the
-// quick search steps the model on these, and only a partition it cannot
-// prove is boxed into porcupine.Operations.
-type typedOp[I, O any] struct {
-	In           I
-	Out          O
-	Call, Return int64
-	Client       int // porcupine's ClientId
-	Meta         opMetadata
-}
-
-// boxOps encodes typed ops for porcupine.
-func boxOps[I, O any](ops []typedOp[I, O]) []porcupine.Operation {
-	out := make([]porcupine.Operation, len(ops))
-	for i, op := range ops {
-		out[i] = porcupine.Operation{ClientId: op.Client, Input: op.In, Call: op.Call, Output: op.Out, Return: op.Return, Metadata: op.Meta}
-	}
-	return out
-}
 
 // linearizableQuickly looks for one linearization by a depth-first search
 // with a small budget: at each step it tries the ops that may come next in
-// real time (called before every remaining op returned) in a likely order,
+// real time (called before every remaining op returned, and after the ops
+// of its own client it must follow) in a likely order,
 // and backtracks when the model refuses them all. Whatever order it
 // completes respects real time and the model accepts it, so the history is
 // linearizable — a proof, found in about one pass for a fenced lock's
 // histories, where ops overlap only a little. When the budget runs out
-// nothing is concluded: porcupine then searches every order (with its
-// cache of visited states, and its verdict and partial linearizations
-// when the history is not linearizable).
+// nothing is concluded: searchLinearization then decides, complete but
+// slower on a history with many ambiguous ops (it branches on single
+// states where this search keeps their set).
 //
 // Two likely orders are tried, each with its own budget. First, call
 // order: a service decides requests roughly in the order they reach it,
@@ -52,17 +31,13 @@ func boxOps[I, O any](ops []typedOp[I, O]) []porcupine.Operation {
 // porcupine gets boxed); the search keeps the set of states every placed
 // prefix may have reached, as porcupine's power-set model does.
 func linearizableQuickly[S comparable, I, O any](init S, next func([]S, S, I, O) []S, ops []typedOp[I, O]) bool {
-	return searchLinearization(init, next, ops, false) || searchLinearization(init, next, ops, true)
+	return searchInOrder(init, next, ops, false) || searchInOrder(init, next, ops, true)
 }
 
-func searchLinearization[S comparable, I, O any](init S, next func([]S, S, I, O) []S, ops []typedOp[I, O], openLast bool) bool {
+func searchInOrder[S comparable, I, O any](init S, next func([]S, S, I, O) []S, ops []typedOp[I, O], openLast bool) bool {
 	n := len(ops)
 	if n == 0 {
 		return true
-	}
-	var open int64 // the return of ops that never returned: the latest
-	for _, op := range ops {
-		open = max(open, op.Return)
 	}
 	budget := 8*n + 1000 // steps of the model
 	byCall := make([]int, n)
@@ -94,7 +69,7 @@ func searchLinearization[S comparable, I, O any](init S, next func([]S, S, I, O)
 		}
 		lo := len(cands)
 		minReturn := rets.min()
-		open := func(i int) bool { return openLast && ops[i].Return == open }
+		open := func(i int) bool { return openLast && ops[i].Open }
 		// In call order; with openLast, the earliest-called op that
 		// returned, then the ops that never returned, then the rest.
 		for pass := range 3 {
@@ -102,7 +77,7 @@ func searchLinearization[S comparable, I, O any](init S, next func([]S, S, I, O)
 				if ops[i].Call > minReturn {
 					break
 				}
-				if placed[i] || open(i) != (pass == 1) || pass == 2 && len(cands) > lo && i == cands[lo] {
+				if placed[i] || !opReady(ops, placed, i) || open(i) != (pass == 1) || pass == 2 && len(cands) > lo && i == cands[lo] {
 					continue
 				}
 				cands = append(cands, i)
@@ -163,43 +138,13 @@ func searchLinearization[S comparable, I, O any](init S, next func([]S, S, I, O)
 	return true
 }
 
-// dedupStates removes repeated states in place (the sets are tiny).
-func dedupStates[S comparable](set []S) []S {
-	out := set[:0]
-	for _, x := range set {
-		if !slices.Contains(out, x) {
-			out = append(out, x)
+// opReady reports whether every op that i must follow in program order
+// (its After) is placed.
+func opReady[I, O any](ops []typedOp[I, O], placed []bool, i int) bool {
+	for _, j := range ops[i].After {
+		if !placed[j] {
+			return false
 		}
 	}
-	return out
+	return true
 }
-
-// minTree is a segment tree over n slots that keeps their minimum, so the
-// search can place and unplace an op and read the earliest remaining
-// return in O(log n).
-type minTree struct {
-	size int
-	t    []int64
-}
-
-func newMinTree(n int) *minTree {
-	size := 1
-	for size < n {
-		size *= 2
-	}
-	t := make([]int64, 2*size)
-	for i := range t {
-		t[i] = math.MaxInt64
-	}
-	return &minTree{size: size, t: t}
-}
-
-func (m *minTree) set(i int, v int64) {
-	i += m.size
-	m.t[i] = v
-	for i /= 2; i >= 1; i /= 2 {
-		m.t[i] = min(m.t[2*i], m.t[2*i+1])
-	}
-}
-
-func (m *minTree) min() int64 { return m.t[1] }

@@ -24,7 +24,7 @@ const (
 	// Combine does, from Check's verdict and CheckLiveness's result.
 	VerdictLiveness
 	// VerdictUnknown means no violation was found but a check could not
-	// finish (for example a porcupine timeout), so safety is not proven.
+	// finish (a linearizability search ran out of steps), so safety is not proven.
 	VerdictUnknown
 )
 
@@ -128,36 +128,30 @@ func (v Verdict) Property() string {
 	return ""
 }
 
-// DefaultTimeout is the porcupine budget used when Options.Timeout is 0; it is
-// generous because a VerdictUnknown proves nothing.
-const DefaultTimeout = 10 * time.Second
-
-// Options tunes Check; the zero value is ready to use.
+// Options tunes Check; the zero value is ready to use. It holds no
+// wall-clock budget: every budget that can change a verdict counts model
+// steps, so that a verdict is a function of the history (of the seed),
+// whatever the machine's load.
 type Options struct {
-	// Timeout is the wall-clock budget of each porcupine check (one per
-	// resource). 0 means DefaultTimeout; a negative value means no limit.
-	Timeout time.Duration
-	// Exhaustive runs porcupine on every resource, skipping the quick
-	// search that proves most histories linearizable in about one pass.
-	// Verdicts are the same either way; it is there to cross-check the
-	// quick search and to time porcupine alone.
-	Exhaustive bool
+	// Steps is the budget of model steps of each linearizability search
+	// (one per resource, for S7 and for S8). 0 means DefaultSteps; a
+	// negative value means no limit. A search that runs out makes the
+	// verdict VerdictUnknown, saying which resource and budget.
+	Steps int64
 }
 
-// timeout returns the budget to hand porcupine, where 0 means no limit.
-func (o Options) timeout() time.Duration {
-	switch {
-	case o.Timeout == 0:
-		return DefaultTimeout
-	case o.Timeout < 0:
-		return 0
+// steps returns the budget to hand the search, where negative means no
+// limit.
+func (o Options) steps() int64 {
+	if o.Steps == 0 {
+		return DefaultSteps
 	}
-	return o.Timeout
+	return o.Steps
 }
 
 // Check judges a history against every safety property (S1–S10) and returns
 // the verdict: VerdictViolation if any property is refuted, else
-// VerdictUnknown if a linearizability check ran out of time, else
+// VerdictUnknown if a linearizability search ran out of steps, else
 // VerdictPass. It never judges liveness (see CheckLiveness and Combine), but
 // it fills Verdict.Metrics whatever the verdict. It never mutates h.
 func Check(h History, opt Options) Verdict {

@@ -30,12 +30,12 @@ type linView struct {
 
 // linInfo is the signature of checker.LinearizabilityInfo and
 // checker.LockLinearizabilityInfo.
-type linInfo func(checker.History, checker.Options) (porcupine.Model, []porcupine.Operation, porcupine.CheckResult, porcupine.LinearizationInfo)
+type linInfo func(checker.History, time.Duration) (porcupine.Model, []porcupine.Operation, porcupine.CheckResult, porcupine.LinearizationInfo, bool)
 
 // linearizabilityViews runs both checks (concurrently: each is bounded by
 // the budget, so the page waits for one budget, not two) and renders them.
 func linearizabilityViews(in Input) (s8, s7 linView) {
-	opt := checker.Options{Timeout: in.CheckTimeout}
+	opt := in.CheckTimeout
 	ann := faultAnnotations(in)
 	var storeClients, lockClients []string
 	for _, o := range in.History.Ops {
@@ -57,25 +57,25 @@ func linearizabilityViews(in Input) (s8, s7 linView) {
 	return s8, s7
 }
 
-// budget is the porcupine budget opt stands for, for messages.
-func budget(opt checker.Options) string {
+// budget is the porcupine budget timeout stands for, for messages.
+func budget(timeout time.Duration) string {
 	switch {
-	case opt.Timeout == 0:
-		return dur(checker.DefaultTimeout)
-	case opt.Timeout < 0:
+	case timeout == 0:
+		return dur(checker.DefaultViewTimeout)
+	case timeout < 0:
 		return "no limit"
 	}
-	return dur(opt.Timeout)
+	return dur(timeout)
 }
 
-func runView(prop, what string, info linInfo, h checker.History, opt checker.Options, ann []porcupine.Annotation) (v linView) {
+func runView(prop, what string, info linInfo, h checker.History, opt time.Duration, ann []porcupine.Annotation) (v linView) {
 	v.prop, v.what = prop, what
 	defer func() {
 		if r := recover(); r != nil {
 			v.doc, v.failed = "", fmt.Sprint(r)
 		}
 	}()
-	model, ops, res, li := info(h, opt)
+	model, ops, res, li, exact := info(h, opt)
 	v.ops, v.result = len(ops), res
 	switch {
 	case len(ops) == 0:
@@ -93,6 +93,9 @@ func runView(prop, what string, info linInfo, h checker.History, opt checker.Opt
 		return v
 	}
 	v.doc, v.note = sanitize(buf.String())
+	if !exact {
+		v.note = strings.TrimSpace(v.note + " Porcupine sees each client's program order only approximately here (two clients each returned and called again at one instant): its view may be stricter than the verdict, which the checker's own search decides.")
+	}
 	return v
 }
 

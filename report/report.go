@@ -19,9 +19,10 @@
 //
 // Output is a pure function of the Input: identical input gives
 // byte-identical output (no wall-clock time, no map order, no random ids).
-// The one exception is inherited from porcupine: a linearizability check
+// The one exception is inherited from porcupine: a linearizability view
 // that runs out of its wall-clock budget is reported as timed out instead
-// of drawn, and whether it does depends on the machine.
+// of drawn, and whether it does depends on the machine. The verdict shown
+// does not: it is the checker's, whose budgets count model steps.
 package report
 
 import (
@@ -75,8 +76,9 @@ type Input struct {
 	// the fault row.
 	Picks []Pick
 	// CheckTimeout is porcupine's wall-clock budget for each of the two
-	// linearizability views; 0 means checker.DefaultTimeout, negative means
-	// no limit (as checker.Options.Timeout).
+	// linearizability views; 0 means checker.DefaultViewTimeout, negative
+	// means no limit. It bounds the views only: the verdict is Check's,
+	// whose budgets count model steps.
 	CheckTimeout time.Duration
 }
 

@@ -68,7 +68,7 @@ func kleppmann(t *testing.T) Input {
 		{At: nemesis.Duration(7 * time.Second), Kind: nemesis.Restart, Node: "store"},
 		{At: nemesis.Duration(5500 * ms), Kind: nemesis.Jump, Node: "bob", By: nemesis.Duration(-2 * time.Second)},
 	}
-	v := checker.Check(h, checker.Options{Timeout: 10 * time.Second})
+	v := checker.Check(h, checker.Options{})
 	if v.Kind != checker.VerdictPass {
 		t.Fatalf("the Kleppmann story should pass the checker, got %v: %+v", v.Kind, v.Violations)
 	}
@@ -262,12 +262,12 @@ func TestIllegalHistoryDeterministic(t *testing.T) {
 			checker.StoreOp{ID: 10 + c, Client: fmt.Sprintf("c%d", c), Resource: "r", Kind: checker.OpRead,
 				Call: 200 * ms, Return: 300 * ms, Outcome: checker.OutcomeAccepted, ReadValue: int64(c + 1), ReadToken: 1})
 	}
-	_, _, _, info := checker.LinearizabilityInfo(h, checker.Options{})
+	_, _, _, info, _ := checker.LinearizabilityInfo(h, 0)
 	if parts := info.PartialLinearizations(); len(parts) != 1 || len(parts[0]) < 2 {
 		t.Fatalf("want several partial linearizations of one partition, got %v", parts)
 	}
 	in := Input{Scenario: "illegal", History: h, SimEnd: 2 * time.Second, CheckTimeout: 20 * time.Second}
-	in.Verdict = checker.Check(h, checker.Options{Timeout: 20 * time.Second})
+	in.Verdict = checker.Check(h, checker.Options{})
 	if in.Verdict.Kind != checker.VerdictViolation {
 		t.Fatalf("history meant to be illegal is %v", in.Verdict.Kind)
 	}
@@ -358,7 +358,7 @@ func TestRandomHistories(t *testing.T) {
 		}
 		in := Input{Scenario: fmt.Sprintf("random-%d", i), Seed: uint64(i), History: h, Faults: faults.Sorted(),
 			Nodes: []string{"n1", "n2", "a", "b"}, SimEnd: time.Duration(r.IntN(5000)-500) * ms, CheckTimeout: 5 * time.Second}
-		in.Verdict = checker.Check(h, checker.Options{Timeout: 5 * time.Second})
+		in.Verdict = checker.Check(h, checker.Options{})
 		in.Expect = pick([]string{"", "pass", "violation S8", "violation"})
 		page := render1(t, in)
 		assertOffline(t, page)
@@ -370,11 +370,11 @@ func TestRandomHistories(t *testing.T) {
 
 func TestPorcupineTimeoutIsSaid(t *testing.T) {
 	in := kleppmann(t)
-	timedOut := func(h checker.History, opt checker.Options) (porcupine.Model, []porcupine.Operation, porcupine.CheckResult, porcupine.LinearizationInfo) {
-		model, ops, _, info := checker.LinearizabilityInfo(h, opt)
-		return model, ops, porcupine.Unknown, info
+	timedOut := func(h checker.History, timeout time.Duration) (porcupine.Model, []porcupine.Operation, porcupine.CheckResult, porcupine.LinearizationInfo, bool) {
+		model, ops, _, info, exact := checker.LinearizabilityInfo(h, timeout)
+		return model, ops, porcupine.Unknown, info, exact
 	}
-	v := runView("S8", "store", timedOut, in.History, checker.Options{Timeout: 3 * time.Second}, nil)
+	v := runView("S8", "store", timedOut, in.History, 3*time.Second, nil)
 	if v.doc != "" || !strings.Contains(v.note, "timed out (budget 3s)") {
 		t.Errorf("timed-out view: doc %d bytes, note %q", len(v.doc), v.note)
 	}
@@ -390,7 +390,7 @@ func TestPorcupineTimeoutIsSaid(t *testing.T) {
 // nothing else URL-like. If an upgrade changes that, this test says so.
 func TestPorcupineURLs(t *testing.T) {
 	in := kleppmann(t)
-	model, _, _, info := checker.LinearizabilityInfo(in.History, checker.Options{})
+	model, _, _, info, _ := checker.LinearizabilityInfo(in.History, 0)
 	var b bytes.Buffer
 	if err := porcupine.Visualize(model, info, &b); err != nil {
 		t.Fatal(err)

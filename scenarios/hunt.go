@@ -58,7 +58,7 @@ func Hunt(ctx context.Context, spec Spec, lo, hi uint64, workers int) Hunted {
 		}
 		done++
 		// A miss proves the bug only as a violation or a liveness failure;
-		// an unknown verdict (step limit, porcupine timeout) proves nothing.
+		// an unknown verdict (step limit, a search out of its step budget) proves nothing.
 		k := r.Result.Verdict.Kind
 		if r.Err == nil && !r.Result.Met(spec) && (k == checker.VerdictViolation || k == checker.VerdictLiveness) {
 			out.Detected, out.Seed, out.SeedsTried, out.Result = true, r.Job.Seed, r.Index+1, r.Result

@@ -19,7 +19,7 @@ import (
 // judge returns the property that shows res missing what the reference
 // must do on spec — its expectation, and lease safety inside the fault
 // model (L1) — or "" if it does not, and whether the run was inconclusive
-// (an unknown verdict: a step limit or a porcupine timeout), which proves
+// (an unknown verdict: a step limit or a search out of its step budget), which proves
 // nothing either way.
 func judge(spec Spec, res Result) (property string, inconclusive bool) {
 	if vs := checker.CheckLeaseSafety(res.History, res.Plan.LeaseExcuses()); len(vs) > 0 && res.Verdict.Kind != checker.VerdictViolation {

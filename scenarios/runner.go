@@ -19,8 +19,11 @@ type RunOptions struct {
 	// Trace, if set, receives the readable trace: one line per event and
 	// every process log record.
 	Trace io.Writer
-	// CheckTimeout bounds porcupine; 0 means the checker's default.
-	CheckTimeout time.Duration
+	// CheckSteps is the checker's budget of model steps per
+	// linearizability search (checker.Options.Steps); 0 means the
+	// checker's default. It counts steps, not time, so that a verdict is a
+	// function of the seed.
+	CheckSteps int64
 	// Stop, if set, is asked every few thousand events and before the
 	// check whether to abandon the run: a sweep whose budget ran out or
 	// that SIGINT stopped. Plan.Run then returns ErrStopped.
@@ -233,7 +236,7 @@ func (p Plan) Run(opt RunOptions) (Result, error) {
 		res.Verdict = checker.Verdict{Kind: checker.VerdictUnknown, Unknown: fmt.Sprintf("the step limit of %d events ran out at %v", spec.StepLimit, w.Now())}
 		res.Verdict.Metrics.BeliefOverlap = checker.BeliefOverlap(h)
 	} else {
-		res.Verdict = checker.Check(h, checker.Options{Timeout: opt.CheckTimeout})
+		res.Verdict = checker.Check(h, checker.Options{Steps: opt.CheckSteps})
 		// L1, lease safety, holds only inside the lease fault model: the
 		// plan knows which faults left it, and when.
 		res.Verdict = checker.WithViolations(res.Verdict, checker.CheckLeaseSafety(h, p.LeaseExcuses()))
