@@ -155,7 +155,7 @@ func TestReopenKeepsExactlyWhatWasSynced(t *testing.T) {
 // happen, and compares it with a model after every step.
 func TestRandomOpsMatchModel(t *testing.T) {
 	opts := Options{SegmentBytes: 300, CompactBytes: 2000}
-	for seed := range uint64(20) {
+	for seed := range uint64(10) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0))
 			d := open(t, t.TempDir(), opts)
