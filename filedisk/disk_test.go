@@ -240,8 +240,9 @@ func TestOpenRefusesForeignFilesAndNonDirectories(t *testing.T) {
 	checkState(t, d, map[string]string{"k": "v"}, "a directory Open created")
 }
 
-// failingSync makes the current segment's fsync fail, as an I/O error
-// would: closing the file first makes Sync on it return an error.
+// TestFailedSyncPanicsAndFailsTheDisk: an I/O error in Sync (made here by
+// closing the segment under the disk, so its write fails) panics, and the
+// disk stays failed until it is closed and the directory reopened.
 func TestFailedSyncPanicsAndFailsTheDisk(t *testing.T) {
 	d := open(t, t.TempDir(), Options{})
 	d.Write("k", []byte("v"))
