@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -133,17 +134,8 @@ func TestDamageInTheMiddleIsRefused(t *testing.T) {
 		wantRefused(t, dir, seg+" is damaged at offset 0 (CRC-32C mismatch), but an intact frame of batch 2 follows")
 	})
 	t.Run("earlier segment", func(t *testing.T) {
-		dir := t.TempDir()
-		d := open(t, dir, Options{SegmentBytes: 50})
-		for i := range 6 {
-			d.Write(fmt.Sprint("k", i), []byte(strings.Repeat("v", 40)))
-			d.Sync()
-		}
-		if len(d.segments) < 3 {
-			t.Fatalf("%d segments; the test needs several", len(d.segments))
-		}
-		first := filepath.Join(dir, d.segments[0])
-		d.Close()
+		dir, segs := segmented(t)
+		first := filepath.Join(dir, segs[0])
 		b, _ := os.ReadFile(first)
 		b = b[:len(b)-1] // short: a torn tail, were it the last segment
 		os.WriteFile(first, b, 0o644)
@@ -159,29 +151,35 @@ func TestDamageInTheMiddleIsRefused(t *testing.T) {
 		wantRefused(t, dir, "inside its snapshot")
 	})
 	t.Run("missing segment", func(t *testing.T) {
-		dir := t.TempDir()
-		d := open(t, dir, Options{SegmentBytes: 50})
-		for i := range 6 {
-			d.Write(fmt.Sprint("k", i), []byte(strings.Repeat("v", 40)))
-			d.Sync()
-		}
-		middle := d.segments[1]
-		d.Close()
-		os.Remove(filepath.Join(dir, middle))
+		dir, segs := segmented(t)
+		os.Remove(filepath.Join(dir, segs[1]))
 		wantRefused(t, dir, "a segment is missing")
 	})
 	t.Run("log without its start", func(t *testing.T) {
-		dir := t.TempDir()
-		d := open(t, dir, Options{SegmentBytes: 50})
-		for i := range 3 {
-			d.Write(fmt.Sprint("k", i), []byte(strings.Repeat("v", 40)))
-			d.Sync()
-		}
-		first := d.segments[0]
-		d.Close()
-		os.Remove(filepath.Join(dir, first))
+		dir, segs := segmented(t)
+		os.Remove(filepath.Join(dir, segs[0]))
 		wantRefused(t, dir, "no snapshot holds the batches before it")
 	})
+}
+
+// segmented returns a closed directory whose log spans several segments,
+// and their names.
+func segmented(t *testing.T) (string, []string) {
+	t.Helper()
+	dir := t.TempDir()
+	d := open(t, dir, Options{SegmentBytes: 50})
+	for i := range 6 {
+		d.Write(fmt.Sprint("k", i), []byte(strings.Repeat("v", 40)))
+		d.Sync()
+	}
+	segs := slices.Clone(d.segments)
+	if len(segs) < 3 {
+		t.Fatalf("%d segments; the test needs several", len(segs))
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, segs
 }
 
 func wantRefused(t *testing.T, dir, want string) {
