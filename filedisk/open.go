@@ -46,7 +46,9 @@ func Open(dir string, opts Options) (*Disk, error) {
 	return d, nil
 }
 
-// ensureDir creates dir if it is missing, durably.
+// ensureDir creates dir if it is missing, durably: each directory it
+// creates is fsynced into its parent, or a power loss could take the new
+// directory, and the log in it, away.
 func ensureDir(dir string) error {
 	info, err := os.Stat(dir)
 	if err == nil {
@@ -58,10 +60,22 @@ func ensureDir(dir string) error {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("filedisk: %w", err)
 	}
+	var missing []string // dir and its missing ancestors, deepest first
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil || filepath.Dir(p) == p {
+			break
+		}
+		missing = append(missing, p)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("filedisk: creating the data directory: %w", err)
 	}
-	return syncDir(filepath.Dir(filepath.Clean(dir)))
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := syncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func syncDir(dir string) error {
