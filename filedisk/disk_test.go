@@ -300,3 +300,74 @@ func TestOversizedKeyPanics(t *testing.T) {
 		t.Errorf("Write of an oversized key: panicked with %v, want a message naming the limit", got)
 	}
 }
+
+// TestSyncWritesOneBatchOfWhatChanged: a Sync is one frame however many
+// writes it covers (group commit), a key written many times is written
+// once, Appends write only what they added, and a Sync with nothing to
+// write writes nothing.
+func TestSyncWritesOneBatchOfWhatChanged(t *testing.T) {
+	d := open(t, t.TempDir(), Options{})
+	seg := filepath.Join(d.dir, d.segName)
+	for i := range 100 {
+		d.Write(fmt.Sprint("k", i%10), []byte(strings.Repeat("v", 100)))
+	}
+	d.Sync()
+	b, _ := os.ReadFile(seg)
+	if n := countFrames(t, b); n != 1 || d.seq != 1 {
+		t.Errorf("100 writes and a Sync made %d frames, %d batches; want 1, 1", n, d.seq)
+	}
+	if limit := 10 * (100 + 10); len(b) > limit {
+		t.Errorf("100 writes to 10 keys made a %d-byte batch, want at most %d: overwrites were not coalesced", len(b), limit)
+	}
+	before := len(b)
+	for range 10 {
+		d.Append("k0", []byte(strings.Repeat("a", 1000)))
+		d.Sync()
+	}
+	b, _ = os.ReadFile(seg)
+	if grew, limit := len(b)-before, 10*(1000+40); grew > limit {
+		t.Errorf("10 Syncs of 1000-byte Appends grew the log by %d bytes, want at most %d: Appends rewrote the value", grew, limit)
+	}
+	before, seq := len(b), d.seq
+	d.Sync()
+	d.Write("new", nil)
+	d.Delete("new")
+	d.Sync()
+	if b, _ = os.ReadFile(seg); len(b) != before || d.seq != seq {
+		t.Errorf("Syncs with nothing to write grew the log from %d to %d bytes, batch %d to %d", before, len(b), seq, d.seq)
+	}
+}
+
+// TestConcurrentUse runs writers, readers and syncers at once; run with
+// -race, it checks that the Disk is safe for concurrent use.
+func TestConcurrentUse(t *testing.T) {
+	d := open(t, t.TempDir(), Options{SegmentBytes: 4 << 10, CompactBytes: 16 << 10})
+	done := make(chan struct{})
+	for g := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			key := fmt.Sprint("g", g)
+			for i := range 200 {
+				switch i % 4 {
+				case 0:
+					d.Write(key, []byte(fmt.Sprint(i)))
+				case 1:
+					d.Append(key, []byte("+"))
+				case 2:
+					if v, ok := d.Read(key); !ok || len(v) == 0 {
+						t.Errorf("%s: Read after own write: %q, %v", key, v, ok)
+					}
+					d.Keys("g")
+				case 3:
+					d.Sync()
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	want := state(d)
+	d = crash(t, d, Options{})
+	checkState(t, d, want, "after the goroutines synced")
+}
