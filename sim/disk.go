@@ -39,9 +39,9 @@ type Disk struct {
 	inflightDone time.Duration
 	// size is the bytes the current values hold; past maxBytes (if set)
 	// full is called, which stops the run (Limits.DiskBytes).
-	size     int
-	maxBytes int
-	full     func()
+	size, peak int
+	maxBytes   int
+	full       func()
 
 	writes, syncs, lost, torn int
 }
@@ -78,8 +78,11 @@ func (d *Disk) Write(key string, value []byte) {
 // copied, so a runaway log stops at the limit, not past it.
 func (d *Disk) resize(delta int) {
 	d.size += delta
-	if delta > 0 && d.maxBytes > 0 && d.size > d.maxBytes && d.full != nil {
-		d.full()
+	if d.size > d.peak {
+		if d.maxBytes > 0 && d.size > d.maxBytes && d.full != nil {
+			d.full()
+		}
+		d.peak = d.size
 	}
 }
 

@@ -72,6 +72,8 @@ type World struct {
 	// parked counts the events paused nodes hold and the messages stalled
 	// nodes keep in their outboxes: waiting, like the queue's.
 	parked int
+	// peak is the most events that have waited at once.
+	peak int
 	// action is 1 + the index of the harness action running now, 0 if
 	// none: a panic names it.
 	action int
@@ -505,17 +507,21 @@ type Stats struct {
 	Crashes int
 	Pauses  int
 	Stalls  int // slow-disk stalls: Syncs that paused their node
+	// PeakPending is the most events that waited at once (what
+	// Limits.Pending bounds), PeakDiskBytes the most one disk held.
+	PeakPending, PeakDiskBytes int
 }
 
 // Stats returns the run's counters.
 func (w *World) Stats() Stats {
-	s := Stats{Steps: w.step, Now: w.now, Network: NetworkStats{
+	s := Stats{Steps: w.step, Now: w.now, PeakPending: w.peak, Network: NetworkStats{
 		Sent: w.net.sent, Delivered: w.net.delivered, Dropped: w.net.dropped, Duplicated: w.net.duplicated,
 	}}
 	for _, n := range w.nodes {
 		s.Crashes += n.crashes
 		s.Pauses += n.pauses
 		s.Stalls += n.stalls
+		s.PeakDiskBytes = max(s.PeakDiskBytes, n.disk.peak)
 	}
 	return s
 }
