@@ -34,6 +34,10 @@ type Replay struct {
 	Property  string `json:"property,omitempty"`
 	TraceHash string `json:"trace_hash"`
 	Events    uint64 `json:"events"`
+	// Crash is the panic of a run whose verdict was crash, its stack
+	// included: shown to the reader, never compared (the stack depends on
+	// the build and the machine).
+	Crash *Crash `json:"crash,omitempty"`
 }
 
 // NewReplay records a run.
@@ -42,7 +46,7 @@ func NewReplay(res Result) Replay {
 		Format: ReplayFormat, Program: ProgramVersion, Seed: res.Plan.Seed, Spec: res.Plan.Spec,
 		Options: res.Plan.Options, Schedule: res.Plan.Schedule,
 		Verdict: res.Verdict.Kind.String(), Property: res.Verdict.Property(),
-		TraceHash: fmt.Sprintf("%016x", res.TraceHash), Events: res.Events,
+		TraceHash: fmt.Sprintf("%016x", res.TraceHash), Events: res.Events, Crash: res.Crash,
 	}
 }
 

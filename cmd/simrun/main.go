@@ -2,7 +2,8 @@
 // report the verdict with a line that reproduces it.
 //
 // Exit codes: 0 pass, 1 safety violation, 2 usage error, 3 liveness
-// failure, 4 nondeterminism, 5 unknown (checker could not decide).
+// failure, 4 nondeterminism, 5 unknown (checker could not decide), 6 crash
+// (the run panicked).
 package main
 
 import (
@@ -20,6 +21,7 @@ const (
 	exitLiveness       = 3
 	exitNondeterminism = 4
 	exitUnknown        = 5
+	exitCrash          = 6
 )
 
 func main() {
@@ -68,7 +70,8 @@ run and sweep take -mutant NAME too.
 failing runs (any verdict but pass) write a replay file under failures/ (or into -out DIR)
 
 exit codes: 0 pass, 1 safety violation, 2 usage error, 3 liveness failure,
-            4 nondeterminism, 5 unknown, 130 sweep interrupted
+            4 nondeterminism, 5 unknown, 6 crash (the run panicked: its seed, stack
+            and replay file are printed), 130 sweep interrupted
   (sweep: 0 when every scenario met its expectation; otherwise the code of the
    worst miss — 1 also for a canary that passed)
 `
