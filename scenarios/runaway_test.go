@@ -3,6 +3,7 @@ package scenarios
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -236,5 +237,36 @@ func TestCrashOutsideTheSimulation(t *testing.T) {
 	want := "panic at step 12, t=1s, outside the simulation (building or checking the run): checker: broken"
 	if c.String() != want || !strings.Contains(c.Stack, "TestCrashOutsideTheSimulation") {
 		t.Errorf("crash %q with stack\n%s\nwant %q and the test in the stack", c, c.Stack, want)
+	}
+}
+
+// TestDefaultLimitsBoundARunaway: under the default limits and a step
+// limit as generous as the swarm's, each runaway stops at its limit, early
+// and with little memory. Without the limits the fork runaway held 2.2 GB
+// and the reports runaway 3.8 GB by 5 million steps (two runs at once),
+// and the log runaway ran out of 16 GB.
+func TestDefaultLimitsBoundARunaway(t *testing.T) {
+	tests := []struct{ how, limit string }{
+		{runawayFork, "262144 pending events"},
+		{runawayLog, "16777216 disk bytes of node n1"},
+		{runawayReports, "500000 events reported to the recorder"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.how, func(t *testing.T) {
+			spec := runawaySpec(t, "kleppmann-gc-pause", tt.how)
+			spec.StepLimit = 20_000_000
+			res, err := Run(spec, 1, RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != sim.Exhausted || !strings.Contains(res.Cut, "the limit of "+tt.limit) {
+				t.Fatalf("outcome %v, cut %q; want the limit of %s", res.Outcome, res.Cut, tt.limit)
+			}
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.HeapSys > 1<<30 {
+				t.Errorf("the heap reached %d MB, want under 1 GB", m.HeapSys>>20)
+			}
+		})
 	}
 }
