@@ -71,4 +71,12 @@ func TestRunReportsACrash(t *testing.T) {
 	if err != nil || r.Verdict != "crash" || r.Crash == nil || !strings.Contains(r.Crash.Stack, "crash_test.go") {
 		t.Errorf("replay file: %v, verdict %q, crash %+v", err, r.Verdict, r.Crash)
 	}
+	out.Reset()
+	if _, code := execute("simrun run", plan, outputFlags{out: "dir"}, true, &out, &errb); code != exitCrash {
+		t.Fatalf("with -out: exit %d, want %d; output:\n%s%s", code, exitCrash, out.String(), errb.String())
+	}
+	res, err := os.ReadFile(filepath.Join("dir", "result.json"))
+	if err != nil || !strings.Contains(string(res), `"crash": "panic at step 5`) || !strings.Contains(string(res), `"stack": "goroutine`) {
+		t.Errorf("result.json (%v) lacks the crash and its stack:\n%s", err, res)
+	}
 }
