@@ -193,6 +193,12 @@ func (w *World) Run(until time.Duration, limit uint64) (out Outcome) {
 		return Exhausted
 	}
 	defer w.recoverRun(&out)
+	return w.loop(until, limit)
+}
+
+// loop is Run's loop, apart from Run's deferred recover: in one function
+// with it, the loop ran 10–15% slower.
+func (w *World) loop(until time.Duration, limit uint64) Outcome {
 	for fired := uint64(0); ; fired++ {
 		at, ok := w.queue.peekAt()
 		if !ok {
