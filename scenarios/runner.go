@@ -178,7 +178,7 @@ func (s Spec) limits() (sim.Limits, int) {
 	if l.Reports <= 0 {
 		l.Reports = DefaultReports
 	}
-	return sim.Limits{Pending: l.Pending, DiskBytes: l.DiskBytes}, l.Reports
+	return sim.Limits{Pending: l.Pending, DiskBytes: l.DiskBytes, TraceBytes: l.TraceBytes}, l.Reports
 }
 
 // boundedObserver passes reports on to the recorder and stops the run once

@@ -89,6 +89,9 @@ type RunLimits struct {
 	// Reports bounds the events the processes report to the history's
 	// recorder: what the history, and the checker's work, grow with.
 	Reports int `json:"reports,omitempty"`
+	// TraceBytes bounds the readable trace (sim.Limits.TraceBytes); the
+	// run goes on past it, untraced.
+	TraceBytes int `json:"trace_bytes,omitempty"`
 }
 
 // LivenessSpec bounds the liveness phase.
@@ -273,8 +276,8 @@ func (s *Spec) Validate() error {
 		return fail("duration must be positive")
 	case s.StepLimit == 0:
 		return fail("step_limit must be positive")
-	case s.Limits != nil && (s.Limits.Pending < 0 || s.Limits.DiskBytes < 0 || s.Limits.Reports < 0):
-		return fail("limits.pending, limits.disk_bytes and limits.reports must be ≥ 0 (0: the default)")
+	case s.Limits != nil && (s.Limits.Pending < 0 || s.Limits.DiskBytes < 0 || s.Limits.Reports < 0 || s.Limits.TraceBytes < 0):
+		return fail("limits.pending, limits.disk_bytes, limits.reports and limits.trace_bytes must be ≥ 0 (0: the default)")
 	}
 	servers, err := s.design().Nodes(s.Replicas)
 	if err != nil {

@@ -21,6 +21,10 @@ type Limits struct {
 	// DiskBytes bounds the bytes one node's disk holds: the current value
 	// of every key.
 	DiskBytes int
+	// TraceBytes bounds the readable trace (Config.Trace). Reaching it does
+	// not stop the run: the trace ends with a line that says so, and the
+	// run goes on untraced (its hash still covers every event).
+	TraceBytes int
 }
 
 // The default limits sit far above what healthy runs reach — simrun
@@ -32,6 +36,10 @@ type Limits struct {
 const (
 	DefaultPending   = 1 << 18
 	DefaultDiskBytes = 16 << 20
+	// DefaultTraceBytes is about three times the standard run's trace
+	// (18 MB; about 100 bytes an event): a runaway's 20 million steps
+	// would write 2 GB.
+	DefaultTraceBytes = 64 << 20
 )
 
 // withDefaults fills the zero fields.
@@ -41,6 +49,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.DiskBytes <= 0 {
 		l.DiskBytes = DefaultDiskBytes
+	}
+	if l.TraceBytes <= 0 {
+		l.TraceBytes = DefaultTraceBytes
 	}
 	return l
 }

@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -213,4 +215,28 @@ func runToPanic(t *testing.T, w *World) (p *Panic) {
 	}()
 	w.Run(time.Hour, 1000)
 	return nil
+}
+
+// TestTraceBytesLimit: a trace stops at its bound with a line that says
+// where, keeps only whole lines, and the run goes on unchanged.
+func TestTraceBytesLimit(t *testing.T) {
+	var full, cut bytes.Buffer
+	w1 := pingPong(t, 7, &full, "x")
+	w2 := buildPingPongLimits(t, 7, &cut, "x", Limits{TraceBytes: 3000})
+	if got := w2.Run(100*ms, 100_000); got != Deadline {
+		t.Fatalf("Run: got %v, want %v", got, Deadline)
+	}
+	if w1.Hash() != w2.Hash() || w1.Step() != w2.Step() {
+		t.Errorf("the cut trace changed the run: hash %#x step %d, want %#x step %d", w2.Hash(), w2.Step(), w1.Hash(), w1.Step())
+	}
+	lines := strings.SplitAfter(cut.String(), "\n")
+	last := lines[len(lines)-2]
+	body := strings.TrimSuffix(cut.String(), last)
+	if len(body) > 3000 || !strings.HasPrefix(full.String(), body) || !strings.HasSuffix(body, "\n") {
+		t.Errorf("the trace before the cut (%d bytes) is not whole lines of the full trace under 3000 bytes", len(body))
+	}
+	want := regexp.MustCompile(`^trace cut: the limit of 3000 trace bytes \(sim.Limits.TraceBytes\) was reached at step \d+, t=[0-9.]+s; the run went on untraced\n$`)
+	if !want.MatchString(last) || full.Len() < 2*3000 {
+		t.Errorf("last line %q (of a %d-byte full trace), want it to say where the trace was cut", last, full.Len())
+	}
 }

@@ -93,7 +93,7 @@ func New(cfg Config) (*World, error) {
 		return nil, err
 	}
 	w := &World{root: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5DEECE66D)), limits: cfg.Limits.withDefaults()}
-	w.trace = newTracer(cfg.Trace)
+	w.trace = newTracer(cfg.Trace, w.limits.TraceBytes, w)
 	w.net = network{cfg: cfg.Network, rng: w.Stream()}
 	return w, nil
 }
