@@ -167,8 +167,6 @@ func newCrash(r any, step uint64, at time.Duration) *Crash {
 // about 150 MB.
 const DefaultReports = 500_000
 
-var MeasureReports int
-
 // limits returns the spec's run limits with the defaults filled in.
 func (s Spec) limits() (sim.Limits, int) {
 	var l RunLimits
@@ -195,7 +193,6 @@ func (o *boundedObserver) Observe(e lockservice.Event) {
 		o.w.Exhaust("events reported to the recorder", o.max)
 	}
 	o.left--
-	MeasureReports = max(MeasureReports, o.max-o.left)
 	o.next.Observe(e)
 }
 
