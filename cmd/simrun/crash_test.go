@@ -71,6 +71,12 @@ func TestRunReportsACrash(t *testing.T) {
 	if err != nil || r.Verdict != "crash" || r.Crash == nil || !strings.Contains(r.Crash.Stack, "crash_test.go") {
 		t.Errorf("replay file: %v, verdict %q, crash %+v", err, r.Verdict, r.Crash)
 	}
+	// The replay reproduces the crash: the same hash and verdict, the
+	// stack never compared.
+	code, rout, rerr := simrun("replay", filepath.Join("failures", "kleppmann-gc-pause-seed3.json"))
+	if code != exitCrash || !strings.Contains(rout, "reproduced: trace hash") {
+		t.Errorf("replay: exit %d, want %d and reproduced; output:\n%s%s", code, exitCrash, rout, rerr)
+	}
 	out.Reset()
 	if _, code := execute("simrun run", plan, outputFlags{out: "dir"}, true, &out, &errb); code != exitCrash {
 		t.Fatalf("with -out: exit %d, want %d; output:\n%s%s", code, exitCrash, out.String(), errb.String())
