@@ -104,8 +104,13 @@ func countOf(n int, noun string) string {
 // Crashed) and node names stay as written. The operations keep their order
 // and times, so the bound schedule fires exactly as the written one would
 // if it had named the nodes. The error names the first operation whose role
-// c lacks.
+// c lacks. A schedule that names no fixed role comes back as itself, not a
+// copy (a swarm's thousands of drawn operations name nodes): do not modify
+// the result in place.
 func (s Schedule) Bind(c Cluster) (Schedule, error) {
+	if !slices.ContainsFunc(s, Op.namesFixedRole) {
+		return s, nil
+	}
 	out := slices.Clone(s)
 	for i := range out {
 		op := &out[i]
