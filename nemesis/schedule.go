@@ -237,7 +237,9 @@ func (s Schedule) Check() error {
 
 // Validate is Check, plus every node name an operation uses must be one of
 // nodes (selectors such as Leader are valid where the caller lists them;
-// Crashed is valid in a Restart only).
+// Crashed is valid in a Restart only). A schedule that aims at fixed roles
+// (@replica:N, @store, @client:NAME) is validated against its cluster with
+// ValidateFor.
 func (s Schedule) Validate(nodes []string) error {
 	if err := s.Check(); err != nil {
 		return err
