@@ -80,8 +80,18 @@ type DesignInfo struct {
 	ClientGrants bool
 	// Leader says the service elects a leader: the nemesis's "@leader"
 	// selector then aims at the node whose process implements Leader,
-	// claims to lead, and has the highest term.
+	// claims to lead, and has the highest term. A scenario that aims at
+	// @leader is refused for a design without one.
 	Leader bool
+	// SyncedDecisions says a service node reports each grant and lease end
+	// right after syncing it to its own disk, without a replicated log
+	// (the single node): such a decision is a fact only once that sync
+	// completes, and a crash of the node before then takes it back (the
+	// restarted node may issue the token again). The harness then holds
+	// each EvGranted and EvEnded a node reports while its slow sync is in
+	// flight as tentative until the sync ends. A replicated service's
+	// decisions are facts once committed, whatever one replica's disk does.
+	SyncedDecisions bool
 }
 
 // DesignRun is what a design's processes are built with for one run.
@@ -162,7 +172,7 @@ func (replicatedDesign) NewClient(cfg ClientConfig, _ DesignRun) sim.Process { r
 type singleNodeDesign struct{}
 
 func (singleNodeDesign) Info() DesignInfo {
-	return DesignInfo{Name: DesignSingleNode,
+	return DesignInfo{Name: DesignSingleNode, SyncedDecisions: true,
 		Description: "contrast: one lock server that syncs every decision; nobody gets a lock while it is down"}
 }
 

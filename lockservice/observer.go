@@ -75,7 +75,9 @@ type Event struct {
 	Status   Status // EvReturn of a lock operation
 	Accepted bool   // EvApplied; EvReturn of a write
 	Reason   string // EvEnded, EvBeliefEnd
-	// Node is the replica reporting EvEntryApplied or EvElected.
+	// Node is the replica reporting EvEntryApplied or EvElected. For a
+	// design with SyncedDecisions, the harness also stamps the service node
+	// that reported an event here (see DesignInfo.SyncedDecisions).
 	Node string
 	// Index is the log index of the entry whose apply this event reports:
 	// EvEntryApplied, and a replicated service's EvGranted and EvEnded, so

@@ -14,6 +14,10 @@
 //	clock.go      clock drift and wall-clock jumps
 //	disk.go       slow disks (sync latency)
 //
+// A fault names its node by name or by role (role.go: @replica:N, @store,
+// @client:NAME, and the selectors @leader and @crashed), so one schedule
+// serves every design that has the role.
+//
 // The package is deterministic: no goroutines, no clocks of the machine, no
 // global randomness, no map order reaching behaviour. Every random draw
 // comes from a *rand.Rand the caller passes in.
@@ -233,7 +237,9 @@ func (s Schedule) Check() error {
 
 // Validate is Check, plus every node name an operation uses must be one of
 // nodes (selectors such as Leader are valid where the caller lists them;
-// Crashed is valid in a Restart only).
+// Crashed is valid in a Restart only). A schedule that aims at fixed roles
+// (@replica:N, @store, @client:NAME) is validated against its cluster with
+// ValidateFor.
 func (s Schedule) Validate(nodes []string) error {
 	if err := s.Check(); err != nil {
 		return err
@@ -280,7 +286,7 @@ func (op Op) checkNames(nodes []string) error {
 				return fmt.Errorf("selector %s only works as the node of a restart", Crashed)
 			}
 		case !slices.Contains(nodes, n):
-			return fmt.Errorf("unknown node %q (nodes: %v)", n, nodes)
+			return fmt.Errorf("unknown node %q (nodes: %v; a role such as %s or %s aims at whatever node a design gives it)", n, nodes, Replica(1), StoreNode)
 		}
 	}
 	if op.Kind == Partition && len(nodes) > 0 {

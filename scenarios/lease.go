@@ -32,7 +32,8 @@ func (p Plan) LeaseExcuses() []checker.LeaseExcuse {
 		return "", true // a service node, or the @leader selector
 	}
 	var out []checker.LeaseExcuse
-	for i, op := range p.Schedule {
+	ops := p.Installed() // roles bound: a pause of @client:a is a pause of a
+	for i, op := range ops {
 		at := time.Duration(op.At)
 		switch op.Kind {
 		case nemesis.Pause:
@@ -51,7 +52,7 @@ func (p Plan) LeaseExcuses() []checker.LeaseExcuse {
 			if op.Duration > 0 {
 				to = at + time.Duration(op.Duration)
 			} else {
-				for _, later := range p.Schedule[i+1:] { // until its node's clock is reset
+				for _, later := range ops[i+1:] { // until its node's clock is reset
 					if later.Node == op.Node && (later.Kind == nemesis.ClockReset || later.Kind == nemesis.Drift && later.PPM == 0) {
 						to = time.Duration(later.At)
 						break

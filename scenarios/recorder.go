@@ -31,9 +31,11 @@ type recorder struct {
 
 	// ids resolves node names (filled by the runner as it adds nodes).
 	ids map[string]sim.NodeID
-	// singleNode: service events come from one server ("lock") whose
-	// decisions, like the store's, are facts only once its sync completes.
-	singleNode bool
+	// syncedDecisions: the design's service nodes sync each decision
+	// before reporting it (lockservice.DesignInfo.SyncedDecisions), so a
+	// decision, like the store's writes, is a fact only once the reporting
+	// node's sync completes. Its events carry that node in Event.Node.
+	syncedDecisions bool
 	// tentative are records whose decision's slow sync was still in flight
 	// when reported; a crash before it completed takes them back.
 	tentative []tentative
@@ -80,8 +82,8 @@ type endKey struct {
 	reason string
 }
 
-func newRecorder(w *sim.World, ids map[string]sim.NodeID, singleNode bool) *recorder {
-	return &recorder{w: w, ids: ids, singleNode: singleNode, open: map[holdKey]int{}, decided: map[decisionKey]bool{}, ops: map[opKey]int{},
+func newRecorder(w *sim.World, ids map[string]sim.NodeID, syncedDecisions bool) *recorder {
+	return &recorder{w: w, ids: ids, syncedDecisions: syncedDecisions, open: map[holdKey]int{}, decided: map[decisionKey]bool{}, ops: map[opKey]int{},
 		lockOps: map[opKey]int{}, renewed: map[opKey]bool{}, ended: map[endKey]bool{},
 		beliefs: map[string][]int{}, starts: map[string]int{}, elected: map[electionKey]bool{}}
 }
@@ -135,8 +137,8 @@ func (r *recorder) Observe(e lockservice.Event) {
 			}
 			j := push(&r.h.Ends, checker.GrantEnd{Resource: e.Resource, Client: e.Client, Token: e.Token,
 				Reason: e.Reason, At: r.w.Now(), Step: r.w.Step()})
-			if done, ok := r.lockSyncing(); ok {
-				r.pending(lockNode, done, func() { r.h.Ends[j].Lost = true; delete(r.ended, k) })
+			if done, ok := r.lockSyncing(e); ok {
+				r.pending(e.Node, done, func() { r.h.Ends[j].Lost = true; delete(r.ended, k) })
 			}
 		}
 		i, ok := r.open[hold]
@@ -147,8 +149,8 @@ func (r *recorder) Observe(e lockservice.Event) {
 		r.h.Grants[i].Open = false
 		r.h.Grants[i].End = r.w.Now()
 		r.h.Grants[i].Reason = e.Reason
-		if done, ok := r.lockSyncing(); ok {
-			r.pending(lockNode, done, func() { // the restarted server still holds the lease
+		if done, ok := r.lockSyncing(e); ok {
+			r.pending(e.Node, done, func() { // the restarted server still holds the lease
 				if !r.h.Grants[i].Lost {
 					r.h.Grants[i].Open, r.h.Grants[i].End, r.h.Grants[i].Reason = true, 0, ""
 					r.open[hold] = i
@@ -230,8 +232,8 @@ func (r *recorder) granted(e lockservice.Event) {
 	// A new grant with an old token: its ends are new too.
 	delete(r.ended, endKey{hold, checker.EndReleased})
 	delete(r.ended, endKey{hold, checker.EndExpired})
-	if done, ok := r.lockSyncing(); ok {
-		r.pending(lockNode, done, func() {
+	if done, ok := r.lockSyncing(e); ok {
+		r.pending(e.Node, done, func() {
 			r.h.Grants[i].Lost = true // the restarted server may issue its token again
 			if r.open[hold] == i {
 				delete(r.open, hold)
@@ -281,14 +283,14 @@ func (r *recorder) syncing(node string) (done time.Duration, ok bool) {
 	return r.w.Disk(id).SyncDone()
 }
 
-// lockSyncing is syncing(lockNode) for the single-node design, whose
-// server's decisions are facts only once synced; a replicated service's are
+// lockSyncing is syncing(e.Node) for a design with synced decisions, whose
+// node's decisions are facts only once synced; a replicated service's are
 // facts once committed.
-func (r *recorder) lockSyncing() (done time.Duration, ok bool) {
-	if !r.singleNode {
+func (r *recorder) lockSyncing(e lockservice.Event) (done time.Duration, ok bool) {
+	if !r.syncedDecisions || e.Node == "" {
 		return 0, false
 	}
-	return r.syncing(lockNode)
+	return r.syncing(e.Node)
 }
 
 // pending notes that the record just made on node's behalf is a fact only

@@ -91,10 +91,27 @@ func (p Plan) Validate() error {
 	if err := p.Spec.Validate(); err != nil {
 		return err
 	}
-	if err := p.Schedule.Validate(p.Spec.cluster().Names()); err != nil {
-		return fmt.Errorf("scenario %q: %w", p.Spec.Name, err)
+	if err := p.Schedule.ValidateFor(p.Spec.cluster()); err != nil {
+		return fmt.Errorf("scenario %q (design %s): %w", p.Spec.Name, p.Spec.Design, err)
 	}
 	return nil
+}
+
+// Installed returns the schedule as the run installs it: the plan's
+// schedule with every fixed role (@replica:N, @store, @client:NAME) bound to
+// the node it names in the spec's design (nemesis.Schedule.Bind). @leader
+// and @crashed stay: they resolve when their fault fires. Its operations
+// name nodes exactly as a schedule written with node names would, so the
+// trace, its hash, the lease excuses and the report are the same whichever
+// way the spec was written; the plan itself keeps the roles as written, so
+// that a replay file holds the schedule its author wrote. A plan that does
+// not validate gets its schedule back unbound.
+func (p Plan) Installed() nemesis.Schedule {
+	bound, err := p.Schedule.Bind(p.Spec.cluster())
+	if err != nil {
+		return p.Schedule
+	}
+	return bound
 }
 
 // End is the true time the run stops: the safety phase, then the liveness
@@ -237,15 +254,15 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		return Result{}, fmt.Errorf("scenario %q: %w", spec.Name, err)
 	}
 	ids := map[string]sim.NodeID{}
-	rec := newRecorder(w, ids, spec.Design == designSingleNode)
+	design := spec.design()
+	info := design.Info()
+	rec := newRecorder(w, ids, info.SyncedDecisions)
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = crashResult(p, w, rec, newCrash(r, w.Step(), w.Now())), nil
 			res.Wall = time.Since(wallStart)
 		}
 	}()
-	design := spec.design()
-	info := design.Info()
 	var obs lockservice.Observer = &boundedObserver{next: rec, w: w, left: reports, max: reports}
 	var dobs *designObserver
 	if info.UnorderedTokens || info.ClientGrants {
@@ -277,7 +294,11 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	run.Store = sim.NodeID(len(servers))
 	serverIDs := run.Servers
 	for i, name := range servers {
-		if err := add(name, func() sim.Process { return design.NewServer(i, run) }); err != nil {
+		serverRun := run
+		if info.SyncedDecisions { // the recorder must know which node's sync a decision waits for
+			serverRun.Observer = reporter{node: name, next: obs}
+		}
+		if err := add(name, func() sim.Process { return design.NewServer(i, serverRun) }); err != nil {
 			return Result{}, err
 		}
 	}
@@ -300,7 +321,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		}
 	}
 	var picks []Pick
-	p.Schedule.Install(w, func(name string) (sim.NodeID, bool) {
+	p.Installed().Install(w, func(name string) (sim.NodeID, bool) {
 		if name == nemesis.Leader {
 			id, ok := leader(w, serverIDs)
 			picks = append(picks, pickOf(w, name, id, ok))
@@ -390,6 +411,20 @@ func leader(w *sim.World, replicas []sim.NodeID) (sim.NodeID, bool) {
 		}
 	}
 	return best, found
+}
+
+// reporter stamps the events a service node reports with the node's name,
+// for designs whose decisions wait for that node's sync
+// (lockservice.DesignInfo.SyncedDecisions).
+type reporter struct {
+	node string
+	next lockservice.Observer
+}
+
+// Observe passes e on with its reporting node.
+func (o reporter) Observe(e lockservice.Event) {
+	e.Node = o.node
+	o.next.Observe(e)
 }
 
 // rankSpacing spaces the ranks that stand for unordered tokens: the n-th

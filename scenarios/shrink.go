@@ -35,8 +35,8 @@ type Shrunk struct {
 
 // Shrink reduces a failing plan while the same property still fails: first
 // the fault schedule (delta debugging), then the workload (clients one at a
-// time, with the faults that name them) and the cluster (5 replicas to 3),
-// then the schedule again. The seed stays: the world's random streams do
+// time, with the faults that name them) and the cluster (down to 3 nodes,
+// where the design takes 3), then the schedule again. The seed stays: the world's random streams do
 // not depend on the schedule, so a smaller plan replays the same draws
 // wherever the faults no longer intervene.
 func Shrink(p Plan, opt RunOptions) (Shrunk, error) {
@@ -94,10 +94,8 @@ func Shrink(p Plan, opt RunOptions) (Shrunk, error) {
 			cur = cand
 		}
 	}
-	if cur.Spec.Design == designReplicated && cur.Spec.Replicas == 5 {
-		if cand := withThreeReplicas(cur); fails(cand) {
-			cur = cand
-		}
+	if cand, ok := withThreeReplicas(cur); ok && fails(cand) {
+		cur = cand
 	}
 	cur = schedule(cur)
 	// The last kept candidate's run is out.Result; make sure it is cur's.
@@ -111,31 +109,53 @@ func Shrink(p Plan, opt RunOptions) (Shrunk, error) {
 // withoutClient drops client i and the fault operations that name it.
 func withoutClient(p Plan, i int) Plan {
 	name := p.Spec.Clients[i].Name
+	c := p.Spec.cluster()
 	p.Spec.Clients = slices.Delete(slices.Clone(p.Spec.Clients), i, i+1)
-	p.Spec.Faults = dropNaming(p.Spec.Faults, name)
-	p.Schedule = dropNaming(p.Schedule, name)
+	p.Spec.Faults = dropNaming(p.Spec.Faults, c, name)
+	p.Schedule = dropNaming(p.Schedule, c, name)
 	return p
 }
 
-// withThreeReplicas shrinks a 5-replica group to 3 and drops the faults
-// naming n4 or n5.
-func withThreeReplicas(p Plan) Plan {
+// withThreeReplicas shrinks the service to 3 nodes, if the design has more
+// and takes 3 (it says so through Design.Nodes: the reference, lease-only
+// and Redlock do), and drops the faults naming a node that goes — by its
+// name or by its role (@replica:4 in a group of 5).
+func withThreeReplicas(p Plan) (Plan, bool) {
+	d := p.Spec.design()
+	if d == nil {
+		return p, false
+	}
+	before := p.Spec.serverNames()
+	after, err := d.Nodes(3)
+	if err != nil || len(before) <= 3 {
+		return p, false
+	}
+	c := p.Spec.cluster()
 	p.Spec.Replicas = 3
-	p.Spec.Faults = dropNaming(dropNaming(p.Spec.Faults, "n4"), "n5")
-	p.Schedule = dropNaming(dropNaming(p.Schedule, "n4"), "n5")
-	return p
+	for _, n := range before {
+		if !slices.Contains(after, n) {
+			p.Spec.Faults = dropNaming(p.Spec.Faults, c, n)
+			p.Schedule = dropNaming(p.Schedule, c, n)
+		}
+	}
+	return p, true
 }
 
-// dropNaming removes the operations that name node, and node from
-// partition groups (a group left empty drops its operation).
-func dropNaming(s nemesis.Schedule, node string) nemesis.Schedule {
+// dropNaming removes the operations that name node — by its name or by a
+// fixed role that c binds to it — and node from partition groups (a group
+// left empty drops its operation).
+func dropNaming(s nemesis.Schedule, c nemesis.Cluster, node string) nemesis.Schedule {
+	names := func(n string) bool {
+		bound, err := c.Bind(n)
+		return n == node || err == nil && bound == node
+	}
 	var out nemesis.Schedule
 	for _, op := range s {
-		if op.Node == node || op.To == node {
+		if names(op.Node) || names(op.To) {
 			continue
 		}
 		if len(op.Group) > 0 {
-			op.Group = slices.DeleteFunc(slices.Clone(op.Group), func(n string) bool { return n == node })
+			op.Group = slices.DeleteFunc(slices.Clone(op.Group), names)
 			if len(op.Group) == 0 {
 				continue
 			}

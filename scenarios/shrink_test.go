@@ -1,9 +1,12 @@
 package scenarios
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/nemesis"
 )
 
 // unfencedSwarm is the swarm against a store that ignores tokens: some
@@ -99,4 +102,51 @@ func hasProperty(v checker.Verdict, p string) bool {
 		}
 	}
 	return false
+}
+
+// TestShrinkDropsWhatNamesAGoneReplica: shrinking 5 nodes to 3 asks the
+// design whether it takes 3 (Redlock does, the single node takes none) and
+// drops the faults aimed at the 4th and 5th node, by role or by name;
+// dropping a client drops the faults aimed at it by either.
+func TestShrinkDropsWhatNamesAGoneReplica(t *testing.T) {
+	spec := mustLookup(t, "redlock-clock-jump")
+	spec.Faults = append(spec.Faults, nemesis.Op{At: Duration(time.Second), Kind: nemesis.Crash, Node: "n5"},
+		nemesis.Op{At: Duration(time.Second), Kind: nemesis.Partition, Group: []string{"@replica:4", "@replica:1"}})
+	p, err := NewPlan(spec, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	three, ok := withThreeReplicas(p)
+	if !ok || three.Spec.Replicas != 3 {
+		t.Fatalf("redlock with 5 nodes did not shrink to 3: %v, %d", ok, three.Spec.Replicas)
+	}
+	if err := three.Validate(); err != nil {
+		t.Fatalf("the shrunk plan does not validate: %v", err)
+	}
+	var got []string
+	for _, op := range three.Schedule {
+		got = append(got, op.String())
+	}
+	want := []string{"block @client:b -> @replica:1", "block @client:b -> @replica:2", "jump @replica:3 by 1h0m0s", "partition [@replica:1] | rest", "heal"}
+	if !slices.Equal(got, want) {
+		t.Errorf("after 5 → 3: %q, want %q", got, want)
+	}
+	if _, ok := withThreeReplicas(lookupPlan(t, "lock-server-restart")); ok {
+		t.Error("the single node shrank to 3 replicas")
+	}
+	noA := withoutClient(p, 0)
+	for _, op := range noA.Schedule {
+		if op.Node == "@client:a" || op.Node == "a" {
+			t.Errorf("client a dropped, but %s is left", op)
+		}
+	}
+}
+
+func lookupPlan(t *testing.T, name string) Plan {
+	t.Helper()
+	p, err := NewPlan(mustLookup(t, name), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -58,7 +58,10 @@ type Spec struct {
 	LatencyMean Duration     `json:"latency_mean"`
 	LatencyMax  Duration     `json:"latency_max"`
 	Clients     []ClientSpec `json:"clients"`
-	// Faults are scripted fault operations.
+	// Faults are scripted fault operations. They aim at nodes by role
+	// (@replica:N, @store, @client:NAME, @leader; see nemesis/role.go), so
+	// the scenario runs on every design that has those roles, or by a
+	// node's name, for one design only.
 	Faults nemesis.Schedule `json:"faults"`
 	// Swarm draws fault options and a fault schedule from the seed for
 	// the safety phase, in addition to the scripted faults.
@@ -160,17 +163,9 @@ type ClientSpec struct {
 	DriftBoundPPM int64    `json:"drift_bound_ppm"`
 }
 
-// Node names fixed by the runner.
-const (
-	lockNode  = "lock"
-	storeNode = "store"
-)
-
-// Built-in designs the runner special-cases.
-const (
-	designReplicated = lockservice.DesignReplicated
-	designSingleNode = lockservice.DesignSingleNode
-)
+// storeNode is the fenced store's node name: the harness's own node, the
+// same for every design (faults aim at it as "@store" or "store").
+const storeNode = "store"
 
 // designs holds every design scenarios can name: the built-ins and those
 // registered by RegisterDesign.
@@ -311,8 +306,8 @@ func (s *Spec) Validate() error {
 	}
 	names := append(slices.Clone(servers), storeNode)
 	for i, n := range servers {
-		if n == "" || n == storeNode || slices.Index(servers, n) != i {
-			return fail("design %s: node name %q is empty, \"store\" or repeated", s.Design, n)
+		if n == "" || n == storeNode || strings.HasPrefix(n, "@") || slices.Index(servers, n) != i {
+			return fail("design %s: node name %q is empty, \"store\", a role (@…) or repeated", s.Design, n)
 		}
 	}
 	for i, c := range s.Clients {
@@ -330,16 +325,15 @@ func (s *Spec) Validate() error {
 		}
 		names = append(names, c.Name)
 	}
-	if s.design().Info().Leader {
-		names = append(names, nemesis.Leader)
-	}
 	for i, op := range s.Faults {
 		if op.At >= s.Duration {
 			return fail("fault %d (%s) at %v lies beyond the duration %v", i, op, time.Duration(op.At), time.Duration(s.Duration))
 		}
 	}
-	if err := s.Faults.Validate(names); err != nil {
-		return fail("%v", err)
+	// Faults name nodes, or roles the design must have (a replica's number,
+	// a leader): the error says which role is missing and what to aim at.
+	if err := s.Faults.ValidateFor(s.cluster()); err != nil {
+		return fail("design %s: %v", s.Design, err)
 	}
 	return nil
 }

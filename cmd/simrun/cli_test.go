@@ -105,8 +105,11 @@ func TestRunSpec(t *testing.T) {
 			return strings.Replace(s, `"replicas": 3`, `"replicas": 4`, 1)
 		})}, `scenario "four"`},
 		{"fault on no node", []string{"-spec", writeSpec(t, "kleppmann-gc-pause", "ghost", func(s string) string {
-			return strings.Replace(s, `"node": "a"`, `"node": "zz"`, 1)
+			return strings.Replace(s, `"node": "@client:a"`, `"node": "zz"`, 1)
 		})}, "zz"},
+		{"leader the design lacks", []string{"-spec", writeSpec(t, "partitioned-leader", "leaderless", func(s string) string {
+			return strings.Replace(strings.Replace(s, `"design": "replicated"`, `"design": "single-node"`, 1), `"replicas": 5,`, "", 1)
+		})}, `scenario "leaderless": design single-node: nemesis: fault 0 (isolate @leader): @leader: the design elects no leader; aim at a node by its role, such as @replica:1`},
 		{"not JSON", []string{"-spec", writeSpec(t, "kleppmann-gc-pause", "broken", func(s string) string { return s[:len(s)/2] })}, "-spec "},
 	}
 	for _, c := range cases {
@@ -183,7 +186,7 @@ func TestShrinkPrintsDurations(t *testing.T) {
 	if code != exitViolation {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if !strings.Contains(stdout, "  at 650ms: pause a for 3s\n") || !strings.Contains(stdout, "1 fault operation, 2 clients, 3 replicas") {
+	if !strings.Contains(stdout, "  at 650ms: pause @client:a for 3s\n") || !strings.Contains(stdout, "1 fault operation, 2 clients, 3 replicas") {
 		t.Errorf("shrink output:\n%s", stdout)
 	}
 }
