@@ -26,9 +26,13 @@ const (
 	// VerdictUnknown means no violation was found but a check could not
 	// finish (a linearizability search ran out of steps), so safety is not proven.
 	VerdictUnknown
+	// VerdictCrash means the run itself panicked (the service, a client,
+	// the harness or the checker), so nothing was judged. Check never
+	// produces it; the harness does, for the one seed that crashed.
+	VerdictCrash
 )
 
-// String returns "pass", "violation", "liveness" or "unknown", the words
+// String returns "pass", "violation", "liveness", "unknown" or "crash", the words
 // reports and JSON use.
 func (k VerdictKind) String() string {
 	switch k {
@@ -40,6 +44,8 @@ func (k VerdictKind) String() string {
 		return "liveness"
 	case VerdictUnknown:
 		return "unknown"
+	case VerdictCrash:
+		return "crash"
 	}
 	return fmt.Sprintf("VerdictKind(%d)", uint8(k))
 }
@@ -48,7 +54,7 @@ func (k VerdictKind) String() string {
 // readable and do not depend on the numbering of the constants.
 func (k VerdictKind) MarshalText() ([]byte, error) {
 	switch k {
-	case VerdictPass, VerdictViolation, VerdictLiveness, VerdictUnknown:
+	case VerdictPass, VerdictViolation, VerdictLiveness, VerdictUnknown, VerdictCrash:
 		return []byte(k.String()), nil
 	}
 	return nil, fmt.Errorf("checker: invalid VerdictKind %d", uint8(k))
@@ -66,6 +72,8 @@ func (k *VerdictKind) UnmarshalText(b []byte) error {
 		*k = VerdictLiveness
 	case "unknown":
 		*k = VerdictUnknown
+	case "crash":
+		*k = VerdictCrash
 	default:
 		return fmt.Errorf("checker: invalid VerdictKind %q", b)
 	}

@@ -120,9 +120,12 @@ func (g *replicaGroup) runTo(t *testing.T, until time.Duration) {
 	t.Helper()
 	for g.w.Now() < until {
 		next := min(until, g.w.Now()+time.Millisecond)
-		if out := g.w.Run(next, 5_000_000); out == sim.StepLimit {
+		switch out := g.w.Run(next, 5_000_000); out {
+		case sim.StepLimit:
 			t.Fatalf("step limit at %v", g.w.Now())
-		} else if out == sim.Quiescent {
+		case sim.Exhausted: // a runaway: it would never get past now
+			t.Fatalf("%v", g.w.Cut())
+		case sim.Quiescent:
 			return // nothing left to happen (every node crashed)
 		}
 		g.sample(t)

@@ -47,6 +47,10 @@ type Replay struct {
 	// instead of running and being reported as nondeterminism. It detects
 	// edits, not forgery: anyone can recompute it.
 	Digest map[string]string `json:"digest"`
+	// Crash is the panic of a run whose verdict was crash, its stack
+	// included: shown to the reader, never compared (the stack depends on
+	// the build and the machine).
+	Crash *Crash `json:"crash,omitempty"`
 }
 
 // NewReplay records a run.
@@ -55,7 +59,7 @@ func NewReplay(res Result) Replay {
 		Format: ReplayFormat, Program: ProgramVersion, Seed: res.Plan.Seed, Spec: res.Plan.Spec,
 		Options: res.Plan.Options, Schedule: res.Plan.Schedule,
 		Verdict: res.Verdict.Kind.String(), Property: res.Verdict.Property(),
-		TraceHash: fmt.Sprintf("%016x", res.TraceHash), Events: res.Events,
+		TraceHash: fmt.Sprintf("%016x", res.TraceHash), Events: res.Events, Crash: res.Crash,
 	}
 }
 

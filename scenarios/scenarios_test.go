@@ -202,6 +202,7 @@ func TestParseRejectsBadSpecs(t *testing.T) {
 		{"pause duration", strings.Replace(base, `"duration":"3s"`, `"duration":"0s"`, 1), "duration must be positive"},
 		{"trailing", base + "{}", "trailing data"},
 		{"ttl", strings.Replace(base, `"ttl":"1s"`, `"ttl":"0s"`, 1), "ttl must be positive"},
+		{"limits", strings.Replace(base, `"step_limit"`, `"limits":{"reports":-1},"step_limit"`, 1), "limits.trace_bytes must be ≥ 0"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

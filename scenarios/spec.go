@@ -72,6 +72,26 @@ type Spec struct {
 	Liveness *LivenessSpec `json:"liveness,omitempty"`
 	// StepLimit bounds the number of events (a runaway guard).
 	StepLimit uint64 `json:"step_limit"`
+	// Limits bound what the run may hold at once (another runaway guard);
+	// nil or zero fields take the defaults.
+	Limits *RunLimits `json:"limits,omitempty"`
+}
+
+// RunLimits bound what one run may hold at once, so that a livelocked
+// service stops with a verdict that names the limit instead of taking the
+// machine's memory. Like StepLimit they count, so where a run stops is a
+// function of its seed. Zero fields take the defaults.
+type RunLimits struct {
+	// Pending bounds the events waiting at once (sim.Limits.Pending).
+	Pending int `json:"pending,omitempty"`
+	// DiskBytes bounds each node's disk (sim.Limits.DiskBytes).
+	DiskBytes int `json:"disk_bytes,omitempty"`
+	// Reports bounds the events the processes report to the history's
+	// recorder: what the history, and the checker's work, grow with.
+	Reports int `json:"reports,omitempty"`
+	// TraceBytes bounds the readable trace (sim.Limits.TraceBytes); the
+	// run goes on past it, untraced.
+	TraceBytes int `json:"trace_bytes,omitempty"`
 }
 
 // LivenessSpec bounds the liveness phase.
@@ -282,6 +302,8 @@ func (s *Spec) Validate() error {
 		return fail("duration must be positive")
 	case s.StepLimit == 0:
 		return fail("step_limit must be positive")
+	case s.Limits != nil && (s.Limits.Pending < 0 || s.Limits.DiskBytes < 0 || s.Limits.Reports < 0 || s.Limits.TraceBytes < 0):
+		return fail("limits.pending, limits.disk_bytes, limits.reports and limits.trace_bytes must be ≥ 0 (0: the default)")
 	}
 	servers, err := s.design().Nodes(s.Replicas)
 	if err != nil {

@@ -37,6 +37,11 @@ type Disk struct {
 	// durable once true time reaches inflightDone.
 	inflight     []*record
 	inflightDone time.Duration
+	// size is the bytes the current values hold; past maxBytes (if set)
+	// full is called, which stops the run (Limits.DiskBytes).
+	size, peak int
+	maxBytes   int
+	full       func()
 
 	writes, syncs, lost, torn int
 }
@@ -62,9 +67,23 @@ func newDisk() *Disk {
 func (d *Disk) Write(key string, value []byte) {
 	d.settle()
 	r := d.record(key)
+	d.resize(len(value) - len(r.cur))
 	r.cur, r.curOK, r.shared = slices.Clone(value), true, false
 	d.markDirty(r)
 	d.last, d.lastFrom = r, 0
+}
+
+// resize accounts for a change of delta bytes in the current values, and
+// calls full if they now exceed maxBytes: checked before the bytes are
+// copied, so a runaway log stops at the limit, not past it.
+func (d *Disk) resize(delta int) {
+	d.size += delta
+	if d.size > d.peak {
+		if d.maxBytes > 0 && d.size > d.maxBytes && d.full != nil {
+			d.full()
+		}
+		d.peak = d.size
+	}
 }
 
 // Append adds data to the end of key's value (creating it if missing), as
@@ -75,6 +94,7 @@ func (d *Disk) Write(key string, value []byte) {
 func (d *Disk) Append(key string, data []byte) {
 	d.settle()
 	r := d.record(key)
+	d.resize(len(data))
 	from := len(r.cur)
 	if r.shared || !r.curOK {
 		// Never grow an array someone else may hold (the synced copy
@@ -92,6 +112,7 @@ func (d *Disk) Append(key string, data []byte) {
 func (d *Disk) Delete(key string) {
 	d.settle()
 	r := d.record(key)
+	d.resize(-len(r.cur))
 	r.cur, r.curOK = nil, false
 	d.markDirty(r)
 	d.last = nil
@@ -220,6 +241,10 @@ func (d *Disk) SyncDone() (done time.Duration, ok bool) {
 	return d.inflightDone, true
 }
 
+// Bytes returns the bytes the disk's current values hold: what
+// Limits.DiskBytes bounds.
+func (d *Disk) Bytes() int { return d.size }
+
 // Dirty reports how many keys hold writes that a crash would lose.
 func (d *Disk) Dirty() int {
 	d.settle()
@@ -232,6 +257,7 @@ func (d *Disk) crash() {
 	for _, r := range d.dirty {
 		d.lost++
 		r.isDirty = false
+		d.size += len(r.synced) - len(r.cur)
 		r.cur, r.curOK, r.shared = r.synced, r.syncedOK, true
 		if !r.curOK {
 			delete(d.recs, r.key)
@@ -262,6 +288,7 @@ func (d *Disk) crashTorn(keep float64) bool {
 	d.lost-- // the torn key was counted as lost; it is torn instead
 	d.torn++
 	r = d.record(r.key) // crash may have forgotten it
+	d.size += len(kept) - len(r.cur)
 	r.cur, r.curOK, r.shared = kept, true, false
 	r.synced, r.syncedOK = kept, true
 	return true

@@ -116,6 +116,7 @@ func (s scheduler) Schedule(at time.Duration, h fakeclock.Handler) uint64 {
 		w.failf("timer scheduled in the past: %v < now", at)
 	}
 	id := w.timers.alloc(h)
+	w.room()
 	w.queue.push(event{at: at, kind: evTimer, node: s.n.id, epoch: s.n.epoch, id: id})
 	return id
 }

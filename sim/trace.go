@@ -9,14 +9,46 @@ import (
 )
 
 // tracer folds every fired event into the run's 64-bit hash and, when a
-// writer is set, prints one readable line per event.
+// writer is set, prints one readable line per event, up to a bound.
 type tracer struct {
 	hash uint64
-	out  io.Writer
+	out  *boundedWriter // nil: no trace
 }
 
-func newTracer(out io.Writer) *tracer {
-	return &tracer{hash: 0xCBF29CE484222325, out: out}
+func newTracer(out io.Writer, max int, w *World) *tracer {
+	t := &tracer{hash: 0xCBF29CE484222325}
+	if out != nil {
+		t.out = &boundedWriter{out: out, left: max, max: max, w: w}
+	}
+	return t
+}
+
+// full reports whether nothing more goes to the trace: there is none, or
+// it reached its bound. Nothing is formatted then.
+func (t *tracer) full() bool { return t.out == nil || t.out.full }
+
+// boundedWriter passes whole lines on until the next would pass max bytes;
+// then it writes one line saying where the trace stopped, and drops the
+// rest.
+type boundedWriter struct {
+	out       io.Writer
+	left, max int
+	full      bool
+	w         *World
+}
+
+func (b *boundedWriter) Write(p []byte) (int, error) {
+	if b.full {
+		return len(p), nil
+	}
+	if len(p) > b.left {
+		b.full = true
+		fmt.Fprintf(b.out, "trace cut: the limit of %d trace bytes (sim.Limits.TraceBytes) was reached at step %d, t=%s; the run went on untraced\n",
+			b.max, b.w.step, fmtTime(b.w.now))
+		return len(p), nil
+	}
+	b.left -= len(p)
+	return b.out.Write(p)
 }
 
 // record folds ev into the hash. note marks events that fired without
@@ -31,7 +63,7 @@ func (t *tracer) record(w *World, ev *event, note string) {
 		h = Mix(h, HashString(note))
 	}
 	t.hash = h
-	if t.out == nil {
+	if t.full() {
 		return
 	}
 	var where string
@@ -80,7 +112,7 @@ type nodeHandler struct {
 }
 
 func (h *nodeHandler) Enabled(ctx context.Context, l slog.Level) bool {
-	return h.inner.Enabled(ctx, l)
+	return !h.n.w.trace.full() && h.inner.Enabled(ctx, l)
 }
 
 func (h *nodeHandler) Handle(ctx context.Context, r slog.Record) error {

@@ -27,7 +27,13 @@ func pingPong(t *testing.T, seed uint64, trace *bytes.Buffer, body string) *Worl
 // buildPingPong builds pingPong's world without running it.
 func buildPingPong(t *testing.T, seed uint64, trace *bytes.Buffer, body string) *World {
 	t.Helper()
-	cfg := Config{Seed: seed, Network: NetworkConfig{
+	return buildPingPongLimits(t, seed, trace, body, Limits{})
+}
+
+// buildPingPongLimits is buildPingPong with limits.
+func buildPingPongLimits(t *testing.T, seed uint64, trace *bytes.Buffer, body string, limits Limits) *World {
+	t.Helper()
+	cfg := Config{Seed: seed, Limits: limits, Network: NetworkConfig{
 		Latency:              Latency{Shape: Exponential, Min: 200 * time.Microsecond, Mean: ms, Max: 4 * ms},
 		LossProbability:      0.1,
 		DuplicateProbability: 0.1,

@@ -2,7 +2,8 @@
 // report the verdict with a line that reproduces it.
 //
 // Exit codes: 0 pass, 1 safety violation, 2 usage error, 3 liveness
-// failure, 4 nondeterminism, 5 unknown (checker could not decide).
+// failure, 4 nondeterminism, 5 unknown (checker could not decide), 6 crash
+// (the run panicked).
 package main
 
 import (
@@ -24,6 +25,7 @@ const (
 	exitLiveness       = 3
 	exitNondeterminism = 4
 	exitUnknown        = 5
+	exitCrash          = 6
 )
 
 func main() {
@@ -78,7 +80,8 @@ func init() {
 // exitCodesText explains the exit codes, in the usage and in every
 // command's -h.
 const exitCodesText = `exit codes: 0 pass, 1 safety violation, 2 usage error, 3 liveness failure,
-            4 nondeterminism, 5 unknown, 130 sweep interrupted
+            4 nondeterminism, 5 unknown, 6 crash (the run panicked: its seed, stack
+            and replay file are printed), 130 sweep interrupted
   (sweep: 0 when every scenario met its expectation; otherwise the code of the
    worst miss — 1 also for a canary that passed)
 `

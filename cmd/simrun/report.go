@@ -22,8 +22,16 @@ type runJSON struct {
 	WallSeconds float64  `json:"wall_seconds"`
 	Speedup     float64  `json:"sim_per_wall"`
 	Detail      []string `json:"detail,omitempty"`
-	Error       string   `json:"error,omitempty"`
-	Repro       string   `json:"repro"`
+	// Cut says why the run stopped before its end (the step limit or a
+	// run limit), if it did.
+	Cut string `json:"cut,omitempty"`
+	// Crash is the panic of a crashed run, with its step, node and virtual
+	// time; Stack is its stack, which depends on the build and the
+	// machine (never compared).
+	Crash string `json:"crash,omitempty"`
+	Stack string `json:"stack,omitempty"`
+	Error string `json:"error,omitempty"`
+	Repro string `json:"repro"`
 }
 
 // reproLine is the one command that reproduces a run of a built-in
@@ -68,6 +76,14 @@ func toJSON(spec scenarios.Spec, res scenarios.Result) runJSON {
 	if res.Verdict.Unknown != "" {
 		j.Detail = append(j.Detail, "unknown: "+res.Verdict.Unknown)
 	}
+	if res.Cut != "" && res.Verdict.Kind != checker.VerdictUnknown { // the unknown line says it already
+		j.Detail = append(j.Detail, "the run was cut short: "+res.Cut+"; the history up to the cut was checked")
+	}
+	j.Cut = res.Cut
+	if c := res.Crash; c != nil {
+		j.Crash, j.Stack = c.String(), c.Stack
+		j.Detail = append(j.Detail, "crash: "+c.String())
+	}
 	return j
 }
 
@@ -80,6 +96,8 @@ func exitCode(v checker.Verdict) int {
 		return exitViolation
 	case checker.VerdictLiveness:
 		return exitLiveness
+	case checker.VerdictCrash:
+		return exitCrash
 	default:
 		return exitUnknown
 	}

@@ -1,0 +1,67 @@
+package filedisk_test
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/fencesim/fencesim/filedisk"
+	"github.com/fencesim/fencesim/sim"
+)
+
+// processDisk lists the methods a process calls on its disk. The contract
+// package of issue 12 will declare it; until then both disks are held to it
+// here, so the same service code compiles against either.
+type processDisk interface {
+	Write(key string, value []byte)
+	Append(key string, data []byte)
+	Delete(key string)
+	Read(key string) ([]byte, bool)
+	Keys(prefix string) []string
+	Sync()
+}
+
+var (
+	_ processDisk = (*sim.Disk)(nil)
+	_ processDisk = (*filedisk.Disk)(nil)
+)
+
+// harnessOnly are sim.Disk's methods for the simulator's harness, which a
+// process never calls and a real disk does not have.
+var harnessOnly = map[string]bool{"SyncDone": true, "Dirty": true, "Stats": true, "Bytes": true}
+
+// TestDiskHasEverySimDiskMethod fails when a method is added to sim.Disk
+// (or changed) without its twin here: the compile-time assertions above
+// only check the methods already listed.
+func TestDiskHasEverySimDiskMethod(t *testing.T) {
+	simT, fileT := reflect.TypeFor[*sim.Disk](), reflect.TypeFor[*filedisk.Disk]()
+	listed := reflect.TypeFor[processDisk]()
+	for m := range simT.Methods() {
+		if harnessOnly[m.Name] {
+			continue
+		}
+		f, ok := fileT.MethodByName(m.Name)
+		if !ok {
+			t.Errorf("sim.Disk has %s%v, filedisk.Disk does not", m.Name, m.Type)
+			continue
+		}
+		if got, want := signature(f.Type), signature(m.Type); got != want {
+			t.Errorf("%s: sim.Disk's takes and returns %s, filedisk.Disk's %s", m.Name, want, got)
+		}
+		if _, ok := listed.MethodByName(m.Name); !ok {
+			t.Errorf("sim.Disk.%s is not in processDisk: list it, or in harnessOnly", m.Name)
+		}
+	}
+}
+
+// signature is a method's parameters and results without its receiver.
+func signature(fn reflect.Type) string {
+	var in, out []reflect.Type
+	for i := 1; i < fn.NumIn(); i++ {
+		in = append(in, fn.In(i))
+	}
+	for i := range fn.NumOut() {
+		out = append(out, fn.Out(i))
+	}
+	return fmt.Sprint(in, out)
+}

@@ -1,0 +1,127 @@
+package filedisk
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Compaction and rolling change which files make up the log. Each is a
+// sequence of steps after any of which a crash leaves a directory that
+// Open reads back to the same synced state:
+//
+//	compact: write snap-<seq+1>.tmp (the whole state), fsync it, rename it
+//	         to snap-<seq+1>, fsync the directory, then remove the older
+//	         segments and fsync the directory again.
+//
+// Open ignores and removes *.tmp, so a crash before the rename leaves the
+// old log in charge; from the rename on, the newest snap- segment is where
+// the log starts and Open removes the segments older than it. The snapshot
+// is fsynced before the rename, so a snap- segment whose snapshot is not
+// intact is damage, never a torn write.
+//
+//	roll:    create wal-<seq+1> (empty), fsync the directory, then append
+//	         the batch to it.
+//
+// The previous segment was fsynced by the Sync that last wrote it, so
+// only the last segment can have a torn tail.
+
+// create makes a new empty file in the directory, for appending.
+func (d *Disk) create(name string) (*os.File, error) {
+	return os.OpenFile(filepath.Join(d.dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
+}
+
+// roll starts a new segment for the next batch.
+func (d *Disk) roll() error {
+	name := segmentName(walPrefix, d.seq+1)
+	f, err := d.create(name)
+	if err != nil {
+		return d.fail("creating a segment", err)
+	}
+	d.step("roll-created")
+	if err := d.dirFile.Sync(); err != nil {
+		f.Close()
+		return d.fail("fsync "+d.dir, err)
+	}
+	d.step("roll-dir-synced")
+	old := d.seg
+	d.seg, d.segName, d.segFirst, d.segSize = f, name, d.seq+1, 0
+	d.segments = append(d.segments, name)
+	if err := old.Close(); err != nil {
+		return d.fail("closing "+old.Name(), err)
+	}
+	return nil
+}
+
+// compact replaces the log by a snapshot of the state, which is synced:
+// compact runs right after a Sync has written every change.
+func (d *Disk) compact() error {
+	name := segmentName(snapPrefix, d.seq+1)
+	final := filepath.Join(d.dir, name)
+	tmp := final + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return d.fail("creating a snapshot", err)
+	}
+	d.step("snapshot-created")
+	keys := make([]string, 0, len(d.entries))
+	for k := range d.entries {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // the same state makes the same snapshot
+	out := bufio.NewWriterSize(f, 64<<10)
+	var w frameWriter
+	w.begin(d.buf, kindSnapshot, d.seq, d.framePayload, out)
+	for _, k := range keys {
+		e := d.entries[k]
+		w.op(opPut, e.key, e.val)
+	}
+	buf, err := w.finish()
+	d.buf = buf
+	if err == nil {
+		err = out.Flush()
+	}
+	if err != nil {
+		f.Close()
+		return d.fail("writing "+tmp, err)
+	}
+	d.step("snapshot-written")
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return d.fail("fsync "+tmp, err)
+	}
+	d.step("snapshot-synced")
+	if err := os.Rename(tmp, final); err != nil {
+		f.Close()
+		return d.fail("renaming the snapshot", err)
+	}
+	d.step("renamed")
+	if err := d.dirFile.Sync(); err != nil {
+		f.Close()
+		return d.fail("fsync "+d.dir, err)
+	}
+	d.step("renamed-dir-synced")
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return d.fail("stat "+final, err)
+	}
+	old, oldSeg := d.segments, d.seg
+	d.seg, d.segName, d.segFirst, d.segSize = f, name, d.seq+1, info.Size()
+	d.segments, d.logSize = []string{name}, info.Size()
+	if err := oldSeg.Close(); err != nil {
+		return d.fail("closing "+oldSeg.Name(), err)
+	}
+	for _, s := range old {
+		if err := os.Remove(filepath.Join(d.dir, s)); err != nil {
+			return d.fail("removing a superseded segment", err)
+		}
+		d.step("removed")
+	}
+	if err := d.dirFile.Sync(); err != nil {
+		return d.fail("fsync "+d.dir, err)
+	}
+	d.step("removed-dir-synced")
+	return nil
+}
