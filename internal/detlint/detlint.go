@@ -73,8 +73,8 @@
 // The test in this package parses every non-test .go file under the
 // simulation packages and fails on any finding. TestLayers keeps the two
 // worlds apart: the contract (process) depends on no fencesim package, and
-// the lock service and the real clock on none but the contract, so that
-// process code builds, and runs, without the simulator.
+// the lock service, the real clock and the file disk on none but the
+// contract, so that process code builds, and runs, without the simulator.
 package detlint
 
 import (

@@ -31,6 +31,11 @@ var layers = []struct {
 		why:     "the lock service is written against the contract only, so that it runs on a real clock and disk unchanged (fault controls stay in sim and nemesis)",
 	},
 	{
+		pattern: "./filedisk",
+		allowed: []string{"process"},
+		why:     "the file disk implements the contract for real; it must not drag in the simulator",
+	},
+	{
 		pattern: "./realclock",
 		allowed: []string{"process"},
 		why:     "the real clock implements the contract; it must not drag in the simulator",
