@@ -2,6 +2,7 @@ package realclock_test
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,15 +14,17 @@ import (
 // executor runs posted funcs one at a time on one goroutine, as a real
 // runtime's per-node executor does.
 type executor struct {
-	work chan func()
-	quit chan struct{}
+	work    chan func()
+	quit    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
 }
 
+// newExecutor starts an executor that t's cleanup stops.
 func newExecutor(t *testing.T) *executor {
-	e := &executor{work: make(chan func(), 1024), quit: make(chan struct{})}
-	stopped := make(chan struct{})
+	e := &executor{work: make(chan func(), 1024), quit: make(chan struct{}), stopped: make(chan struct{})}
 	go func() {
-		defer close(stopped)
+		defer close(e.stopped)
 		for {
 			select {
 			case f := <-e.work:
@@ -31,8 +34,15 @@ func newExecutor(t *testing.T) *executor {
 			}
 		}
 	}()
-	t.Cleanup(func() { close(e.quit); <-stopped })
+	t.Cleanup(e.stop)
 	return e
+}
+
+// stop ends the executor, as a process's death does: what is queued or
+// posted later never runs. It returns once nothing runs on it any more.
+func (e *executor) stop() {
+	e.once.Do(func() { close(e.quit) })
+	<-e.stopped
 }
 
 // post queues f without waiting for it to run.

@@ -1,26 +1,24 @@
 package realclock_test
 
 import (
-	"io"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/fencesim/fencesim/filedisk"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/process"
 	"github.com/fencesim/fencesim/realclock"
 )
 
-// realEnv is a process.Env on the machine's clock, for one node whose
-// process runs on an executor: the least a real runtime provides. Its
-// replies go to a channel; its disk is memDisk.
+// realEnv is a process.Env on the machine's clock and a file disk, for one
+// node whose process runs on an executor: the least a real runtime
+// provides. Its replies go to a channel.
 type realEnv struct {
 	clock   *realclock.Clock
-	disk    *memDisk
+	disk    *filedisk.Disk
 	rng     *rand.Rand
 	replies chan lockservice.LockReply
 }
@@ -30,70 +28,70 @@ func (e *realEnv) Name() string         { return "lock" }
 func (e *realEnv) Clock() process.Clock { return e.clock }
 func (e *realEnv) Disk() process.Disk   { return e.disk }
 func (e *realEnv) Rand() *rand.Rand     { return e.rng }
-func (e *realEnv) Log() *slog.Logger    { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (e *realEnv) Log() *slog.Logger    { return slog.New(slog.DiscardHandler) }
 func (e *realEnv) Send(_ process.NodeID, m process.Message) {
 	e.replies <- m.(lockservice.LockReply)
 }
-
-// memDisk is a process.Disk in memory whose Sync keeps what a crash would.
-// The file-backed disk replaces it for real; here it lets a restarted
-// server find what its predecessor synced.
-type memDisk struct{ cur, synced map[string][]byte }
-
-func newMemDisk() *memDisk { return &memDisk{cur: map[string][]byte{}, synced: map[string][]byte{}} }
-
-func (d *memDisk) Write(key string, value []byte) { d.cur[key] = slices.Clone(value) }
-func (d *memDisk) Append(key string, data []byte) {
-	d.cur[key] = append(slices.Clip(d.cur[key]), data...)
-}
-func (d *memDisk) Delete(key string) { delete(d.cur, key) }
-func (d *memDisk) Read(key string) ([]byte, bool) {
-	v, ok := d.cur[key]
-	return v, ok
-}
-func (d *memDisk) Keys(prefix string) []string {
-	var keys []string
-	for k := range d.cur {
-		if strings.HasPrefix(k, prefix) {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	return keys
-}
-func (d *memDisk) Sync() { d.synced = maps.Clone(d.cur) }
-
-// crash forgets every write since the last Sync.
-func (d *memDisk) crash() { d.cur = maps.Clone(d.synced) }
 
 // events records what the server reports, on the executor.
 type events []lockservice.Event
 
 func (ev *events) Observe(e lockservice.Event) { *ev = append(*ev, e) }
 
+// incarnation is one run of the lock server process on a real node: its
+// executor, its clock and its disk, opened on the node's data directory.
+type incarnation struct {
+	e   *executor
+	env *realEnv
+	srv *lockservice.Server
+}
+
+// boot starts a server on dir, as a node's runtime does at every (re)start.
+func boot(t *testing.T, dir string, obs lockservice.Observer) *incarnation {
+	t.Helper()
+	disk, err := filedisk.Open(dir, filedisk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newExecutor(t)
+	in := &incarnation{
+		e: e,
+		env: &realEnv{
+			clock:   realclock.New(e.post),
+			disk:    disk,
+			rng:     rand.New(rand.NewPCG(1, 2)),
+			replies: make(chan lockservice.LockReply, 16),
+		},
+		srv: lockservice.NewServer(lockservice.ServerConfig{Limits: lockservice.DefaultLimits(), Observer: obs}),
+	}
+	t.Cleanup(in.stop)
+	e.do(func() { in.srv.Start(in.env) })
+	return in
+}
+
+// stop ends the incarnation: its executor first, so that none of its
+// timers runs any more, then its disk.
+func (in *incarnation) stop() {
+	in.e.stop()
+	in.env.disk.Close()
+}
+
 // TestServerOnTheRealClock runs the single-node lock server, the same code
-// the simulator runs, on the machine's clock: it grants, refuses a second
-// client, renews, releases, lets a lease expire by a real timer, and after
-// a crash and restart from what it synced refuses the holder's rival and
-// grants a larger token than before.
+// the simulator runs, on the machine's clock and a file disk: it grants,
+// refuses a second client, renews, releases, lets a lease expire by a real
+// timer, and restarted on its data directory it still refuses the holder's
+// rival.
 func TestServerOnTheRealClock(t *testing.T) {
 	const ttl = 100 * time.Millisecond
-	e := newExecutor(t)
-	env := &realEnv{
-		clock:   realclock.New(e.post),
-		disk:    newMemDisk(),
-		rng:     rand.New(rand.NewPCG(1, 2)),
-		replies: make(chan lockservice.LockReply, 16),
-	}
+	dir := t.TempDir()
 	var seen events
-	srv := lockservice.NewServer(lockservice.ServerConfig{Limits: lockservice.DefaultLimits(), Observer: &seen})
-	e.do(func() { srv.Start(env) })
+	in := boot(t, dir, &seen)
 
 	var req uint64
 	ask := func(m process.Message) lockservice.LockReply {
 		t.Helper()
-		e.do(func() { srv.Receive(env, 1, m) })
-		return within(t, env.replies, "the server's reply")
+		in.e.do(func() { in.srv.Receive(in.env, 1, m) })
+		return within(t, in.env.replies, "the server's reply")
 	}
 	acquire := func(client string) lockservice.LockReply {
 		req++
@@ -117,29 +115,28 @@ func TestServerOnTheRealClock(t *testing.T) {
 	b := acquire("b")
 	expect("b acquires after a released", b, lockservice.Granted)
 	var granted time.Duration
-	e.do(func() { granted = env.clock.Monotonic() })
+	in.e.do(func() { granted = in.env.clock.Monotonic() })
 	var expired bool
 	for end := time.Now().Add(10 * time.Second); !expired && time.Now().Before(end); time.Sleep(ttl / 10) {
-		e.do(func() { expired = seen[len(seen)-1].Kind == lockservice.EvEnded })
+		in.e.do(func() { expired = seen[len(seen)-1].Kind == lockservice.EvEnded })
 	}
 	if !expired {
 		t.Fatalf("b's lease did not expire within 10s; events %v", seen)
 	}
 	var at time.Duration
-	e.do(func() { at = env.clock.Monotonic() })
+	in.e.do(func() { at = in.env.clock.Monotonic() })
 	if at-granted < ttl {
 		t.Fatalf("b's lease ended %v after its grant, before its TTL of %v", at-granted, ttl)
 	}
 
 	c := acquire("c")
 	expect("c acquires after b's lease expired", c, lockservice.Granted)
-	e.do(env.disk.crash)
-	srv = lockservice.NewServer(lockservice.ServerConfig{Limits: lockservice.DefaultLimits(), Observer: &seen})
-	e.do(func() { srv.Start(env) })
+	in.stop()
+	in = boot(t, dir, &seen)
 	expect("a acquires after the restart while c holds", acquire("a"), lockservice.Busy)
 
 	var got []string
-	e.do(func() {
+	in.e.do(func() {
 		for _, ev := range seen {
 			got = append(got, ev.Kind.String()+" "+ev.Client+" "+ev.Reason)
 		}
