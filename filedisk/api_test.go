@@ -6,24 +6,15 @@ import (
 	"testing"
 
 	"github.com/fencesim/fencesim/filedisk"
+	"github.com/fencesim/fencesim/process"
 	"github.com/fencesim/fencesim/sim"
 )
 
-// processDisk lists the methods a process calls on its disk. The contract
-// package of issue 12 will declare it; until then both disks are held to it
-// here, so the same service code compiles against either.
-type processDisk interface {
-	Write(key string, value []byte)
-	Append(key string, data []byte)
-	Delete(key string)
-	Read(key string) ([]byte, bool)
-	Keys(prefix string) []string
-	Sync()
-}
-
+// Both disks implement the process contract, so the same service code runs
+// on either.
 var (
-	_ processDisk = (*sim.Disk)(nil)
-	_ processDisk = (*filedisk.Disk)(nil)
+	_ process.Disk = (*sim.Disk)(nil)
+	_ process.Disk = (*filedisk.Disk)(nil)
 )
 
 // harnessOnly are sim.Disk's methods for the simulator's harness, which a
@@ -35,7 +26,7 @@ var harnessOnly = map[string]bool{"SyncDone": true, "Dirty": true, "Stats": true
 // only check the methods already listed.
 func TestDiskHasEverySimDiskMethod(t *testing.T) {
 	simT, fileT := reflect.TypeFor[*sim.Disk](), reflect.TypeFor[*filedisk.Disk]()
-	listed := reflect.TypeFor[processDisk]()
+	listed := reflect.TypeFor[process.Disk]()
 	for m := range simT.Methods() {
 		if harnessOnly[m.Name] {
 			continue
@@ -49,7 +40,7 @@ func TestDiskHasEverySimDiskMethod(t *testing.T) {
 			t.Errorf("%s: sim.Disk's takes and returns %s, filedisk.Disk's %s", m.Name, want, got)
 		}
 		if _, ok := listed.MethodByName(m.Name); !ok {
-			t.Errorf("sim.Disk.%s is not in processDisk: list it, or in harnessOnly", m.Name)
+			t.Errorf("sim.Disk.%s is not in process.Disk: add it there, or to harnessOnly", m.Name)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/fencesim/fencesim/sim"
+	"github.com/fencesim/fencesim/process"
 )
 
 // ClientConfig configures a lock client and the workload it runs: cycles of
@@ -20,8 +20,8 @@ type ClientConfig struct {
 	// every replica for the replicated one. The client starts with the
 	// first, follows NotLeader redirects, and moves to the next on a
 	// timeout.
-	Servers  []sim.NodeID
-	Store    sim.NodeID // the fenced store
+	Servers  []process.NodeID
+	Store    process.NodeID // the fenced store
 	Resource string
 	TTL      time.Duration
 	// DriftBoundPPM is ρ, the assumed bound on clock rate error between
@@ -48,7 +48,7 @@ type ClientConfig struct {
 
 // DefaultClientConfig returns a workload of one cycle, two writes per hold,
 // with a 1 s lease.
-func DefaultClientConfig(name string, servers []sim.NodeID, store sim.NodeID, resource string) ClientConfig {
+func DefaultClientConfig(name string, servers []process.NodeID, store process.NodeID, resource string) ClientConfig {
 	return ClientConfig{
 		Name: name, Servers: servers, Store: store, Resource: resource,
 		TTL: time.Second, DriftBoundPPM: 1000, Margin: 10 * time.Millisecond,
@@ -74,7 +74,7 @@ const (
 // the client and request id as correlation id.
 type Client struct {
 	cfg ClientConfig
-	env sim.Env
+	env process.Env
 
 	incarnation uint64 // from disk: request ids stay unique across restarts
 	nextReq     uint64
@@ -128,7 +128,7 @@ const incarnationKey = "incarnation"
 
 // Start bumps the client's incarnation on disk (synced, so request ids
 // never repeat after a crash) and schedules the first cycle.
-func (c *Client) Start(env sim.Env) {
+func (c *Client) Start(env process.Env) {
 	c.env = env
 	rec := slotted{key: incarnationKey}
 	if b, ok := rec.load(env.Disk()); ok && len(b) == 8 {
@@ -237,7 +237,7 @@ func (c *Client) retryAcquire() {
 }
 
 // server is the node lock requests go to now.
-func (c *Client) server() sim.NodeID { return c.cfg.Servers[c.target] }
+func (c *Client) server() process.NodeID { return c.cfg.Servers[c.target] }
 
 // rotate moves to the next server: the current one did not answer.
 func (c *Client) rotate() { c.target = (c.target + 1) % len(c.cfg.Servers) }
@@ -531,7 +531,7 @@ func (c *Client) onReleaseReply(m LockReply) {
 
 // Receive routes replies by request id; stale and duplicated replies match
 // nothing and are dropped.
-func (c *Client) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
+func (c *Client) Receive(env process.Env, from process.NodeID, msg process.Message) {
 	switch m := msg.(type) {
 	case LockReply:
 		switch {

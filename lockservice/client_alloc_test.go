@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencesim/fencesim/sim"
+	"github.com/fencesim/fencesim/process"
 )
 
 // Without a trace the node's logger takes no record, and the client builds
@@ -14,7 +14,7 @@ func TestClientLogWithoutTraceAllocatesNothing(t *testing.T) {
 	w := newTestWorld(t, nil)
 	p, _ := addProbe(t, w, "c")
 	w.Run(time.Second, 10) // the probe's Start, which keeps its env
-	c := NewClient(DefaultClientConfig("c", []sim.NodeID{0}, 0, "r"))
+	c := NewClient(DefaultClientConfig("c", []process.NodeID{0}, 0, "r"))
 	c.env = p.env
 	allocs := testing.AllocsPerRun(100, func() {
 		c.log("acquire.sent", 7, slog.Int("to", 1))
@@ -32,7 +32,7 @@ func TestClientTimerArmAllocatesOnlyTheTimer(t *testing.T) {
 	w := newTestWorld(t, nil)
 	p, _ := addProbe(t, w, "c")
 	w.Run(time.Second, 10)
-	c := NewClient(DefaultClientConfig("c", []sim.NodeID{0}, 0, "r"))
+	c := NewClient(DefaultClientConfig("c", []process.NodeID{0}, 0, "r"))
 	c.env = p.env
 	allocs := testing.AllocsPerRun(100, func() {
 		c.after(&c.timeout, time.Second, c.retryAcquireFn)

@@ -3,7 +3,7 @@ package lockservice
 import (
 	"fmt"
 
-	"github.com/fencesim/fencesim/sim"
+	"github.com/fencesim/fencesim/process"
 )
 
 // Design is a lock design the harness can run: how many nodes its service
@@ -35,7 +35,7 @@ import (
 //
 // A design's processes must be deterministic (see internal/detlint): no
 // goroutines, channels, machine clocks, global randomness or map order
-// reaching behaviour; time, randomness and storage come from sim.Env.
+// reaching behaviour; time, randomness and storage come from process.Env.
 type Design interface {
 	// Info names the design and says how the harness must judge it.
 	Info() DesignInfo
@@ -46,11 +46,11 @@ type Design interface {
 	// NewServer returns the process of service node i (an index into
 	// Nodes). It is called at the node's boot and at every restart: a
 	// restarted process keeps only what it synced to its disk.
-	NewServer(i int, run DesignRun) sim.Process
+	NewServer(i int, run DesignRun) process.Process
 	// NewClient returns a client process running cfg's workload. cfg comes
 	// filled in: Servers are the service's nodes, Store the store, Observer
 	// and Mutant the run's. Called at boot and at every restart.
-	NewClient(cfg ClientConfig, run DesignRun) sim.Process
+	NewClient(cfg ClientConfig, run DesignRun) process.Process
 }
 
 // DesignInfo describes a design to the harness.
@@ -97,9 +97,9 @@ type DesignInfo struct {
 // DesignRun is what a design's processes are built with for one run.
 type DesignRun struct {
 	// Servers are the service's nodes, in the order of Design.Nodes.
-	Servers []sim.NodeID
+	Servers []process.NodeID
 	// Store is the fenced store.
-	Store sim.NodeID
+	Store process.NodeID
 	// Limits bound what requests may ask for.
 	Limits Limits
 	// Observer records what the checker needs; processes report to it.
@@ -157,7 +157,7 @@ func (d replicatedDesign) Nodes(replicas int) ([]string, error) {
 	return numberedNodes(replicas), nil
 }
 
-func (d replicatedDesign) NewServer(_ int, run DesignRun) sim.Process {
+func (d replicatedDesign) NewServer(_ int, run DesignRun) process.Process {
 	cfg := DefaultReplicaConfig(run.Servers)
 	cfg.Limits, cfg.Observer, cfg.Mutant = run.Limits, run.Observer, run.Mutant
 	if run.IngressDepth > 0 {
@@ -166,7 +166,9 @@ func (d replicatedDesign) NewServer(_ int, run DesignRun) sim.Process {
 	return NewReplica(cfg)
 }
 
-func (replicatedDesign) NewClient(cfg ClientConfig, _ DesignRun) sim.Process { return NewClient(cfg) }
+func (replicatedDesign) NewClient(cfg ClientConfig, _ DesignRun) process.Process {
+	return NewClient(cfg)
+}
 
 // singleNodeDesign is one synced lock server, "lock".
 type singleNodeDesign struct{}
@@ -183,11 +185,13 @@ func (singleNodeDesign) Nodes(replicas int) ([]string, error) {
 	return []string{"lock"}, nil
 }
 
-func (singleNodeDesign) NewServer(_ int, run DesignRun) sim.Process {
+func (singleNodeDesign) NewServer(_ int, run DesignRun) process.Process {
 	return NewServer(ServerConfig{Limits: run.Limits, Observer: run.Observer, Mutant: run.Mutant})
 }
 
-func (singleNodeDesign) NewClient(cfg ClientConfig, _ DesignRun) sim.Process { return NewClient(cfg) }
+func (singleNodeDesign) NewClient(cfg ClientConfig, _ DesignRun) process.Process {
+	return NewClient(cfg)
+}
 
 // numberedNodes returns n1…nN.
 func numberedNodes(n int) []string {

@@ -1,7 +1,7 @@
 package lockservice
 
 import (
-	"github.com/fencesim/fencesim/sim"
+	"github.com/fencesim/fencesim/process"
 )
 
 // Protocol is the client side of a lock design whose service does not speak
@@ -33,11 +33,11 @@ type Protocol interface {
 	// NewClient, so it keeps nothing but what is on the disk).
 	Start(h *ProtocolHost)
 	// Request gets a lock request the workload would have sent to `to`.
-	Request(to sim.NodeID, req sim.Message)
+	Request(to process.NodeID, req process.Message)
 	// Receive gets every message that reaches the client first; it reports
 	// whether the message was the protocol's. Messages it declines (the
 	// store's replies) go to the workload.
-	Receive(from sim.NodeID, msg sim.Message) bool
+	Receive(from process.NodeID, msg process.Message) bool
 	// Observe sees each event the workload reports, just before the harness
 	// records it; events the protocol reports from here through
 	// ProtocolHost.Observe are recorded first, at the same instant.
@@ -48,7 +48,7 @@ type Protocol interface {
 type ProtocolHost struct {
 	// Env is the client node's environment: clock, Send, disk, random
 	// stream, logger.
-	Env sim.Env
+	Env process.Env
 	// Config is the workload's configuration (Servers are the design's
 	// nodes).
 	Config ClientConfig
@@ -118,7 +118,7 @@ func NewProtocolClient(cfg ClientConfig, p Protocol) *ProtocolClient {
 }
 
 // Start starts the protocol, then the workload.
-func (pc *ProtocolClient) Start(env sim.Env) {
+func (pc *ProtocolClient) Start(env process.Env) {
 	pc.host.Env = env
 	pc.host.wenv = protocolEnv{Env: env, pc: pc}
 	pc.proto.Start(&pc.host)
@@ -126,7 +126,7 @@ func (pc *ProtocolClient) Start(env sim.Env) {
 }
 
 // Receive offers msg to the protocol, then to the workload.
-func (pc *ProtocolClient) Receive(_ sim.Env, from sim.NodeID, msg sim.Message) {
+func (pc *ProtocolClient) Receive(_ process.Env, from process.NodeID, msg process.Message) {
 	if pc.proto.Receive(from, msg) {
 		return
 	}
@@ -139,11 +139,11 @@ func (pc *ProtocolClient) Done() bool { return pc.host.client.Done() }
 // protocolEnv is the workload's view of the node: lock requests go to the
 // protocol, everything else to the network.
 type protocolEnv struct {
-	sim.Env
+	process.Env
 	pc *ProtocolClient
 }
 
-func (e protocolEnv) Send(to sim.NodeID, msg sim.Message) {
+func (e protocolEnv) Send(to process.NodeID, msg process.Message) {
 	switch msg.(type) {
 	case AcquireRequest, RenewRequest, ReleaseRequest:
 		e.pc.proto.Request(to, msg)

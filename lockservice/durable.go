@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 
-	"github.com/fencesim/fencesim/sim"
+	"github.com/fencesim/fencesim/process"
 )
 
 // Torn writes: a crash may leave the last unsynced write as a prefix of
@@ -69,7 +69,7 @@ func (s *slotted) slot(seq uint64) string {
 }
 
 // load returns the newest intact copy and remembers its sequence number.
-func (s *slotted) load(d *sim.Disk) ([]byte, bool) {
+func (s *slotted) load(d process.Disk) ([]byte, bool) {
 	var best []byte
 	found := false
 	for _, k := range []string{s.slot(0), s.slot(1)} {
@@ -90,7 +90,7 @@ func (s *slotted) load(d *sim.Disk) ([]byte, bool) {
 
 // store writes v as the next copy, into the slot not holding the newest
 // one. The caller syncs.
-func (s *slotted) store(d *sim.Disk, v []byte) {
+func (s *slotted) store(d process.Disk, v []byte) {
 	s.seq++
 	b := binary.BigEndian.AppendUint64(beginSeal(s.buf), s.seq)
 	s.buf = endSeal(append(b, v...))

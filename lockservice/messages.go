@@ -3,7 +3,7 @@ package lockservice
 import (
 	"time"
 
-	"github.com/fencesim/fencesim/sim"
+	"github.com/fencesim/fencesim/process"
 )
 
 // Status is the lock service's answer to a request.
@@ -37,7 +37,7 @@ const (
 )
 
 // NoLeader is the Leader hint of a replica that knows no leader.
-const NoLeader sim.NodeID = -1
+const NoLeader process.NodeID = -1
 
 var statusNames = [...]string{Granted: "granted", Busy: "busy", Renewed: "renewed", Released: "released",
 	NotHolder: "not-holder", Invalid: "invalid", Overloaded: "overloaded", NotLeader: "not-leader", Stale: "stale"}
@@ -80,10 +80,10 @@ type ReleaseRequest struct {
 type LockReply struct {
 	Request uint64
 	Status  Status
-	Token   uint64        // Granted, Renewed: the grant's fencing token
-	TTL     time.Duration // Granted, Renewed: the lease length from the server's receipt
-	Err     string        // Invalid: what to fix
-	Leader  sim.NodeID    // NotLeader: where to retry, or NoLeader
+	Token   uint64         // Granted, Renewed: the grant's fencing token
+	TTL     time.Duration  // Granted, Renewed: the lease length from the server's receipt
+	Err     string         // Invalid: what to fix
+	Leader  process.NodeID // NotLeader: where to retry, or NoLeader
 }
 
 // WriteRequest asks the fenced store to set Resource to Value, fenced by Token.
@@ -123,19 +123,19 @@ type ReadReply struct {
 // Fingerprints fold each message's fields into the trace hash.
 
 func (m AcquireRequest) Fingerprint() uint64 {
-	return fold(1, sim.HashString(m.Resource), sim.HashString(m.Client), uint64(m.TTL), m.Request)
+	return fold(1, process.HashString(m.Resource), process.HashString(m.Client), uint64(m.TTL), m.Request)
 }
 func (m RenewRequest) Fingerprint() uint64 {
-	return fold(2, sim.HashString(m.Resource), sim.HashString(m.Client), m.Token, m.Request)
+	return fold(2, process.HashString(m.Resource), process.HashString(m.Client), m.Token, m.Request)
 }
 func (m ReleaseRequest) Fingerprint() uint64 {
-	return fold(3, sim.HashString(m.Resource), sim.HashString(m.Client), m.Token, m.Request)
+	return fold(3, process.HashString(m.Resource), process.HashString(m.Client), m.Token, m.Request)
 }
 func (m LockReply) Fingerprint() uint64 {
 	return fold(4, m.Request, uint64(m.Status)<<32|uint64(uint32(m.Leader)), m.Token, uint64(m.TTL))
 }
 func (m WriteRequest) Fingerprint() uint64 {
-	return fold(5, sim.HashString(m.Resource), sim.HashString(m.Client), m.Token, uint64(m.Value)^m.Request<<32)
+	return fold(5, process.HashString(m.Resource), process.HashString(m.Client), m.Token, uint64(m.Value)^m.Request<<32)
 }
 func (m WriteReply) Fingerprint() uint64 {
 	var a uint64
@@ -145,12 +145,12 @@ func (m WriteReply) Fingerprint() uint64 {
 	return fold(6, m.Request, a, m.Highest, 0)
 }
 func (m ReadRequest) Fingerprint() uint64 {
-	return fold(7, sim.HashString(m.Resource), sim.HashString(m.Client), m.Request, 0)
+	return fold(7, process.HashString(m.Resource), process.HashString(m.Client), m.Request, 0)
 }
 func (m ReadReply) Fingerprint() uint64 {
 	return fold(8, m.Request, uint64(m.Value), m.Token, 0)
 }
 
 func fold(kind, a, b, c, d uint64) uint64 {
-	return sim.Mix(sim.Mix(sim.Mix(sim.Mix(kind, a), b), c), d)
+	return process.Mix(process.Mix(process.Mix(process.Mix(kind, a), b), c), d)
 }

@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/fencesim/fencesim/lockservice/raft"
-	"github.com/fencesim/fencesim/sim"
+	"github.com/fencesim/fencesim/process"
 )
 
 // The Raft log on disk is a run of append-only segments, as a write-ahead
@@ -66,7 +66,7 @@ type diskLog struct {
 }
 
 // append writes ents, which continue the log or replace a suffix of it.
-func (l *diskLog) append(d *sim.Disk, ents []raft.Entry) {
+func (l *diskLog) append(d process.Disk, ents []raft.Entry) {
 	if len(ents) == 0 {
 		return
 	}
@@ -84,7 +84,7 @@ func (l *diskLog) append(d *sim.Disk, ents []raft.Entry) {
 }
 
 // truncate drops every entry from index from on.
-func (l *diskLog) truncate(d *sim.Disk, from uint64) {
+func (l *diskLog) truncate(d process.Disk, from uint64) {
 	f := segmentFirst(from, l.per)
 	for _, k := range d.Keys(logKeyPrefix) {
 		if k > logKey(f) {
@@ -112,7 +112,7 @@ func (l *diskLog) truncate(d *sim.Disk, from uint64) {
 // missing, torn or out of place. What lies beyond was never synced (only
 // the last unsynced write can be torn, and a follower acknowledges only
 // synced entries), so it is cut off, durably.
-func loadLog(d *sim.Disk, per uint64) ([]raft.Entry, diskLog) {
+func loadLog(d process.Disk, per uint64) ([]raft.Entry, diskLog) {
 	var entries []raft.Entry
 	keys := d.Keys(logKeyPrefix)
 	for i, k := range keys {
@@ -159,7 +159,7 @@ func loadLog(d *sim.Disk, per uint64) ([]raft.Entry, diskLog) {
 // appends while losing the unsynced hard state written before them; those
 // entries were never acknowledged (a replica syncs before it answers), and
 // Raft must not start with a log newer than its term.
-func (l *diskLog) keepTerms(d *sim.Disk, entries []raft.Entry, term uint64) []raft.Entry {
+func (l *diskLog) keepTerms(d process.Disk, entries []raft.Entry, term uint64) []raft.Entry {
 	keep := len(entries)
 	for keep > 0 && entries[keep-1].Term > term {
 		keep--

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/fencesim/fencesim/sim"
+	"github.com/fencesim/fencesim/process"
 )
 
 // Redlock, the contrast design of Kleppmann's "How to do distributed
@@ -61,13 +61,13 @@ type RedlockReply struct {
 }
 
 func (m RedlockSet) Fingerprint() uint64 {
-	return fold(40, sim.HashString(m.Resource), m.Value, uint64(m.TTL), m.Attempt)
+	return fold(40, process.HashString(m.Resource), m.Value, uint64(m.TTL), m.Attempt)
 }
 func (m RedlockExtend) Fingerprint() uint64 {
-	return fold(41, sim.HashString(m.Resource), m.Value, uint64(m.TTL), m.Attempt)
+	return fold(41, process.HashString(m.Resource), m.Value, uint64(m.TTL), m.Attempt)
 }
 func (m RedlockDel) Fingerprint() uint64 {
-	return fold(42, sim.HashString(m.Resource), m.Value, m.Attempt, 0)
+	return fold(42, process.HashString(m.Resource), m.Value, m.Attempt, 0)
 }
 func (m RedlockReply) Fingerprint() uint64 {
 	var ok uint64
@@ -99,15 +99,15 @@ func NewRedlockNode(limits Limits) *RedlockNode {
 }
 
 // Start does nothing: the node keeps nothing on disk.
-func (n *RedlockNode) Start(env sim.Env) {
+func (n *RedlockNode) Start(env process.Env) {
 	env.Log().Info("redlock.start")
 }
 
 // get returns the live value of resource, dropping it if it has expired
 // by the node's wall clock.
-func (n *RedlockNode) get(env sim.Env, resource string) (redlockKey, bool) {
+func (n *RedlockNode) get(env process.Env, resource string) (redlockKey, bool) {
 	k, ok := n.keys[resource]
-	if ok && !env.Clock().Wall().Before(k.expires) {
+	if ok && !env.Clock().Now().Before(k.expires) {
 		delete(n.keys, resource)
 		env.Log().Info("redlock.expired", slog.String("resource", resource), slog.Uint64("value", k.value))
 		return redlockKey{}, false
@@ -116,7 +116,7 @@ func (n *RedlockNode) get(env sim.Env, resource string) (redlockKey, bool) {
 }
 
 // Receive serves SET NX PX, extend and delete.
-func (n *RedlockNode) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
+func (n *RedlockNode) Receive(env process.Env, from process.NodeID, msg process.Message) {
 	switch m := msg.(type) {
 	case RedlockSet:
 		rep := RedlockReply{Attempt: m.Attempt}
@@ -124,7 +124,7 @@ func (n *RedlockNode) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
 			if k, held := n.get(env, m.Resource); held {
 				rep.Holder = k.value
 			} else {
-				n.keys[m.Resource] = redlockKey{value: m.Value, expires: env.Clock().Wall().Add(m.TTL)}
+				n.keys[m.Resource] = redlockKey{value: m.Value, expires: env.Clock().Now().Add(m.TTL)}
 				rep.OK = true
 			}
 		}
@@ -136,7 +136,7 @@ func (n *RedlockNode) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
 			k, held := n.get(env, m.Resource)
 			switch {
 			case held && k.value == m.Value:
-				n.keys[m.Resource] = redlockKey{value: m.Value, expires: env.Clock().Wall().Add(m.TTL)}
+				n.keys[m.Resource] = redlockKey{value: m.Value, expires: env.Clock().Now().Add(m.TTL)}
 				rep.OK = true
 			case held:
 				rep.Holder = k.value
@@ -195,9 +195,11 @@ func (RedlockDesign) Nodes(replicas int) ([]string, error) {
 }
 
 // NewServer returns a Redlock node.
-func (RedlockDesign) NewServer(_ int, run DesignRun) sim.Process { return NewRedlockNode(run.Limits) }
+func (RedlockDesign) NewServer(_ int, run DesignRun) process.Process {
+	return NewRedlockNode(run.Limits)
+}
 
 // NewClient returns the workload client over RedlockProtocol.
-func (RedlockDesign) NewClient(cfg ClientConfig, _ DesignRun) sim.Process {
+func (RedlockDesign) NewClient(cfg ClientConfig, _ DesignRun) process.Process {
 	return NewProtocolClient(cfg, NewRedlockProtocol(RedlockConfig{}))
 }

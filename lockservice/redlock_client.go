@@ -8,7 +8,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/fencesim/fencesim/sim"
+	"github.com/fencesim/fencesim/process"
 )
 
 // RedlockConfig tunes the Redlock client.
@@ -75,7 +75,9 @@ type RedlockProtocol struct {
 // stays random per attempt: nothing orders two values.
 const redlockRandomBits = 40
 
-func (p *RedlockProtocol) tag() uint64 { return sim.HashString(p.h.Config.Name) >> redlockRandomBits }
+func (p *RedlockProtocol) tag() uint64 {
+	return process.HashString(p.h.Config.Name) >> redlockRandomBits
+}
 
 func (p *RedlockProtocol) mine(v uint64) bool { return v>>redlockRandomBits == p.tag() }
 
@@ -123,9 +125,9 @@ func (p *RedlockProtocol) Start(h *ProtocolHost) {
 	}
 }
 
-func (p *RedlockProtocol) nodes() []sim.NodeID { return p.h.Config.Servers }
-func (p *RedlockProtocol) quorum() int         { return len(p.nodes())/2 + 1 }
-func (p *RedlockProtocol) now() time.Duration  { return p.h.Env.Clock().Monotonic() }
+func (p *RedlockProtocol) nodes() []process.NodeID { return p.h.Config.Servers }
+func (p *RedlockProtocol) quorum() int             { return len(p.nodes())/2 + 1 }
+func (p *RedlockProtocol) now() time.Duration      { return p.h.Env.Clock().Monotonic() }
 
 // drift is the allowance for clock drift between the client and the nodes.
 func (p *RedlockProtocol) drift(ttl time.Duration) time.Duration {
@@ -134,7 +136,7 @@ func (p *RedlockProtocol) drift(ttl time.Duration) time.Duration {
 
 // Request starts a round for a new request; a retry of the request in
 // progress is ignored (the round answers it once).
-func (p *RedlockProtocol) Request(_ sim.NodeID, msg sim.Message) {
+func (p *RedlockProtocol) Request(_ process.NodeID, msg process.Message) {
 	var r redlockRound
 	switch m := msg.(type) {
 	case AcquireRequest:
@@ -189,7 +191,7 @@ func (p *RedlockProtocol) randomValue() uint64 {
 
 // Receive counts the nodes' answers to the round in flight; answers to
 // older rounds (and duplicates) are dropped.
-func (p *RedlockProtocol) Receive(from sim.NodeID, msg sim.Message) bool {
+func (p *RedlockProtocol) Receive(from process.NodeID, msg process.Message) bool {
 	m, ok := msg.(RedlockReply)
 	if !ok {
 		return false

@@ -10,13 +10,13 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/fencesim/fencesim/lockservice/raft"
-	"github.com/fencesim/fencesim/sim"
+	"github.com/fencesim/fencesim/process"
 )
 
 // ReplicaConfig configures one replica of the replicated lock service.
 type ReplicaConfig struct {
 	// Peers are every replica of the group, this one included (3 or 5).
-	Peers []sim.NodeID
+	Peers []process.NodeID
 	// TickInterval is the Raft tick on the replica's monotonic clock.
 	TickInterval time.Duration
 	// ElectionTick and HeartbeatTick are in ticks (see raft.Config).
@@ -31,7 +31,7 @@ type ReplicaConfig struct {
 
 // DefaultReplicaConfig: 10 ms ticks, elections after 100–200 ms of
 // silence, heartbeats every 20 ms, 64 requests in flight per replica.
-func DefaultReplicaConfig(peers []sim.NodeID) ReplicaConfig {
+func DefaultReplicaConfig(peers []process.NodeID) ReplicaConfig {
 	return ReplicaConfig{Peers: peers, TickInterval: 10 * time.Millisecond, ElectionTick: 10, HeartbeatTick: 2,
 		IngressDepth: 64, Limits: DefaultLimits()}
 }
@@ -55,7 +55,7 @@ func (m RaftMessage) Fingerprint() uint64 {
 
 // waiter is a client to answer once the entry at its index applies.
 type waiter struct {
-	to      sim.NodeID
+	to      process.NodeID
 	client  string
 	request uint64
 }
@@ -80,7 +80,7 @@ type leaderLease struct {
 // shorten it).
 type Replica struct {
 	cfg  ReplicaConfig
-	env  sim.Env
+	env  process.Env
 	node *raft.Node
 
 	table   *LockTable
@@ -119,7 +119,7 @@ const hardStateKey = "raft/hardstate"
 
 // Start loads term, vote and log from disk, rebuilds the lock table by
 // replaying the committed log, and starts ticking.
-func (r *Replica) Start(env sim.Env) {
+func (r *Replica) Start(env process.Env) {
 	r.env = env
 	r.table = NewLockTable()
 	r.started = map[string]uint64{}
@@ -161,8 +161,8 @@ func (r *Replica) Start(env sim.Env) {
 }
 
 // raftID maps a node to a Raft id (Raft reserves 0 for "none").
-func raftID(id sim.NodeID) raft.ID { return raft.ID(id) + 1 }
-func nodeID(id raft.ID) sim.NodeID { return sim.NodeID(id) - 1 }
+func raftID(id process.NodeID) raft.ID { return raft.ID(id) + 1 }
+func nodeID(id raft.ID) process.NodeID { return process.NodeID(id) - 1 }
 
 // tick starts the Raft ticker: one timer, re-armed from its own callback
 // (a tick every TickInterval of the replica's monotonic clock, counted from
@@ -181,7 +181,7 @@ func (r *Replica) onTick() {
 }
 
 // Receive handles Raft traffic and client requests.
-func (r *Replica) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
+func (r *Replica) Receive(env process.Env, from process.NodeID, msg process.Message) {
 	switch m := msg.(type) {
 	case RaftMessage:
 		if err := r.node.Step(m.M); err != nil {
@@ -214,7 +214,7 @@ func (r *Replica) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
 // serve answers a client request: a redirect from a follower, a replay from
 // the dedup table, an Overloaded shed at the ingress bound, or a proposal
 // answered once it applies.
-func (r *Replica) serve(from sim.NodeID, client string, request uint64, c Command) {
+func (r *Replica) serve(from process.NodeID, client string, request uint64, c Command) {
 	env := r.env
 	if r.node.Role() != raft.Leader {
 		lead := NoLeader
@@ -259,7 +259,7 @@ func (r *Replica) serve(from sim.NodeID, client string, request uint64, c Comman
 func (r *Replica) stampAcquire(c *Command) {
 	switch r.cfg.Mutant {
 	case MutTokenWallclock:
-		c.Token = uint64(r.env.Clock().Wall().UnixMilli())
+		c.Token = uint64(r.env.Clock().Now().UnixMilli())
 	case MutTokenLocalCounter:
 		r.localTokens++
 		c.Token = r.localTokens
@@ -475,7 +475,7 @@ func (r *Replica) arm(resource string, token, since uint64, ttl time.Duration) {
 	r.disarm(resource)
 	l := &leaderLease{token: token, since: since}
 	if r.cfg.Mutant == MutExpiryWallclock {
-		l.wallDue = r.env.Clock().Wall().Add(ttl) // checked every tick
+		l.wallDue = r.env.Clock().Now().Add(ttl) // checked every tick
 	} else {
 		l.timer = r.env.Clock().AfterFunc(ttl, func() { r.leaseDue(resource, token, since) })
 	}
@@ -497,7 +497,7 @@ func (r *Replica) leaseDue(resource string, token, since uint64) {
 // wallExpiry (MutExpiryWallclock) ends every lease whose wall deadline has
 // passed on the leader's wall clock.
 func (r *Replica) wallExpiry() {
-	now := r.env.Clock().Wall()
+	now := r.env.Clock().Now()
 	for _, res := range r.leaseResources() {
 		if l, ok := r.leases[res]; ok && !now.Before(l.wallDue) {
 			r.leaseDue(res, l.token, l.since)

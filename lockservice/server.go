@@ -8,7 +8,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/fencesim/fencesim/sim"
+	"github.com/fencesim/fencesim/process"
 )
 
 // stateKey is the disk key of a process's snapshot.
@@ -41,7 +41,7 @@ func NewServer(cfg ServerConfig) *Server {
 }
 
 // Start restores the table from disk and restarts every lease at its full TTL.
-func (s *Server) Start(env sim.Env) {
+func (s *Server) Start(env process.Env) {
 	now := s.now(env)
 	s.table = NewLockTable()
 	if b, ok := s.state.load(env.Disk()); ok {
@@ -59,7 +59,7 @@ func (s *Server) Start(env sim.Env) {
 }
 
 // Receive handles lock requests.
-func (s *Server) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
+func (s *Server) Receive(env process.Env, from process.NodeID, msg process.Message) {
 	now := s.now(env)
 	switch m := msg.(type) {
 	case AcquireRequest:
@@ -119,7 +119,7 @@ func (s *Server) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
 
 // persist writes the table and syncs it. Every reply that depends on the
 // table's state goes out only after this returns.
-func (s *Server) persist(env sim.Env) {
+func (s *Server) persist(env process.Env) {
 	b, err := json.Marshal(s.table.Snapshot())
 	if err != nil {
 		panic(fmt.Sprintf("lockservice: encoding server state: %v", err))
@@ -133,14 +133,14 @@ func (s *Server) persist(env sim.Env) {
 
 // now is the server's time for leases: its monotonic clock, or under
 // MutExpiryWallclock its wall clock (as a duration since the Unix epoch).
-func (s *Server) now(env sim.Env) time.Duration {
+func (s *Server) now(env process.Env) time.Duration {
 	if s.cfg.Mutant == MutExpiryWallclock {
-		return time.Duration(env.Clock().Wall().UnixNano())
+		return time.Duration(env.Clock().Now().UnixNano())
 	}
 	return env.Clock().Monotonic()
 }
 
-func (s *Server) expireDue(env sim.Env, resource string, now time.Duration) {
+func (s *Server) expireDue(env process.Env, resource string, now time.Duration) {
 	if l, ok := s.table.ExpireDue(resource, now); ok {
 		s.disarm(resource)
 		s.persist(env)
@@ -150,7 +150,7 @@ func (s *Server) expireDue(env sim.Env, resource string, now time.Duration) {
 }
 
 // armExpiry (re)starts the timer that ends lease l at its deadline.
-func (s *Server) armExpiry(env sim.Env, l Lease) {
+func (s *Server) armExpiry(env process.Env, l Lease) {
 	s.disarm(l.Resource)
 	d := l.Deadline - s.now(env)
 	s.timers[l.Resource] = env.Clock().AfterFunc(d, func() {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/fencesim/fencesim/sim"
+	"github.com/fencesim/fencesim/process"
 )
 
 // StoreConfig configures the fenced store.
@@ -39,7 +39,7 @@ func NewFencedStore(cfg StoreConfig) *FencedStore {
 }
 
 // Start restores the registers from disk.
-func (s *FencedStore) Start(env sim.Env) {
+func (s *FencedStore) Start(env process.Env) {
 	s.table = NewFenceTable()
 	if b, ok := s.state.load(env.Disk()); ok {
 		t, err := decodeStoreRecord(b)
@@ -53,7 +53,7 @@ func (s *FencedStore) Start(env sim.Env) {
 }
 
 // Receive handles writes and reads.
-func (s *FencedStore) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
+func (s *FencedStore) Receive(env process.Env, from process.NodeID, msg process.Message) {
 	switch m := msg.(type) {
 	case WriteRequest:
 		if err := s.cfg.Limits.CheckWrite(m); err != nil {

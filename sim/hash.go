@@ -1,21 +1,11 @@
 package sim
 
-// Mix folds one 64-bit word into a running hash. Whole words are folded at
-// once: about 5 ns per event, where byte-wise FNV costs ~44 ns.
-func Mix(h, w uint64) uint64 {
-	h ^= w
-	h *= 0x9E3779B97F4A7C15
-	h ^= h >> 29
-	return h
-}
+import "github.com/fencesim/fencesim/process"
 
-// HashString digests s with 64-bit FNV-1a. It is stable across processes and
-// platforms, unlike hash/maphash, so it may reach trace hashes.
-func HashString(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
-}
+// Mix is process.Mix, kept under this name for the simulator's own hashing and
+// for callers written before the contract moved to package process.
+func Mix(h, w uint64) uint64 { return process.Mix(h, w) }
+
+// HashString is process.HashString, kept under this name for the same reason
+// as Mix.
+func HashString(s string) uint64 { return process.HashString(s) }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/fakeclock"
+	"github.com/fencesim/fencesim/process"
 )
 
 // NodeState is where a node is in its lifecycle.
@@ -80,15 +81,25 @@ type outgoing struct {
 }
 
 // nodeEnv is the Env a node's process sees. It is a distinct type so that a
-// process cannot reach the World.
+// process cannot reach the World, and it hands out the node's
+// fakeclock.Clock and Disk as process.Clock and process.Disk, so that their
+// fault controls (drift, wall jumps, dropped timers, crashes) stay out of
+// the process's reach.
 type nodeEnv struct{ n *node }
 
-func (e nodeEnv) ID() NodeID              { return e.n.id }
-func (e nodeEnv) Name() string            { return e.n.name }
-func (e nodeEnv) Clock() *fakeclock.Clock { return e.n.clock }
-func (e nodeEnv) Disk() *Disk             { return e.n.disk }
-func (e nodeEnv) Rand() *rand.Rand        { return e.n.rng }
-func (e nodeEnv) Log() *slog.Logger       { return e.n.log }
+// The simulator implements the process contract.
+var (
+	_ process.Env   = nodeEnv{}
+	_ process.Clock = (*fakeclock.Clock)(nil)
+	_ process.Disk  = (*Disk)(nil)
+)
+
+func (e nodeEnv) ID() NodeID           { return e.n.id }
+func (e nodeEnv) Name() string         { return e.n.name }
+func (e nodeEnv) Clock() process.Clock { return e.n.clock }
+func (e nodeEnv) Disk() process.Disk   { return e.n.disk }
+func (e nodeEnv) Rand() *rand.Rand     { return e.n.rng }
+func (e nodeEnv) Log() *slog.Logger    { return e.n.log }
 func (e nodeEnv) Send(to NodeID, msg Message) {
 	e.n.w.send(e.n, to, msg)
 }

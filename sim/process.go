@@ -1,52 +1,18 @@
 package sim
 
-import (
-	"log/slog"
-	"math/rand/v2"
+import "github.com/fencesim/fencesim/process"
 
-	"github.com/fencesim/fencesim/fakeclock"
+// The process contract lives in package process, which imports nothing of
+// fencesim, so that the same process code runs in the simulator and for
+// real. These aliases keep the sim names working (sim.Process is
+// process.Process, and so on); new code names package process directly.
+type (
+	// NodeID is an alias of process.NodeID.
+	NodeID = process.NodeID
+	// Message is an alias of process.Message.
+	Message = process.Message
+	// Process is an alias of process.Process.
+	Process = process.Process
+	// Env is an alias of process.Env.
+	Env = process.Env
 )
-
-// NodeID names a node of a World. Ids are dense small integers handed out in
-// the order nodes are added, so they index slices rather than maps.
-type NodeID int
-
-// Message is anything a process sends. Fingerprint folds the message's
-// content into the run's trace hash, so two runs that send different
-// messages at the same instants get different hashes. Implementations mix
-// whole 64-bit words with Mix and strings with HashString; they must not
-// allocate.
-type Message interface {
-	Fingerprint() uint64
-}
-
-// A Process reacts to messages and timers; it never blocks and never starts
-// goroutines. Start runs at boot and after every restart, with only what the
-// process had synced to its disk.
-type Process interface {
-	Start(env Env)
-	Receive(env Env, from NodeID, msg Message)
-}
-
-// Env is everything a process may touch. It deliberately has no true time:
-// a process knows only its own clock, as a real one would.
-type Env interface {
-	// ID is the node this process runs on.
-	ID() NodeID
-	// Name is the node's human-readable name (used in logs and traces).
-	Name() string
-	// Clock is the node's own clock: monotonic and wall readings, and
-	// AfterFunc timers that fire on the simulation thread.
-	Clock() *fakeclock.Clock
-	// Send puts msg on the network towards to. Delivery is not guaranteed.
-	Send(to NodeID, msg Message)
-	// Disk is the node's durable storage; it survives crashes, but only
-	// what was synced.
-	Disk() *Disk
-	// Rand is the node's own random stream, seeded from the run's root seed
-	// when the node was added. It continues across restarts.
-	Rand() *rand.Rand
-	// Log is a structured logger whose records carry the step, the node and
-	// the virtual time, never the machine's wall clock.
-	Log() *slog.Logger
-}

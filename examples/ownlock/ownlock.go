@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
-	"github.com/fencesim/fencesim/sim"
+	"github.com/fencesim/fencesim/process"
 )
 
 // Design plugs the lock into the harness: register it with
@@ -47,12 +47,12 @@ func (Design) Nodes(replicas int) ([]string, error) {
 }
 
 // NewServer returns the lock server, anew at every (re)start.
-func (Design) NewServer(_ int, run lockservice.DesignRun) sim.Process {
+func (Design) NewServer(_ int, run lockservice.DesignRun) process.Process {
 	return &Server{obs: run.Observer}
 }
 
 // NewClient runs the harness's workload client over this lock's protocol.
-func (Design) NewClient(cfg lockservice.ClientConfig, _ lockservice.DesignRun) sim.Process {
+func (Design) NewClient(cfg lockservice.ClientConfig, _ lockservice.DesignRun) process.Process {
 	return lockservice.NewProtocolClient(cfg, &Protocol{})
 }
 
@@ -80,17 +80,17 @@ type Reply struct {
 
 // Fingerprints fold each message into the run's trace hash.
 func (m Lock) Fingerprint() uint64 {
-	return sim.Mix(sim.Mix(sim.Mix(sim.HashString(m.Resource), sim.HashString(m.Owner)), uint64(m.TTL)^m.Token), m.ID)
+	return process.Mix(process.Mix(process.Mix(process.HashString(m.Resource), process.HashString(m.Owner)), uint64(m.TTL)^m.Token), m.ID)
 }
 func (m Unlock) Fingerprint() uint64 {
-	return sim.Mix(sim.Mix(sim.Mix(sim.HashString(m.Resource)+1, sim.HashString(m.Owner)), m.Token), m.ID)
+	return process.Mix(process.Mix(process.Mix(process.HashString(m.Resource)+1, process.HashString(m.Owner)), m.Token), m.ID)
 }
 func (m Reply) Fingerprint() uint64 {
 	ok := uint64(0)
 	if m.OK {
 		ok = 1
 	}
-	return sim.Mix(sim.Mix(sim.Mix(m.ID, ok), m.Token), uint64(m.TTL))
+	return process.Mix(process.Mix(process.Mix(m.ID, ok), m.Token), uint64(m.TTL))
 }
 
 // Server is the lock server process.
@@ -107,11 +107,11 @@ type lease struct {
 }
 
 // Start begins with nothing (see the package comment: that is the bug).
-func (s *Server) Start(sim.Env) { s.leases = map[string]lease{} }
+func (s *Server) Start(process.Env) { s.leases = map[string]lease{} }
 
 // Receive serves Lock and Unlock, reporting to the harness every grant,
 // renewal and end the server decides (the checker judges these).
-func (s *Server) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
+func (s *Server) Receive(env process.Env, from process.NodeID, msg process.Message) {
 	now := env.Clock().Monotonic()
 	switch m := msg.(type) {
 	case Lock:
@@ -172,7 +172,7 @@ func (p *Protocol) Start(h *lockservice.ProtocolHost) { p.h = h }
 // Request sends the lock's own message. A retry (same request id, after
 // the workload's timeout) sends it again: the server answers the holder's
 // repeated Lock with the same grant.
-func (p *Protocol) Request(to sim.NodeID, msg sim.Message) {
+func (p *Protocol) Request(to process.NodeID, msg process.Message) {
 	c := p.h.Config
 	switch m := msg.(type) {
 	case lockservice.AcquireRequest:
@@ -190,7 +190,7 @@ func (p *Protocol) Request(to sim.NodeID, msg sim.Message) {
 // Receive answers the pending request from the server's Reply; replies to
 // anything else are dropped. Other messages (the store's) are the
 // workload's.
-func (p *Protocol) Receive(_ sim.NodeID, msg sim.Message) bool {
+func (p *Protocol) Receive(_ process.NodeID, msg process.Message) bool {
 	r, ok := msg.(Reply)
 	if !ok {
 		return false

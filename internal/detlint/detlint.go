@@ -6,10 +6,11 @@
 // fencesim is a deterministic simulator: the same seed must produce the same
 // run, event for event, so that every failure it finds can be replayed. The
 // simulation packages (sim, fakeclock, lockservice and all its subpackages,
-// nemesis) therefore run on a single thread, read time only from virtual
-// clocks and draw randomness only from explicitly seeded sources. Inside
-// them the following are forbidden, because each lets something other than
-// the seed decide what happens:
+// nemesis, and process, the contract their processes are written against)
+// therefore run on a single thread, read time only from virtual clocks and
+// draw randomness only from explicitly seeded sources. Inside them the
+// following are forbidden, because each lets something other than the seed
+// decide what happens:
 //
 //   - go statements: the Go runtime, not the simulator, schedules goroutines.
 //   - channels (chan types, make(chan …), sends, receives including a range
@@ -24,7 +25,7 @@
 //     which the simulator does not have.
 //   - time.Now, time.Since, time.Until, time.Sleep, time.After,
 //     time.AfterFunc, time.Tick, time.NewTimer, time.NewTicker: they read or
-//     wait on the machine's clock. Use the node's fakeclock.Clock. Pure
+//     wait on the machine's clock. Use the node's clock (Env.Clock()). Pure
 //     values and arithmetic (time.Duration, time.Millisecond, …) are fine.
 //   - the global functions of math/rand and math/rand/v2 (rand.IntN,
 //     rand.Shuffle, rand.Float64, …): their source is seeded randomly per
@@ -70,7 +71,10 @@
 // Map types declared in other files of a package are not seen.
 //
 // The test in this package parses every non-test .go file under the
-// simulation packages and fails on any finding.
+// simulation packages and fails on any finding. TestLayers keeps the two
+// worlds apart: the contract (process) depends on no fencesim package, and
+// the lock service, the real clock and the file disk on none but the
+// contract, so that process code builds, and runs, without the simulator.
 package detlint
 
 import (

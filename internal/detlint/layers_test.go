@@ -1,0 +1,105 @@
+package detlint
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// modulePath is the module's import path, the prefix of every package of
+// fencesim.
+const modulePath = "github.com/fencesim/fencesim"
+
+// layers says which packages of fencesim a package's non-test code may
+// depend on, directly or not. It keeps the two worlds apart: process code
+// written against the contract must build without the simulator, so that
+// it can run for real. Test code is not judged (tests drive the code in
+// sim).
+var layers = []struct {
+	pattern string   // a go list pattern, relative to the module root
+	allowed []string // fencesim packages its dependencies may include, besides those it matches
+	why     string
+}{
+	{
+		pattern: "./process",
+		why:     "the contract is a leaf: a real runtime implements it without building the simulator",
+	},
+	{
+		pattern: "./lockservice/...",
+		allowed: []string{"process"},
+		why:     "the lock service is written against the contract only, so that it runs on a real clock and disk unchanged (fault controls stay in sim and nemesis)",
+	},
+	{
+		pattern: "./filedisk",
+		allowed: []string{"process"},
+		why:     "the file disk implements the contract for real; it must not drag in the simulator",
+	},
+	{
+		pattern: "./realclock",
+		allowed: []string{"process"},
+		why:     "the real clock implements the contract; it must not drag in the simulator",
+	},
+}
+
+// TestLayers fails when a package depends on a fencesim package its layer
+// does not allow, naming both. It asks go list for the dependency graph of
+// the non-test build, which is what the Go tool itself would build.
+func TestLayers(t *testing.T) {
+	root := moduleRoot(t)
+	for _, l := range layers {
+		t.Run(strings.Trim(l.pattern, "./"), func(t *testing.T) {
+			for _, f := range forbiddenDeps(t, root, l.pattern, l.allowed) {
+				t.Errorf("%s: %s", f, l.why)
+			}
+		})
+	}
+}
+
+// TestLayersCatchAForbiddenDependency proves the check can fail: held to
+// the lock service's layer, sim is caught depending on fakeclock.
+func TestLayersCatchAForbiddenDependency(t *testing.T) {
+	got := forbiddenDeps(t, moduleRoot(t), "./sim", []string{"process"})
+	want := "github.com/fencesim/fencesim/sim depends on github.com/fencesim/fencesim/fakeclock"
+	if !slices.Contains(got, want) {
+		t.Fatalf("findings %q lack %q", got, want)
+	}
+}
+
+// forbiddenDeps lists, as "P depends on D", every fencesim package D that a
+// package P matched by pattern depends on, other than the packages pattern
+// matches and those allowed (paths relative to the module).
+func forbiddenDeps(t *testing.T, root, pattern string, allowed []string) []string {
+	t.Helper()
+	own := goList(t, root, pattern)
+	if len(own) == 0 {
+		t.Fatalf("go list %s matched no package", pattern)
+	}
+	var found []string
+	for _, pkg := range own {
+		for _, dep := range goList(t, root, "-deps", pkg) {
+			rel, ok := strings.CutPrefix(dep, modulePath+"/")
+			if ok && !slices.Contains(own, dep) && !slices.Contains(allowed, rel) {
+				found = append(found, pkg+" depends on "+dep)
+			}
+		}
+	}
+	return found
+}
+
+// goList runs go list with args in dir and returns the import paths it
+// prints, one per line.
+func goList(t *testing.T, dir string, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		msg := err.Error()
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg += ": " + string(ee.Stderr)
+		}
+		t.Fatalf("go list %s: %s", strings.Join(args, " "), msg)
+	}
+	return strings.Fields(string(out))
+}

@@ -1,0 +1,30 @@
+package process
+
+// Disk is a node's durable key-value storage, as a process sees it, with an
+// explicit sync barrier modelled on write(2) + fsync(2): a write is visible
+// to Read at once but survives a crash only once Sync has returned. A crash
+// keeps every write synced before it; of the writes after the last Sync it
+// may keep some, none, or the last one torn (a prefix of what it wrote). A
+// process that must not forget a decision syncs before it acts on it, and
+// one that appends records seals them so that it can tell a torn tail.
+//
+// The simulator's sim.Disk implements it, with crash, tear and slow-disk
+// faults in reach of the harness only; a file-backed disk implements it for
+// real. The method set is exactly sim.Disk's, so that either can stand in.
+type Disk interface {
+	// Write stores a copy of value under key, replacing what was there.
+	Write(key string, value []byte)
+	// Append adds data to the end of key's value, creating it if missing,
+	// as write(2) does on a file opened with O_APPEND.
+	Append(key string, data []byte)
+	// Delete removes key.
+	Delete(key string)
+	// Read returns the current value of key, synced or not, and whether it
+	// exists. The caller must not modify the returned slice.
+	Read(key string) ([]byte, bool)
+	// Keys returns the keys that start with prefix, sorted, so that a
+	// process restoring its state walks them in the same order every run.
+	Keys(prefix string) []string
+	// Sync makes every write so far durable.
+	Sync()
+}
