@@ -12,7 +12,7 @@ func TestCodecRoundTrips(t *testing.T) {
 	cmds := []Command{
 		{Kind: CmdAcquire, Resource: "r1", Client: "c1", TTL: time.Second, Request: 1<<32 | 7},
 		{Kind: CmdExpire, Resource: "résumé", Token: 42, Since: 40},
-		{Kind: CmdRelease, Resource: "r", Client: "c", Token: 9, Request: 3, Takeover: true},
+		{Kind: CmdRelease, Resource: "r", Client: "c", Token: 9, Request: 3},
 		{},
 	}
 	for _, c := range cmds {

@@ -34,8 +34,10 @@ const (
 	// (and revives it if the resource is free).
 	MutRenewAfterExpiry Mutant = "renew-after-expiry"
 	// MutStaleLeaderGrants: the leader decides a grant from its local
-	// applied state when it proposes, and the entry grants whatever the
-	// replicated state says when it applies.
+	// applied state when it proposes, and applying the entry on that leader
+	// grants it whatever the replicated state says by then (a decision the
+	// log does not carry: the other replicas apply the entry as the log
+	// says).
 	MutStaleLeaderGrants Mutant = "stale-leader-grants"
 	// MutStoreFenceStrictGT: the store accepts only tokens strictly above
 	// the highest, so the holder's second write is rejected.
@@ -273,18 +275,18 @@ func (*localCounter) Token(stamp, index uint64) uint64 { return stampedToken(sta
 
 // staleLeaderGrants (MutStaleLeaderGrants): an acquire of a resource free
 // in the leader's applied table is a grant the leader decided; applying it
-// overwrites whatever lease the log gave the resource meanwhile, which is
-// never reported ended.
+// on the leader overwrites whatever lease the log gave the resource
+// meanwhile, which is never reported ended.
 type staleLeaderGrants struct{}
 
-func (staleLeaderGrants) Propose(_ sim.Env, t *LockTable, c *Command) {
-	if _, held := t.Lease(c.Resource); !held {
-		c.Takeover = true
+func (staleLeaderGrants) Decide(_ sim.Env, t *LockTable, c Command) GrantDecision {
+	if _, held := t.Lease(c.Resource); held {
+		return LogDecides
 	}
+	return LeaderGrants
 }
 func (staleLeaderGrants) Applied(sim.Env, Command, LockReply) {}
 func (staleLeaderGrants) StepDown()                           {}
-func (staleLeaderGrants) ReportsTakeover() bool               { return false }
 
 // waitSkipsLeaseCheck (MutWaitSkipsLeaseCheck): a client the leader has
 // answered busy for a full TTL is granted, the leader deeming the holder's
@@ -295,10 +297,11 @@ type waitSkipsLeaseCheck struct {
 
 func waitKey(client, resource string) string { return client + "\x00" + resource }
 
-func (w *waitSkipsLeaseCheck) Propose(env sim.Env, _ *LockTable, c *Command) {
+func (w *waitSkipsLeaseCheck) Decide(env sim.Env, _ *LockTable, c Command) GrantDecision {
 	if since, ok := w.waiting[waitKey(c.Client, c.Resource)]; ok && env.Clock().Monotonic()-since >= c.TTL {
-		c.Takeover = true
+		return LeaderExpires
 	}
+	return LogDecides
 }
 
 func (w *waitSkipsLeaseCheck) Applied(env sim.Env, c Command, rep LockReply) {
@@ -312,5 +315,4 @@ func (w *waitSkipsLeaseCheck) Applied(env sim.Env, c Command, rep LockReply) {
 	}
 }
 
-func (w *waitSkipsLeaseCheck) StepDown()           { clear(w.waiting) }
-func (*waitSkipsLeaseCheck) ReportsTakeover() bool { return true }
+func (w *waitSkipsLeaseCheck) StepDown() { clear(w.waiting) }

@@ -115,8 +115,12 @@ type Replica struct {
 	pending   map[uint64][]waiter // by log index, leader only
 	inflight  int                 // client proposals not yet applied
 	leases    map[string]leaderLease
-	timers    LeaseTimers
-	leader    bool
+	// decided: index → term of the acquires this process, leading,
+	// granted itself (LeaderGrants), until they apply. Only this process
+	// knows: the log does not say so.
+	decided map[uint64]uint64
+	timers  LeaseTimers
+	leader  bool
 	// ledTerm is the last term this process reported winning (EvElected).
 	ledTerm uint64
 	ticker  clockwork.Timer
@@ -140,6 +144,7 @@ func (r *Replica) Start(env sim.Env) {
 	r.started = map[string]uint64{}
 	r.pending = map[uint64][]waiter{}
 	r.leases = map[string]leaderLease{}
+	r.decided = map[uint64]uint64{}
 	r.timers = r.cfg.LeaseTimers
 	if r.timers == nil {
 		r.timers = monotonicTimers{}
@@ -246,13 +251,20 @@ func (r *Replica) serve(from sim.NodeID, client string, request uint64, c Comman
 		env.Send(from, LockReply{Request: request, Status: Overloaded})
 		return
 	}
+	decision := LogDecides
 	if c.Kind == CmdAcquire {
-		r.stampAcquire(&c)
+		decision = r.stampAcquire(&c)
 	}
-	index, _, err := r.node.Propose(encodeCommand(c))
+	if decision == LeaderExpires {
+		r.expireHolder(c)
+	}
+	index, term, err := r.node.Propose(encodeCommand(c))
 	if err != nil {
 		env.Send(from, LockReply{Request: request, Status: NotLeader, Leader: NoLeader})
 		return
+	}
+	if decision == LeaderGrants {
+		r.decided[index] = term
 	}
 	r.inflight++
 	r.pending[index] = append(r.pending[index], waiter{to: from, client: client, request: request})
@@ -265,14 +277,25 @@ func (r *Replica) serve(from sim.NodeID, client string, request uint64, c Comman
 }
 
 // stampAcquire fills in what the leader decides of an acquire when it
-// proposes it: nothing in the reference, which proposes an acquire as the
-// client sent it (the log decides the grant and its token).
-func (r *Replica) stampAcquire(c *Command) {
+// proposes it, and says who decides the grant: nothing and the log in the
+// reference, which proposes an acquire as the client sent it.
+func (r *Replica) stampAcquire(c *Command) GrantDecision {
 	if r.cfg.Tokens != nil {
 		c.Token = r.cfg.Tokens.Stamp(r.env)
 	}
-	if r.cfg.Grants != nil {
-		r.cfg.Grants.Propose(r.env, r.table, c)
+	if r.cfg.Grants == nil {
+		return LogDecides
+	}
+	return r.cfg.Grants.Decide(r.env, r.table, *c)
+}
+
+// expireHolder proposes the expiry of another client's lease on c's
+// resource, as the leader's applied table has it (LeaderExpires).
+func (r *Replica) expireHolder(c Command) {
+	if l, held := r.table.Lease(c.Resource); held && l.Holder != c.Client {
+		if _, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: c.Resource, Token: l.Token, Since: r.started[c.Resource]})); err == nil {
+			r.flush()
+		}
 	}
 }
 
@@ -383,8 +406,11 @@ func (r *Replica) apply(e raft.Entry) {
 		if r.cfg.Tokens != nil {
 			token = r.cfg.Tokens.Token(c.Token, e.Index)
 		}
-		if c.Takeover && !replay && !r.table.stale(c.Client, c.Request) {
-			r.takeOver(c, e.Index)
+		if term, ok := r.decided[e.Index]; ok {
+			delete(r.decided, e.Index)
+			if term == e.Term && !replay && !r.table.stale(c.Client, c.Request) {
+				r.takeOver(c)
+			}
 		}
 		prev, held := r.table.Lease(c.Resource)
 		rep = r.table.Acquire(AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request}, 0, token)
@@ -435,19 +461,16 @@ func (r *Replica) apply(e raft.Entry) {
 	}
 }
 
-// takeOver ends another client's lease on c's resource before c's acquire
-// (the entry at index) is applied: what a GrantRule that decides a grant
-// outside the log asks for.
-func (r *Replica) takeOver(c Command, index uint64) {
+// takeOver silently ends another client's lease on c's resource before
+// c's acquire is applied, on the replica whose GrantRule decided the grant
+// outside the log (LeaderGrants).
+func (r *Replica) takeOver(c Command) {
 	l, held := r.table.Lease(c.Resource)
 	if !held || l.Holder == c.Client {
 		return
 	}
 	r.table.ExpireToken(c.Resource, l.Token)
 	r.disarm(c.Resource)
-	if r.cfg.Grants != nil && r.cfg.Grants.ReportsTakeover() {
-		r.cfg.Observer.Observe(Event{Kind: EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired", Index: index})
-	}
 }
 
 // arm (re)starts the leader's timer for the lease started at index since.

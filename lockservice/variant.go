@@ -98,21 +98,33 @@ func (m monotonicTimers) Disarm(resource string) {
 
 func (monotonicTimers) Tick(sim.Env) {}
 
+// GrantDecision is who decides an acquire the leader proposes.
+type GrantDecision uint8
+
+const (
+	// LogDecides: the entry's place in the log decides (the reference).
+	LogDecides GrantDecision = iota
+	// LeaderGrants: the leader decides the grant itself. The log does not
+	// carry the decision: when the entry applies on this process (in the
+	// term it was proposed in), it first ends any other client's lease of
+	// the resource — on this replica only, silently.
+	LeaderGrants
+	// LeaderExpires: the leader deems the current holder's lease (in its
+	// applied table) over, and proposes its expiry ahead of the acquire.
+	LeaderExpires
+)
+
 // GrantRule lets the leader decide part of an acquire outside the log. The
 // reference has none (nil): the log decides every grant.
 type GrantRule interface {
-	// Propose is called on the leader with an acquire it is about to
+	// Decide is called on the leader with an acquire it is about to
 	// propose and its applied table.
-	Propose(env sim.Env, t *LockTable, c *Command)
+	Decide(env sim.Env, t *LockTable, c Command) GrantDecision
 	// Applied is told, on the leader, of the reply to each acquire applied
 	// for the first time.
 	Applied(env sim.Env, c Command, rep LockReply)
 	// StepDown is called when the replica stops leading.
 	StepDown()
-	// ReportsTakeover says whether a lease a Takeover entry ends is
-	// reported as expired (the leader deems it over) or silently
-	// overwritten (the leader believed the resource free).
-	ReportsTakeover() bool
 }
 
 // sortedKeys returns m's keys, sorted.
