@@ -61,8 +61,9 @@ const (
 	// milliseconds, stamped when it proposes.
 	MutTokenWallclock Mutant = "token-wallclock"
 	// MutWaitSkipsLeaseCheck: a client that has queued (been answered
-	// busy) for a full TTL is granted the lock, the leader deeming the
-	// holder's lease over without checking that it ended.
+	// busy) for a full TTL is granted the lock: the leader deems the
+	// holder's lease over without checking that it ended, and proposes its
+	// expiry ahead of the acquire.
 	MutWaitSkipsLeaseCheck Mutant = "wait-skips-lease-check"
 )
 
@@ -290,7 +291,7 @@ func (staleLeaderGrants) StepDown()                           {}
 
 // waitSkipsLeaseCheck (MutWaitSkipsLeaseCheck): a client the leader has
 // answered busy for a full TTL is granted, the leader deeming the holder's
-// lease over (and saying so) without checking that it ended.
+// lease over without checking that it ended (LeaderExpires).
 type waitSkipsLeaseCheck struct {
 	waiting map[string]time.Duration // client+resource → first busy answer, leader only
 }
