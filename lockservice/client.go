@@ -43,7 +43,10 @@ type ClientConfig struct {
 	WorkDuration time.Duration
 	ThinkTime    time.Duration // between cycles
 	Observer     Observer
-	Mutant       Mutant // a planted bug, "" for the reference
+	// Watchdog returns the watchdog's deadline for a lease of ttl whose
+	// request was sent at sent and answered at replied (client monotonic
+	// time). nil: sent + ttl·(1−ρ) − margin (see extend).
+	Watchdog func(sent, replied, ttl time.Duration) time.Duration
 }
 
 // DefaultClientConfig returns a workload of one cycle, two writes per hold,
@@ -298,11 +301,11 @@ func (c *Client) onAcquireReply(m LockReply) {
 // server's lease began no earlier than that, and the client's clock may run
 // up to ρ slower than the server's.
 func (c *Client) extend(start, ttl time.Duration) {
-	safe := ttl - time.Duration(int64(ttl)/1_000_000*c.cfg.DriftBoundPPM) - c.cfg.Margin
-	if c.cfg.Mutant == MutClientNoDriftMargin {
-		start, safe = c.now(), ttl // from the reply, the whole TTL
+	if c.cfg.Watchdog != nil {
+		c.deadline = c.cfg.Watchdog(start, c.now(), ttl)
+	} else {
+		c.deadline = start + ttl - time.Duration(int64(ttl)/1_000_000*c.cfg.DriftBoundPPM) - c.cfg.Margin
 	}
-	c.deadline = start + safe
 	c.after(&c.watchdog, c.deadline-c.now(), c.watchdogFiredFn)
 }
 

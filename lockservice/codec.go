@@ -73,12 +73,10 @@ func appendString(b []byte, v string) []byte {
 
 func encodeCommand(c Command) []byte {
 	b := make([]byte, 0, 32+len(c.Resource)+len(c.Client))
-	var flags uint64
-	if c.Takeover {
-		flags = 1
-	}
-	b = append(b, codecVersion, byte(c.Kind))
-	b = binary.AppendUvarint(b, flags)
+	// The flags varint: none is defined. It stays, always 0, so that a
+	// version-1 entry keeps its bytes (each entry's digest, and so every
+	// trace hash, is over them).
+	b = append(b, codecVersion, byte(c.Kind), 0)
 	b = appendString(b, c.Resource)
 	b = appendString(b, c.Client)
 	for _, v := range []uint64{uint64(c.TTL), c.Token, c.Request, c.Since} {
@@ -97,7 +95,9 @@ func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
 	}
 	c := Command{Kind: CommandKind(b[1])}
 	r := reader{b: b[2:]}
-	c.Takeover = r.uvarint()&1 == 1
+	if r.uvarint() != 0 {
+		r.err = errCorrupt // no flag is defined
+	}
 	c.Resource = names.get(r.bytes())
 	c.Client = names.get(r.bytes())
 	c.TTL = time.Duration(r.uvarint())

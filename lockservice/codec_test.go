@@ -12,7 +12,7 @@ func TestCodecRoundTrips(t *testing.T) {
 	cmds := []Command{
 		{Kind: CmdAcquire, Resource: "r1", Client: "c1", TTL: time.Second, Request: 1<<32 | 7},
 		{Kind: CmdExpire, Resource: "résumé", Token: 42, Since: 40},
-		{Kind: CmdRelease, Resource: "r", Client: "c", Token: 9, Request: 3, Takeover: true},
+		{Kind: CmdRelease, Resource: "r", Client: "c", Token: 9, Request: 3},
 		{},
 	}
 	for _, c := range cmds {
@@ -76,6 +76,24 @@ func TestLogKeySortsByIndex(t *testing.T) {
 	}{{1, "raft/log/00000000000000000001"}, {1234567, "raft/log/00000000000001234567"}, {^uint64(0), "raft/log/18446744073709551615"}} {
 		if got := logKey(c.index); got != c.want {
 			t.Errorf("logKey(%d) = %q, want %q", c.index, got, c.want)
+		}
+	}
+}
+
+// TestCommandFlagsStayZero: the command encoding keeps version 1's flags
+// varint, always 0 (each entry's digest, and so every trace hash, is over
+// these bytes), and refuses a set flag: none is defined since the planted
+// bugs left the log format (an older build's takeover flag included).
+func TestCommandFlagsStayZero(t *testing.T) {
+	b := encodeCommand(Command{Kind: CmdAcquire, Resource: "r", Client: "c", TTL: time.Second, Request: 5})
+	if len(b) < 3 || b[0] != codecVersion || b[1] != byte(CmdAcquire) || b[2] != 0 {
+		t.Fatalf("encoding %x: want version, kind, a zero flags byte", b)
+	}
+	for _, flags := range []byte{1, 2, 0x7f} {
+		set := append([]byte{}, b...)
+		set[2] = flags
+		if _, err := decodeCommand(set); err == nil {
+			t.Errorf("a command with flags %#x decoded", flags)
 		}
 	}
 }

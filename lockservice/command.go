@@ -27,11 +27,4 @@ type Command struct {
 	// lease the leader's timer measured. A renewal applied in between makes
 	// the Expire stale, so a lease is never cut short.
 	Since uint64 `json:"s,omitempty"`
-	// Takeover, for CmdAcquire: set only by planted bugs
-	// (MutStaleLeaderGrants, MutWaitSkipsLeaseCheck) whose leader decided
-	// the grant outside the log; applying it first ends another client's
-	// lease. Token, for CmdAcquire: a token the proposing leader stamped
-	// (MutTokenWallclock, MutTokenLocalCounter); the reference's token is
-	// the entry's log index.
-	Takeover bool `json:"o,omitempty"`
 }

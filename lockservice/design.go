@@ -49,7 +49,8 @@ type Design interface {
 	NewServer(i int, run DesignRun) process.Process
 	// NewClient returns a client process running cfg's workload. cfg comes
 	// filled in: Servers are the service's nodes, Store the store, Observer
-	// and Mutant the run's. Called at boot and at every restart.
+	// the run's, and the run's planted bug injected (Mutant.InjectClient).
+	// Called at boot and at every restart.
 	NewClient(cfg ClientConfig, run DesignRun) process.Process
 }
 
@@ -159,7 +160,8 @@ func (d replicatedDesign) Nodes(replicas int) ([]string, error) {
 
 func (d replicatedDesign) NewServer(_ int, run DesignRun) process.Process {
 	cfg := DefaultReplicaConfig(run.Servers)
-	cfg.Limits, cfg.Observer, cfg.Mutant = run.Limits, run.Observer, run.Mutant
+	cfg.Limits, cfg.Observer = run.Limits, run.Observer
+	run.Mutant.InjectReplica(&cfg)
 	if run.IngressDepth > 0 {
 		cfg.IngressDepth = run.IngressDepth
 	}
@@ -186,7 +188,9 @@ func (singleNodeDesign) Nodes(replicas int) ([]string, error) {
 }
 
 func (singleNodeDesign) NewServer(_ int, run DesignRun) process.Process {
-	return NewServer(ServerConfig{Limits: run.Limits, Observer: run.Observer, Mutant: run.Mutant})
+	cfg := ServerConfig{Limits: run.Limits, Observer: run.Observer}
+	run.Mutant.InjectServer(&cfg)
+	return NewServer(cfg)
 }
 
 func (singleNodeDesign) NewClient(cfg ClientConfig, _ DesignRun) process.Process {

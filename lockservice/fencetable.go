@@ -29,8 +29,8 @@ type FenceTable struct {
 	// the unfenced contrast design and the canary that proves the checker
 	// can fail; the reference store never sets it.
 	IgnoreTokens bool
-	// strictGT (MutStoreFenceStrictGT) accepts only tokens above the highest.
-	strictGT bool
+	// fence replaces the rule token ≥ highest (StoreConfig.Fence).
+	fence func(token, highest uint64) bool
 }
 
 type lastWrite struct {
@@ -72,7 +72,7 @@ func (t *FenceTable) Write(w WriteRequest) WriteDecision {
 		t.regKeys = insertSorted(t.regKeys, w.Resource)
 	}
 	rep := WriteReply{Request: w.Request}
-	if t.IgnoreTokens || w.Token >= r.Highest && !(t.strictGT && w.Token == r.Highest) {
+	if t.IgnoreTokens || t.accepts(w.Token, r.Highest) {
 		r.Value, r.ValueToken = w.Value, w.Token
 		r.Highest = max(r.Highest, w.Token)
 		rep.Accepted = true
@@ -83,6 +83,14 @@ func (t *FenceTable) Write(w WriteRequest) WriteDecision {
 	}
 	t.last[w.Client] = lastWrite{Request: w.Request, Reply: rep}
 	return WriteDecision{Reply: rep, Applied: true}
+}
+
+// accepts is the fence: a token at least the highest accepted.
+func (t *FenceTable) accepts(token, highest uint64) bool {
+	if t.fence != nil {
+		return t.fence(token, highest)
+	}
+	return token >= highest
 }
 
 // Read returns resource's register (zero if never written).

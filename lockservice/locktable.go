@@ -41,13 +41,9 @@ type LockTable struct {
 	lastToken uint64
 	clients   map[string]*clientMemory // what the table remembers of each client
 
-	// mutant is the planted bug of the server that owns the table.
-	mutant Mutant
-	// lastOf (MutTokenReuseOnReacquire): resource → its last token.
-	// expired (MutRenewAfterExpiry): resource → its last expired lease.
-	// Both in memory only, and kept only under their mutant.
-	lastOf  map[string]uint64
-	expired map[string]Lease
+	// Rules are the decisions a variant of the service replaces; the
+	// server that owns the table sets them (configuration, not state).
+	Rules TableRules
 }
 
 // NewLockTable returns an empty table that has issued no token.
@@ -179,19 +175,20 @@ func (t *LockTable) ExpireDue(resource string, now time.Duration) (Lease, bool) 
 		return Lease{}, false
 	}
 	delete(t.leases, resource)
-	t.noteExpired(*l)
+	t.lapsed(*l)
 	return *l, true
 }
 
-// noteExpired remembers an expired lease for MutRenewAfterExpiry.
-func (t *LockTable) noteExpired(l Lease) {
-	if t.mutant != MutRenewAfterExpiry {
-		return
+func (t *LockTable) lapsed(l Lease) {
+	if t.Rules.Lapsed != nil {
+		t.Rules.Lapsed(l)
 	}
-	if t.expired == nil {
-		t.expired = map[string]Lease{}
-	}
-	t.expired[l.Resource] = l
+}
+
+// replays reports whether a remembered request of kind is answered from
+// memory (TableRules.Replays).
+func (t *LockTable) replays(kind CommandKind) bool {
+	return t.Rules.Replays == nil || t.Rules.Replays(kind)
 }
 
 // Acquire grants resource to the request's client with token if the
@@ -199,7 +196,7 @@ func (t *LockTable) noteExpired(l Lease) {
 // with ExpireDue first: the table never decides on its own that time passed.
 // token must exceed every token issued before.
 func (t *LockTable) Acquire(r AcquireRequest, now time.Duration, token uint64) LockReply {
-	if t.mutant != MutNoRetryDedup { // the planted bug applies every copy
+	if t.replays(CmdAcquire) {
 		if rep, ok := t.Seen(r.Client, r.Request); ok {
 			return rep
 		}
@@ -218,18 +215,15 @@ func (t *LockTable) Acquire(r AcquireRequest, now time.Duration, token uint64) L
 		}
 		return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Busy})
 	}
-	if t.mutant == MutTokenReuseOnReacquire {
-		if last, ok := t.lastOf[r.Resource]; ok {
-			token = last // the resource's last token, again
-		}
-		if t.lastOf == nil {
-			t.lastOf = map[string]uint64{}
-		}
-		t.lastOf[r.Resource] = token
+	if t.Rules.Issue != nil {
+		token = t.Rules.Issue(r.Resource, token)
 	}
-	if token <= t.lastToken && t.mutant == "" {
-		// A planted bug may break the invariant: let the checker see it.
-		panic(fmt.Sprintf("lockservice: token %d does not exceed the last issued token %d", token, t.lastToken))
+	if token <= t.lastToken {
+		msg := fmt.Sprintf("lockservice: token %d does not exceed the last issued token %d", token, t.lastToken)
+		if t.Rules.Broken == nil {
+			panic(msg)
+		}
+		t.Rules.Broken(msg)
 	}
 	t.lastToken = max(t.lastToken, token)
 	t.leases[r.Resource] = &Lease{Resource: r.Resource, Holder: r.Client, Token: token, TTL: r.TTL, Deadline: now + r.TTL, Request: r.Request}
@@ -246,14 +240,14 @@ func (t *LockTable) Renew(r RenewRequest, now time.Duration) LockReply {
 		return t.staleReply(r.Request)
 	}
 	l, ok := t.leases[r.Resource]
-	if e, exp := t.expired[r.Resource]; t.mutant == MutRenewAfterExpiry && !ok && exp && e.Token == r.Token && e.Holder == r.Client {
-		// The expired lease is revived, since nobody took the resource.
-		l, ok = &e, true
-		l.Deadline = now
-		t.leases[r.Resource] = l
-		delete(t.expired, r.Resource)
+	if !ok && t.Rules.Revive != nil {
+		if e, revived := t.Rules.Revive(r); revived {
+			l, ok = &e, true
+			l.Deadline = now
+			t.leases[r.Resource] = l
+		}
 	}
-	if !ok || l.Token != r.Token || l.Holder != r.Client || now >= l.Deadline && t.mutant != MutRenewAfterExpiry {
+	if !ok || l.Token != r.Token || l.Holder != r.Client || now >= l.Deadline && !t.Rules.RenewLate {
 		return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: NotHolder})
 	}
 	l.Deadline = now + l.TTL
@@ -270,14 +264,19 @@ func (t *LockTable) Release(r ReleaseRequest) (LockReply, *Lease) {
 		return t.staleReply(r.Request), nil
 	}
 	l, ok := t.leases[r.Resource]
-	if !ok || (l.Token != r.Token || l.Holder != r.Client) && t.mutant != MutReleaseNoOwnerCheck {
+	if !ok {
 		return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: NotHolder}), nil
 	}
-	if r.Request < l.Request && t.mutant != MutReleaseNoOwnerCheck {
-		// A late copy of a release the holder gave up on before it
-		// acquired the lease again (its earlier hold's release): applying it
-		// would end the hold the client now believes in.
+	check := releaseCheck
+	if t.Rules.ReleaseCheck != nil {
+		check = t.Rules.ReleaseCheck
+	}
+	switch check(*l, r) {
+	case Released:
+	case Stale:
 		return t.staleReply(r.Request), nil
+	default:
+		return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: NotHolder}), nil
 	}
 	delete(t.leases, r.Resource)
 	return t.remember(r.Client, r.Request, LockReply{Request: r.Request, Status: Released, Token: l.Token}), l
@@ -304,7 +303,7 @@ func (t *LockTable) ExpireToken(resource string, token uint64) (Lease, bool) {
 		return Lease{}, false
 	}
 	delete(t.leases, resource)
-	t.noteExpired(*l)
+	t.lapsed(*l)
 	return *l, true
 }
 

@@ -6,11 +6,11 @@ import (
 	"strings"
 )
 
-// Mutant names a planted bug: a guarded branch in the reference code path,
-// switched on by configuration, so the harness can prove it catches the
-// bugs real lock services have shipped. The zero value is the reference.
-// Every component of a run gets the same Mutant and acts on the ones that
-// concern it.
+// Mutant names a planted bug: values for the reference's injection points
+// (variant.go), so the harness can prove it catches the bugs real lock
+// services have shipped. The zero value is the reference. Every component
+// of a run is built with the same Mutant's injections (Mutant.Inject*),
+// which touch only the components the bug concerns.
 type Mutant string
 
 // MutantInfo describes one planted bug.

@@ -1,9 +1,15 @@
 package lockservice
 
-// The planted bugs. Each is a guarded branch in the reference code path
-// (grep for its constant), switched on by configuration; every component of
-// a run gets the same Mutant and acts on the ones that concern it. Each
-// reproduces a failure class real lock services have shipped.
+import (
+	"time"
+
+	"github.com/fencesim/fencesim/process"
+)
+
+// The planted bugs. Each reproduces a failure class real lock services have
+// shipped, and is nothing but values for the reference's injection points
+// (variant.go): injections below says which, and Mutant.Inject* puts them
+// in a component's config. The reference files never name a mutant.
 const (
 	// MutAckBeforeCommit: the leader answers a grant as soon as it has
 	// proposed the entry, predicting the outcome from its applied table,
@@ -28,8 +34,10 @@ const (
 	// (and revives it if the resource is free).
 	MutRenewAfterExpiry Mutant = "renew-after-expiry"
 	// MutStaleLeaderGrants: the leader decides a grant from its local
-	// applied state when it proposes, and the entry grants whatever the
-	// replicated state says when it applies.
+	// applied state when it proposes, and applying the entry on that leader
+	// grants it whatever the replicated state says by then (a decision the
+	// log does not carry: the other replicas apply the entry as the log
+	// says).
 	MutStaleLeaderGrants Mutant = "stale-leader-grants"
 	// MutStoreFenceStrictGT: the store accepts only tokens strictly above
 	// the highest, so the holder's second write is rejected.
@@ -53,8 +61,9 @@ const (
 	// milliseconds, stamped when it proposes.
 	MutTokenWallclock Mutant = "token-wallclock"
 	// MutWaitSkipsLeaseCheck: a client that has queued (been answered
-	// busy) for a full TTL is granted the lock, the leader deeming the
-	// holder's lease over without checking that it ended.
+	// busy) for a full TTL is granted the lock: the leader deems the
+	// holder's lease over without checking that it ended, and proposes its
+	// expiry ahead of the acquire.
 	MutWaitSkipsLeaseCheck Mutant = "wait-skips-lease-check"
 )
 
@@ -77,3 +86,234 @@ var mutants = []MutantInfo{
 	{MutTokenWallclock, "token = the leader's wall clock in ms"},
 	{MutWaitSkipsLeaseCheck, "a client queued for a TTL is granted without checking that the holder's lease ended"},
 }
+
+// injection is what one planted bug sets in the configs of the components
+// it concerns (nil: that component stays the reference). table is called
+// once per lock server process (its rules may keep state), for the
+// replicated and the single-node service alike.
+type injection struct {
+	replica func(*ReplicaConfig)
+	server  func(*ServerConfig)
+	table   func() TableRules
+	store   func(*StoreConfig)
+	client  func(*ClientConfig)
+}
+
+// injections maps every planted bug to its injections.
+var injections = map[Mutant]injection{
+	MutAckBeforeCommit: {replica: func(c *ReplicaConfig) { c.Predict = predictFromApplied }},
+	MutClientNoDriftMargin: {client: func(c *ClientConfig) {
+		// From the reply, the whole TTL.
+		c.Watchdog = func(_, replied, ttl time.Duration) time.Duration { return replied + ttl }
+	}},
+	MutExpiryWallclock: {
+		replica: func(c *ReplicaConfig) { c.LeaseTimers = &wallTimers{due: map[string]wallLease{}} },
+		server:  func(c *ServerConfig) { c.LeaseClock = wallNow },
+	},
+	MutNoRetryDedup: {table: func() TableRules {
+		return TableRules{Replays: func(k CommandKind) bool { return k != CmdAcquire }}
+	}},
+	MutQuorumOffByOne: {replica: func(c *ReplicaConfig) { c.Quorum = func(n int) int { return n / 2 } }},
+	MutReleaseNoOwnerCheck: {table: func() TableRules {
+		return TableRules{ReleaseCheck: func(Lease, ReleaseRequest) Status { return Released }}
+	}},
+	MutRenewAfterExpiry:  {table: renewAfterExpiry},
+	MutStaleLeaderGrants: {replica: func(c *ReplicaConfig) { c.Grants = staleLeaderGrants{} }},
+	MutStoreFenceStrictGT: {store: func(c *StoreConfig) {
+		c.Fence = func(token, highest uint64) bool { return token > highest }
+	}},
+	MutStoreFenceVolatile:    {store: func(c *StoreConfig) { c.FenceInMemory = true }},
+	MutStoreNoFence:          {store: func(c *StoreConfig) { c.IgnoreTokens = true }},
+	MutTokenLocalCounter:     {replica: func(c *ReplicaConfig) { c.Tokens = &localCounter{} }},
+	MutTokenReuseOnReacquire: {table: reuseTokens},
+	MutTokenUnsynced: {
+		replica: func(c *ReplicaConfig) { c.UnsafeNoFsync = true },
+		server:  func(c *ServerConfig) { c.UnsafeNoFsync = true },
+	},
+	MutTokenWallclock:      {replica: func(c *ReplicaConfig) { c.Tokens = wallTokens{} }},
+	MutWaitSkipsLeaseCheck: {replica: func(c *ReplicaConfig) { c.Grants = &waitSkipsLeaseCheck{waiting: map[string]time.Duration{}} }},
+}
+
+// tableRules are m's lock table rules. Under any planted bug a broken
+// token invariant is the checker's to see, not a panic.
+func (m Mutant) tableRules() TableRules {
+	var r TableRules
+	if inj := injections[m]; inj.table != nil {
+		r = inj.table()
+	}
+	if m != "" {
+		r.Broken = func(string) {}
+	}
+	return r
+}
+
+// InjectReplica sets m's injections in the config of one replica process
+// (call it per process: some keep state).
+func (m Mutant) InjectReplica(cfg *ReplicaConfig) {
+	cfg.Table = m.tableRules()
+	if f := injections[m].replica; f != nil {
+		f(cfg)
+	}
+}
+
+// InjectServer sets m's injections in the config of one single-node
+// server process.
+func (m Mutant) InjectServer(cfg *ServerConfig) {
+	cfg.Table = m.tableRules()
+	if f := injections[m].server; f != nil {
+		f(cfg)
+	}
+}
+
+// InjectStore sets m's injections in the fenced store's config.
+func (m Mutant) InjectStore(cfg *StoreConfig) {
+	if f := injections[m].store; f != nil {
+		f(cfg)
+	}
+}
+
+// InjectClient sets m's injections in a lock client's config.
+func (m Mutant) InjectClient(cfg *ClientConfig) {
+	if f := injections[m].client; f != nil {
+		f(cfg)
+	}
+}
+
+// predictFromApplied (MutAckBeforeCommit) answers an acquire as soon as it
+// is proposed, predicting the outcome from the leader's applied table.
+func predictFromApplied(t *LockTable, c Command, index uint64) (LockReply, bool) {
+	if l, held := t.Lease(c.Resource); !held {
+		return LockReply{Request: c.Request, Status: Granted, Token: index, TTL: c.TTL}, true
+	} else if l.Holder == c.Client {
+		return LockReply{Request: c.Request, Status: Granted, Token: l.Token, TTL: c.TTL}, true
+	}
+	return LockReply{}, false
+}
+
+// wallNow (MutExpiryWallclock) dates the single node's leases by its wall
+// clock, as a duration since the Unix epoch.
+func wallNow(env process.Env) time.Duration { return time.Duration(env.Clock().Now().UnixNano()) }
+
+// wallTimers (MutExpiryWallclock) time the leader's leases by its wall
+// clock: a wall deadline per lease, checked at every tick.
+type wallTimers struct{ due map[string]wallLease }
+
+type wallLease struct {
+	at   time.Time
+	fire func()
+}
+
+func (w *wallTimers) Arm(env process.Env, resource string, ttl time.Duration, due func()) {
+	w.due[resource] = wallLease{at: env.Clock().Now().Add(ttl), fire: due}
+}
+
+func (w *wallTimers) Disarm(resource string) { delete(w.due, resource) }
+
+func (w *wallTimers) Tick(env process.Env) {
+	now := env.Clock().Now()
+	for _, res := range sortedKeys(w.due) {
+		if l, ok := w.due[res]; ok && !now.Before(l.at) {
+			delete(w.due, res)
+			l.fire()
+		}
+	}
+}
+
+// renewAfterExpiry (MutRenewAfterExpiry): a renewal past the deadline
+// succeeds, and one of a lease that expired revives it if nobody took the
+// resource (each resource's last expired lease is kept in memory).
+func renewAfterExpiry() TableRules {
+	expired := map[string]Lease{}
+	return TableRules{
+		RenewLate: true,
+		Lapsed:    func(l Lease) { expired[l.Resource] = l },
+		Revive: func(r RenewRequest) (Lease, bool) {
+			e, ok := expired[r.Resource]
+			if !ok || e.Token != r.Token || e.Holder != r.Client {
+				return Lease{}, false
+			}
+			delete(expired, r.Resource)
+			return e, true
+		},
+	}
+}
+
+// reuseTokens (MutTokenReuseOnReacquire): a free → held transition issues
+// the resource's last token again (kept in memory).
+func reuseTokens() TableRules {
+	lastOf := map[string]uint64{}
+	return TableRules{Issue: func(resource string, token uint64) uint64 {
+		if last, ok := lastOf[resource]; ok {
+			token = last
+		}
+		lastOf[resource] = token
+		return token
+	}}
+}
+
+// stampedToken is the token of a grant whose leader stamped one (0: the
+// log index, as in the reference).
+func stampedToken(stamp, index uint64) uint64 {
+	if stamp != 0 {
+		return stamp
+	}
+	return index
+}
+
+// wallTokens (MutTokenWallclock): the token is the leader's wall clock in
+// milliseconds when it proposes.
+type wallTokens struct{}
+
+func (wallTokens) Stamp(env process.Env) uint64     { return uint64(env.Clock().Now().UnixMilli()) }
+func (wallTokens) Token(stamp, index uint64) uint64 { return stampedToken(stamp, index) }
+
+// localCounter (MutTokenLocalCounter): each replica process counts the
+// tokens it hands out, from 1 at every start.
+type localCounter struct{ n uint64 }
+
+func (l *localCounter) Stamp(process.Env) uint64       { l.n++; return l.n }
+func (*localCounter) Token(stamp, index uint64) uint64 { return stampedToken(stamp, index) }
+
+// staleLeaderGrants (MutStaleLeaderGrants): an acquire of a resource free
+// in the leader's applied table is a grant the leader decided; applying it
+// on the leader overwrites whatever lease the log gave the resource
+// meanwhile, which is never reported ended.
+type staleLeaderGrants struct{}
+
+func (staleLeaderGrants) Decide(_ process.Env, t *LockTable, c Command) GrantDecision {
+	if _, held := t.Lease(c.Resource); held {
+		return LogDecides
+	}
+	return LeaderGrants
+}
+func (staleLeaderGrants) Applied(process.Env, Command, LockReply) {}
+func (staleLeaderGrants) StepDown()                               {}
+
+// waitSkipsLeaseCheck (MutWaitSkipsLeaseCheck): a client the leader has
+// answered busy for a full TTL is granted, the leader deeming the holder's
+// lease over without checking that it ended (LeaderExpires).
+type waitSkipsLeaseCheck struct {
+	waiting map[string]time.Duration // client+resource → first busy answer, leader only
+}
+
+func waitKey(client, resource string) string { return client + "\x00" + resource }
+
+func (w *waitSkipsLeaseCheck) Decide(env process.Env, _ *LockTable, c Command) GrantDecision {
+	if since, ok := w.waiting[waitKey(c.Client, c.Resource)]; ok && env.Clock().Monotonic()-since >= c.TTL {
+		return LeaderExpires
+	}
+	return LogDecides
+}
+
+func (w *waitSkipsLeaseCheck) Applied(env process.Env, c Command, rep LockReply) {
+	switch k := waitKey(c.Client, c.Resource); rep.Status {
+	case Busy:
+		if _, ok := w.waiting[k]; !ok {
+			w.waiting[k] = env.Clock().Monotonic()
+		}
+	case Granted:
+		delete(w.waiting, k)
+	}
+}
+
+func (w *waitSkipsLeaseCheck) StepDown() { clear(w.waiting) }

@@ -22,6 +22,12 @@ func TestMutantCatalogue(t *testing.T) {
 		if got, err := ParseMutant(string(m.Name)); err != nil || got != m.Name {
 			t.Errorf("ParseMutant(%q) = %q, %v", m.Name, got, err)
 		}
+		if inj, ok := injections[m.Name]; !ok || inj.replica == nil && inj.server == nil && inj.table == nil && inj.store == nil && inj.client == nil {
+			t.Errorf("%s injects nothing: mutants.go's injections must say what it replaces", m.Name)
+		}
+	}
+	if len(injections) != len(mutants) {
+		t.Errorf("%d injections for %d planted bugs", len(injections), len(mutants))
 	}
 	for _, name := range []Mutant{"store-no-fence", "store-fence-volatile", "store-fence-strict-gt", "token-wallclock",
 		"token-local-counter", "token-unsynced", "token-reuse-on-reacquire", "ack-before-commit", "stale-leader-grants",
@@ -72,7 +78,7 @@ func TestMutantsChangeTheTables(t *testing.T) {
 	t.Run("token-reuse-on-reacquire", func(t *testing.T) {
 		for _, m := range []Mutant{"", MutTokenReuseOnReacquire} {
 			tbl := NewLockTable()
-			tbl.mutant = m
+			tbl.Rules = m.tableRules()
 			acq(tbl, "a", 1, 5)
 			tbl.Release(ReleaseRequest{Resource: "r", Client: "a", Token: 5, Request: 2})
 			got := acq(tbl, "b", 1, 9).Token
@@ -84,7 +90,7 @@ func TestMutantsChangeTheTables(t *testing.T) {
 	t.Run("release-no-owner-check", func(t *testing.T) {
 		for _, m := range []Mutant{"", MutReleaseNoOwnerCheck} {
 			tbl := NewLockTable()
-			tbl.mutant = m
+			tbl.Rules = m.tableRules()
 			acq(tbl, "a", 1, 5)
 			r, _ := tbl.Release(ReleaseRequest{Resource: "r", Client: "b", Token: 3, Request: 1})
 			if want := map[Mutant]Status{"": NotHolder, MutReleaseNoOwnerCheck: Released}[m]; r.Status != want {
@@ -95,7 +101,7 @@ func TestMutantsChangeTheTables(t *testing.T) {
 	t.Run("renew-after-expiry", func(t *testing.T) {
 		for _, m := range []Mutant{"", MutRenewAfterExpiry} {
 			tbl := NewLockTable()
-			tbl.mutant = m
+			tbl.Rules = m.tableRules()
 			acq(tbl, "a", 1, 5)
 			tbl.ExpireToken("r", 5)
 			r := tbl.Renew(RenewRequest{Resource: "r", Client: "a", Token: 5, Request: 2}, 0)
@@ -107,7 +113,7 @@ func TestMutantsChangeTheTables(t *testing.T) {
 	t.Run("no-retry-dedup", func(t *testing.T) {
 		for _, m := range []Mutant{"", MutNoRetryDedup} {
 			tbl := NewLockTable()
-			tbl.mutant = m
+			tbl.Rules = m.tableRules()
 			acq(tbl, "a", 1, 5)
 			tbl.Release(ReleaseRequest{Resource: "r", Client: "a", Token: 5, Request: 2})
 			acq(tbl, "a", 1, 9) // a late copy of the first acquire
@@ -120,7 +126,11 @@ func TestMutantsChangeTheTables(t *testing.T) {
 	t.Run("store-fence-strict-gt", func(t *testing.T) {
 		for _, strict := range []bool{false, true} {
 			ft := NewFenceTable()
-			ft.strictGT = strict
+			if strict {
+				var cfg StoreConfig
+				MutStoreFenceStrictGT.InjectStore(&cfg)
+				ft.fence = cfg.Fence
+			}
 			ft.Write(WriteRequest{Resource: "r", Client: "a", Token: 5, Value: 1, Request: 1})
 			d := ft.Write(WriteRequest{Resource: "r", Client: "a", Token: 5, Value: 2, Request: 2})
 			if d.Reply.Accepted == strict {

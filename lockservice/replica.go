@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -26,7 +25,30 @@ type ReplicaConfig struct {
 	IngressDepth int
 	Limits       Limits
 	Observer     Observer
-	Mutant       Mutant // a planted bug, "" for the reference
+
+	// The injection points (variant.go); the zero values are the reference.
+
+	// Quorum is Raft's quorum for n voters (raft.Config.Quorum). nil: a
+	// majority.
+	Quorum func(n int) int
+	// Table: the lock table's rules.
+	Table TableRules
+	// Tokens is where grants' tokens come from. nil: the granting entry's
+	// log index.
+	Tokens TokenSource
+	// LeaseTimers time the leader's leases. nil: one timer per lease on
+	// the monotonic clock.
+	LeaseTimers LeaseTimers
+	// Grants lets the leader decide part of an acquire outside the log.
+	// nil: the log decides.
+	Grants GrantRule
+	// Predict answers an acquire the leader has just proposed at index,
+	// before it commits, from the leader's applied table (false: no early
+	// answer). nil: a client is answered only once its entry applies.
+	Predict func(t *LockTable, c Command, index uint64) (LockReply, bool)
+	// UnsafeNoFsync writes term, vote and log but does not sync them
+	// before the messages that depend on them (etcd's --unsafe-no-fsync).
+	UnsafeNoFsync bool
 }
 
 // DefaultReplicaConfig: 10 ms ticks, elections after 100–200 ms of
@@ -60,14 +82,10 @@ type waiter struct {
 	request uint64
 }
 
-// leaderLease is the leader's own timer for one lease: when it fires the
-// leader proposes CmdExpire.
+// leaderLease is a lease the leader times (ReplicaConfig.LeaseTimers):
+// when it is due the leader proposes CmdExpire.
 type leaderLease struct {
 	token, since uint64
-	timer        clockwork.Timer
-	// wallDue: under MutExpiryWallclock the lease is timed by the wall
-	// clock instead, checked every tick (timer is nil).
-	wallDue time.Time
 }
 
 // Replica is one member of the replicated lock service. Lock commands go
@@ -96,15 +114,16 @@ type Replica struct {
 	hardState slotted
 	pending   map[uint64][]waiter // by log index, leader only
 	inflight  int                 // client proposals not yet applied
-	leases    map[string]*leaderLease
-	leader    bool
+	leases    map[string]leaderLease
+	// decided: index → term of the acquires this process, leading,
+	// granted itself (LeaderGrants), until they apply. Only this process
+	// knows: the log does not say so.
+	decided map[uint64]uint64
+	timers  LeaseTimers
+	leader  bool
 	// ledTerm is the last term this process reported winning (EvElected).
 	ledTerm uint64
 	ticker  clockwork.Timer
-
-	// Planted bugs' state (see mutants.go); unused by the reference.
-	localTokens uint64                   // MutTokenLocalCounter: tokens this replica handed out
-	waiting     map[string]time.Duration // MutWaitSkipsLeaseCheck: client+resource → first busy answer, leader only
 }
 
 // NewReplica returns a replica process; every restart needs a new one.
@@ -124,9 +143,13 @@ func (r *Replica) Start(env process.Env) {
 	r.table = NewLockTable()
 	r.started = map[string]uint64{}
 	r.pending = map[uint64][]waiter{}
-	r.leases = map[string]*leaderLease{}
-	r.waiting = map[string]time.Duration{}
-	r.table.mutant = r.cfg.Mutant
+	r.leases = map[string]leaderLease{}
+	r.decided = map[uint64]uint64{}
+	r.timers = r.cfg.LeaseTimers
+	if r.timers == nil {
+		r.timers = monotonicTimers{}
+	}
+	r.table.Rules = r.cfg.Table
 	var hs raft.HardState
 	r.hardState = slotted{key: hardStateKey}
 	if b, ok := r.hardState.load(env.Disk()); ok {
@@ -145,10 +168,7 @@ func (r *Replica) Start(env process.Env) {
 	}
 	rc := raft.Config{
 		ID: raftID(env.ID()), Peers: peers, ElectionTick: r.cfg.ElectionTick, HeartbeatTick: r.cfg.HeartbeatTick,
-		Rand: env.Rand(), PreVote: true, CheckQuorum: true, HardState: hs, Entries: entries,
-	}
-	if r.cfg.Mutant == MutQuorumOffByOne {
-		rc.Quorum = func(n int) int { return n / 2 }
+		Rand: env.Rand(), PreVote: true, CheckQuorum: true, HardState: hs, Entries: entries, Quorum: r.cfg.Quorum,
 	}
 	node, err := raft.New(rc)
 	if err != nil {
@@ -174,9 +194,7 @@ func (r *Replica) tick() {
 func (r *Replica) onTick() {
 	r.node.Tick()
 	r.flush()
-	if r.cfg.Mutant == MutExpiryWallclock {
-		r.wallExpiry()
-	}
+	r.timers.Tick(r.env)
 	r.ticker.Reset(r.cfg.TickInterval)
 }
 
@@ -224,7 +242,7 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 		env.Send(from, LockReply{Request: request, Status: NotLeader, Leader: lead})
 		return
 	}
-	if rep, ok := r.table.Seen(client, request); ok && !(r.cfg.Mutant == MutNoRetryDedup && c.Kind == CmdAcquire) {
+	if rep, ok := r.table.Seen(client, request); ok && r.table.replays(c.Kind) {
 		env.Send(from, rep) // applied already: a retry or a duplicate
 		return
 	}
@@ -233,50 +251,53 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 		env.Send(from, LockReply{Request: request, Status: Overloaded})
 		return
 	}
+	decision := LogDecides
 	if c.Kind == CmdAcquire {
-		r.stampAcquire(&c)
+		decision = r.stampAcquire(&c)
 	}
-	index, _, err := r.node.Propose(encodeCommand(c))
+	if decision == LeaderExpires {
+		r.expireHolder(c)
+	}
+	index, term, err := r.node.Propose(encodeCommand(c))
 	if err != nil {
 		env.Send(from, LockReply{Request: request, Status: NotLeader, Leader: NoLeader})
 		return
 	}
+	if decision == LeaderGrants {
+		r.decided[index] = term
+	}
 	r.inflight++
 	r.pending[index] = append(r.pending[index], waiter{to: from, client: client, request: request})
 	r.flush()
-	if r.cfg.Mutant == MutAckBeforeCommit && c.Kind == CmdAcquire {
-		// Answer now, from the applied table, before the entry commits.
-		if l, held := r.table.Lease(c.Resource); !held {
-			env.Send(from, LockReply{Request: request, Status: Granted, Token: index, TTL: c.TTL})
-		} else if l.Holder == c.Client {
-			env.Send(from, LockReply{Request: request, Status: Granted, Token: l.Token, TTL: c.TTL})
+	if r.cfg.Predict != nil && c.Kind == CmdAcquire {
+		if rep, ok := r.cfg.Predict(r.table, c, index); ok {
+			env.Send(from, rep)
 		}
 	}
 }
 
-// stampAcquire is where the leader fills in what some planted bugs decide
-// at proposal time; the reference proposes an acquire as the client sent it.
-func (r *Replica) stampAcquire(c *Command) {
-	switch r.cfg.Mutant {
-	case MutTokenWallclock:
-		c.Token = uint64(r.env.Clock().Now().UnixMilli())
-	case MutTokenLocalCounter:
-		r.localTokens++
-		c.Token = r.localTokens
-	case MutStaleLeaderGrants:
-		// Free in the leader's applied table: the leader decides the grant.
-		if _, held := r.table.Lease(c.Resource); !held {
-			c.Takeover = true
-		}
-	case MutWaitSkipsLeaseCheck:
-		// Queued a full TTL: the holder's lease must be over by now.
-		if since, ok := r.waiting[waitKey(c.Client, c.Resource)]; ok && r.env.Clock().Monotonic()-since >= c.TTL {
-			c.Takeover = true
+// stampAcquire fills in what the leader decides of an acquire when it
+// proposes it, and says who decides the grant: nothing and the log in the
+// reference, which proposes an acquire as the client sent it.
+func (r *Replica) stampAcquire(c *Command) GrantDecision {
+	if r.cfg.Tokens != nil {
+		c.Token = r.cfg.Tokens.Stamp(r.env)
+	}
+	if r.cfg.Grants == nil {
+		return LogDecides
+	}
+	return r.cfg.Grants.Decide(r.env, r.table, *c)
+}
+
+// expireHolder proposes the expiry of another client's lease on c's
+// resource, as the leader's applied table has it (LeaderExpires).
+func (r *Replica) expireHolder(c Command) {
+	if l, held := r.table.Lease(c.Resource); held && l.Holder != c.Client {
+		if _, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: c.Resource, Token: l.Token, Since: r.started[c.Resource]})); err == nil {
+			r.flush()
 		}
 	}
 }
-
-func waitKey(client, resource string) string { return client + "\x00" + resource }
 
 // flush carries out every Ready: persist term, vote and entries and sync
 // them, then send the messages that depend on them, then apply what
@@ -315,10 +336,9 @@ func (r *Replica) persist(rd raft.Ready) {
 		r.hardState.store(d, appendHardState(r.hsBuf[:0], rd.HardState))
 		r.persistedHard = rd.HardState
 	}
-	if r.cfg.Mutant == MutTokenUnsynced {
-		return // written, but the messages below go out before any sync
+	if !r.cfg.UnsafeNoFsync {
+		d.Sync()
 	}
-	d.Sync()
 }
 
 // leadership reacts to gaining or losing the lead.
@@ -344,19 +364,14 @@ func (r *Replica) leadership(leader bool) {
 	}
 	// Clients waiting on this replica retry elsewhere with the same ids.
 	clear(r.pending)
-	clear(r.waiting)
+	if r.cfg.Grants != nil {
+		r.cfg.Grants.StepDown()
+	}
 	r.inflight = 0
 	r.env.Log().Info("replica.follower", slog.Uint64("term", r.node.Term()))
 }
 
-func (r *Replica) leaseResources() []string {
-	out := make([]string, 0, len(r.leases))
-	for k := range r.leases { //detlint:sorted
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func (r *Replica) leaseResources() []string { return sortedKeys(r.leases) }
 
 // apply applies one committed entry to the table, on every replica alike,
 // and answers the waiting client if this replica is the one it asked.
@@ -386,15 +401,16 @@ func (r *Replica) apply(e raft.Entry) {
 		// in flight) only replays its reply: it must not restart the lease,
 		// nor re-arm a timer on a resource that may have changed hands.
 		_, replay := r.table.Seen(c.Client, c.Request)
-		if r.cfg.Mutant == MutNoRetryDedup {
-			replay = false // applied again, as if new
-		}
+		replay = replay && r.table.replays(CmdAcquire)
 		token := e.Index
-		if c.Token != 0 && (r.cfg.Mutant == MutTokenWallclock || r.cfg.Mutant == MutTokenLocalCounter) {
-			token = c.Token // stamped by the proposing leader
+		if r.cfg.Tokens != nil {
+			token = r.cfg.Tokens.Token(c.Token, e.Index)
 		}
-		if c.Takeover && !replay && !r.table.stale(c.Client, c.Request) {
-			r.takeOver(c, e.Index)
+		if term, ok := r.decided[e.Index]; ok {
+			delete(r.decided, e.Index)
+			if term == e.Term && !replay && !r.table.stale(c.Client, c.Request) {
+				r.takeOver(c)
+			}
 		}
 		prev, held := r.table.Lease(c.Resource)
 		rep = r.table.Acquire(AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request}, 0, token)
@@ -407,15 +423,8 @@ func (r *Replica) apply(e raft.Entry) {
 				r.arm(c.Resource, rep.Token, e.Index, c.TTL)
 			}
 		}
-		if r.cfg.Mutant == MutWaitSkipsLeaseCheck && r.leader && !replay {
-			switch k := waitKey(c.Client, c.Resource); rep.Status {
-			case Busy:
-				if _, ok := r.waiting[k]; !ok {
-					r.waiting[k] = r.env.Clock().Monotonic()
-				}
-			case Granted:
-				delete(r.waiting, k)
-			}
+		if r.cfg.Grants != nil && r.leader && !replay {
+			r.cfg.Grants.Applied(r.env, c, rep)
 		}
 	case CmdRenew:
 		_, replay := r.table.Seen(c.Client, c.Request) // as for CmdAcquire
@@ -452,34 +461,23 @@ func (r *Replica) apply(e raft.Entry) {
 	}
 }
 
-// takeOver ends another client's lease on c's resource before c's acquire
-// (the entry at index) is applied: what the planted bugs that decide a
-// grant outside the log do.
-func (r *Replica) takeOver(c Command, index uint64) {
+// takeOver silently ends another client's lease on c's resource before
+// c's acquire is applied, on the replica whose GrantRule decided the grant
+// outside the log (LeaderGrants).
+func (r *Replica) takeOver(c Command) {
 	l, held := r.table.Lease(c.Resource)
 	if !held || l.Holder == c.Client {
 		return
 	}
 	r.table.ExpireToken(c.Resource, l.Token)
 	r.disarm(c.Resource)
-	if r.cfg.Mutant == MutWaitSkipsLeaseCheck {
-		// The leader deems the lease over, and says so.
-		r.cfg.Observer.Observe(Event{Kind: EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired", Index: index})
-	}
-	// MutStaleLeaderGrants: the leader believed the resource free; the
-	// lease it overwrites is never ended.
 }
 
 // arm (re)starts the leader's timer for the lease started at index since.
 func (r *Replica) arm(resource string, token, since uint64, ttl time.Duration) {
 	r.disarm(resource)
-	l := &leaderLease{token: token, since: since}
-	if r.cfg.Mutant == MutExpiryWallclock {
-		l.wallDue = r.env.Clock().Now().Add(ttl) // checked every tick
-	} else {
-		l.timer = r.env.Clock().AfterFunc(ttl, func() { r.leaseDue(resource, token, since) })
-	}
-	r.leases[resource] = l
+	r.timers.Arm(r.env, resource, ttl, func() { r.leaseDue(resource, token, since) })
+	r.leases[resource] = leaderLease{token: token, since: since}
 }
 
 // leaseDue proposes the end of the lease the leader timed.
@@ -494,22 +492,9 @@ func (r *Replica) leaseDue(resource string, token, since uint64) {
 	}
 }
 
-// wallExpiry (MutExpiryWallclock) ends every lease whose wall deadline has
-// passed on the leader's wall clock.
-func (r *Replica) wallExpiry() {
-	now := r.env.Clock().Now()
-	for _, res := range r.leaseResources() {
-		if l, ok := r.leases[res]; ok && !now.Before(l.wallDue) {
-			r.leaseDue(res, l.token, l.since)
-		}
-	}
-}
-
 func (r *Replica) disarm(resource string) {
-	if l, ok := r.leases[resource]; ok {
-		if l.timer != nil {
-			l.timer.Stop()
-		}
+	if _, ok := r.leases[resource]; ok {
+		r.timers.Disarm(resource)
 		delete(r.leases, resource)
 	}
 }

@@ -18,7 +18,15 @@ const stateKey = "state"
 type ServerConfig struct {
 	Limits   Limits
 	Observer Observer
-	Mutant   Mutant // a planted bug, "" for the reference
+	// Table: the lock table's rules (the zero value is the reference).
+	Table TableRules
+	// LeaseClock is the time leases are measured on. nil: the monotonic
+	// clock, which no wall-clock step can move.
+	LeaseClock func(env process.Env) time.Duration
+	// UnsafeNoFsync writes the table but does not sync it before the
+	// replies that depend on it (etcd's --unsafe-no-fsync): a crash may
+	// forget grants and tokens already handed out.
+	UnsafeNoFsync bool
 }
 
 // Server is the single-node lock service: one LockTable, persisted to its
@@ -51,7 +59,7 @@ func (s *Server) Start(env process.Env) {
 		}
 		s.table = RestoreLockTable(snap, now)
 	}
-	s.table.mutant = s.cfg.Mutant
+	s.table.Rules = s.cfg.Table
 	for _, l := range s.table.Leases() {
 		s.armExpiry(env, l)
 	}
@@ -125,17 +133,15 @@ func (s *Server) persist(env process.Env) {
 		panic(fmt.Sprintf("lockservice: encoding server state: %v", err))
 	}
 	s.state.store(env.Disk(), b)
-	if s.cfg.Mutant == MutTokenUnsynced {
-		return // the counter and the grants are written, never synced before the reply
+	if !s.cfg.UnsafeNoFsync {
+		env.Disk().Sync()
 	}
-	env.Disk().Sync()
 }
 
-// now is the server's time for leases: its monotonic clock, or under
-// MutExpiryWallclock its wall clock (as a duration since the Unix epoch).
+// now is the server's time for leases (ServerConfig.LeaseClock).
 func (s *Server) now(env process.Env) time.Duration {
-	if s.cfg.Mutant == MutExpiryWallclock {
-		return time.Duration(env.Clock().Now().UnixNano())
+	if s.cfg.LeaseClock != nil {
+		return s.cfg.LeaseClock(env)
 	}
 	return env.Clock().Monotonic()
 }

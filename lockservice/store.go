@@ -14,7 +14,13 @@ type StoreConfig struct {
 	// contrast design, and the canary the checker must catch.
 	IgnoreTokens bool
 	Observer     Observer
-	Mutant       Mutant // a planted bug, "" for the reference
+	// Fence decides a write's token against the highest the store has
+	// accepted for its resource. nil: token ≥ highest (the holder may
+	// write many times).
+	Fence func(token, highest uint64) bool
+	// FenceInMemory keeps the highest token per resource in memory only
+	// (the durable record says 0), so a restarted store has forgotten it.
+	FenceInMemory bool
 }
 
 // FencedStore is the storage a lock protects: it accepts write(resource,
@@ -48,8 +54,8 @@ func (s *FencedStore) Start(env process.Env) {
 		}
 		s.table = t
 	}
-	s.table.IgnoreTokens = s.cfg.IgnoreTokens || s.cfg.Mutant == MutStoreNoFence
-	s.table.strictGT = s.cfg.Mutant == MutStoreFenceStrictGT
+	s.table.IgnoreTokens = s.cfg.IgnoreTokens
+	s.table.fence = s.cfg.Fence
 }
 
 // Receive handles writes and reads.
@@ -65,9 +71,7 @@ func (s *FencedStore) Receive(env process.Env, from process.NodeID, msg process.
 			return
 		}
 		if d.Applied {
-			// MutStoreFenceVolatile: the highest token lives in memory only,
-			// so a restart forgets it.
-			s.rec = s.table.appendRecord(s.rec[:0], s.cfg.Mutant == MutStoreFenceVolatile)
+			s.rec = s.table.appendRecord(s.rec[:0], s.cfg.FenceInMemory)
 			s.state.store(env.Disk(), s.rec)
 			env.Disk().Sync()
 			s.cfg.Observer.Observe(Event{Kind: EvApplied, Resource: m.Resource, Client: m.Client, Token: m.Token, Value: m.Value, Accepted: d.Reply.Accepted, Request: m.Request})

@@ -33,8 +33,8 @@ const (
 )
 
 // appendRecord appends t's durable record to b. volatileHighest
-// (MutStoreFenceVolatile) writes every register's highest token as 0: the
-// fence lives in memory only and a restart forgets it.
+// (StoreConfig.FenceInMemory) writes every register's highest token as 0:
+// the fence lives in memory only and a restart forgets it.
 func (t *FenceTable) appendRecord(b []byte, volatileHighest bool) []byte {
 	b = append(b, storeRecordVersion)
 	b = binary.AppendUvarint(b, uint64(len(t.regKeys)))
@@ -77,7 +77,7 @@ func (t *FenceTable) appendRecord(b []byte, volatileHighest bool) []byte {
 }
 
 // decodeStoreRecord rebuilds a table from its durable record. The table is
-// fenced (IgnoreTokens and the mutant flags are configuration: the store
+// fenced (IgnoreTokens and the fence rule are configuration: the store
 // sets them).
 func decodeStoreRecord(b []byte) (*FenceTable, error) {
 	if len(b) == 0 {

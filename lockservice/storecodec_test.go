@@ -82,7 +82,7 @@ func TestStoreRecordRoundTrips(t *testing.T) {
 	})
 }
 
-// TestStoreRecordVolatileHighest: the MutStoreFenceVolatile record forgets
+// TestStoreRecordVolatileHighest: the StoreConfig.FenceInMemory record forgets
 // every register's highest token and nothing else.
 func TestStoreRecordVolatileHighest(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {

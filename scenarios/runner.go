@@ -304,7 +304,9 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	}
 	ignoreTokens := spec.Store.IgnoreTokens || info.UnfencedStore
 	if err := add(storeNode, func() sim.Process {
-		return lockservice.NewFencedStore(lockservice.StoreConfig{Limits: run.Limits, IgnoreTokens: ignoreTokens, Observer: obs, Mutant: run.Mutant})
+		cfg := lockservice.StoreConfig{Limits: run.Limits, IgnoreTokens: ignoreTokens, Observer: obs}
+		run.Mutant.InjectStore(&cfg)
+		return lockservice.NewFencedStore(cfg)
 	}); err != nil {
 		return Result{}, err
 	}
@@ -315,7 +317,8 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		cfg := lockservice.DefaultClientConfig(c.Name, serverIDs, run.Store, c.Resource)
 		cfg.TTL, cfg.StartDelay, cfg.WorkDuration = time.Duration(c.TTL), time.Duration(c.StartDelay), time.Duration(c.WorkDuration)
 		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM = c.Cycles, c.WritesPerHold, c.DriftBoundPPM
-		cfg.Observer, cfg.Mutant = obs, run.Mutant
+		cfg.Observer = obs
+		run.Mutant.InjectClient(&cfg)
 		if err := add(c.Name, func() sim.Process { return design.NewClient(cfg, run) }); err != nil {
 			return Result{}, err
 		}
