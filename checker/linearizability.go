@@ -282,15 +282,18 @@ func checkLinearizable(h History, opt Options) ([]Violation, []string) {
 		switch results[i].verdict {
 		case searchIllegal:
 			vs = append(vs, linearizabilityViolation(p, results[i]))
-		case searchExhausted:
-			unknown = append(unknown, exhaustedSentence(opt, len(p.typed), "store", p.resource))
+		case searchExhausted, searchMemoryFull:
+			unknown = append(unknown, exhaustedSentence(opt, results[i].verdict, len(p.typed), "store", p.resource))
 		}
 	}
 	return vs, unknown
 }
 
 // exhaustedSentence says which partition ran out of which budget.
-func exhaustedSentence(opt Options, n int, what, resource string) string {
+func exhaustedSentence(opt Options, v searchVerdict, n int, what, resource string) string {
+	if v == searchMemoryFull {
+		return fmt.Sprintf("the linearizability search of the %d %s ops on resource %q reached its bound of %d bytes of memo and work lists (Options.SearchBytes) before deciding", n, what, resource, opt.searchBytes())
+	}
 	return fmt.Sprintf("the linearizability search of the %d %s ops on resource %q ran out of its budget of %d model steps (Options.Steps) before deciding", n, what, resource, opt.steps())
 }
 
@@ -299,16 +302,25 @@ func exhaustedSentence(opt Options, n int, what, resource string) string {
 // most partitions linearizable in about one pass (and ambiguous lock
 // histories the complete search would branch on); searchLinearization
 // decides the rest. Each result depends only on its partition and the
-// step budget (the quick search's own budget is fixed, in steps too).
+// budgets: the quick search's model steps are charged to the partition's
+// step budget (see quickSteps), and the complete search gets the rest.
 func searchPartitions[S comparable, I, O, R any](parts []partition[I, O, R], init S, step func([]S, S, I, O) []S, covers func(a, b S) bool, coarse func(S) S, opt Options) []searchResult[S] {
 	results := make([]searchResult[S], len(parts))
 	var wg sync.WaitGroup
 	for i := range parts {
 		wg.Go(func() {
-			if linearizableQuickly(init, step, parts[i].typed) {
-				return // searchOK
+			total := opt.steps()
+			ok, used := linearizableQuickly(init, step, covers, coarse, parts[i].typed, quickSteps(len(parts[i].typed), total))
+			if ok {
+				results[i] = searchResult[S]{verdict: searchOK, steps: used, linearized: -1}
+				return
 			}
-			results[i] = searchLinearization(init, step, covers, coarse, parts[i].typed, opt.steps())
+			rest := total
+			if total >= 0 {
+				rest = total - used
+			}
+			results[i] = searchLinearization(init, step, covers, coarse, parts[i].typed, searchBudget{rest, opt.searchBytes()})
+			results[i].steps += used
 		})
 	}
 	wg.Wait()

@@ -324,8 +324,8 @@ func checkLockLinearizable(h History, opt Options) ([]Violation, []string) {
 		switch results[i].verdict {
 		case searchIllegal:
 			vs = append(vs, lockViolation(p, results[i]))
-		case searchExhausted:
-			unknown = append(unknown, exhaustedSentence(opt, len(p.typed), "lock", p.resource))
+		case searchExhausted, searchMemoryFull:
+			unknown = append(unknown, exhaustedSentence(opt, results[i].verdict, len(p.typed), "lock", p.resource))
 		}
 	}
 	return vs, unknown

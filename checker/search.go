@@ -15,13 +15,40 @@ import (
 // hundred MB of memo, not a budget a real run is expected to reach.
 const DefaultSteps = 20_000_000
 
+// DefaultSearchBytes bounds the memory of one complete linearizability
+// search (its memo, moves and stack) when Options.SearchBytes is 0. The
+// memo grows with the steps, by a bitset of the answered ops and one of
+// the open ops an entry: at DefaultSteps on a history of thousands of
+// open ops it would hold gigabytes, several partitions at once. The
+// bytes are counted from the lengths of what the search keeps (see
+// searchCost), never from the runtime's figures, so that the verdict is
+// a function of the history; the process holds about twice as much
+// (maps' and slices' slack, the collector's headroom). The built-in
+// scenarios' searches need under a megabyte.
+const DefaultSearchBytes = 128 << 20
+
+// searchCost is what the search counts against its byte bound: a
+// state with its bookkeeping in a memo entry, a move or a stack frame
+// (the largest model's, rounded up), plus each bitset's words.
+const (
+	costEntry = 64 // a memo entry: state, slice header, map slot share
+	costKey   = 64 // a new memo key: its string header, state and map slot
+	costMove  = 48
+	costFrame = 96
+)
+
+// searchBudget bounds one partition's search: model steps and counted
+// bytes, each negative for no limit.
+type searchBudget struct{ steps, bytes int64 }
+
 // searchVerdict is the outcome of one partition's search.
 type searchVerdict uint8
 
 const (
-	searchOK        searchVerdict = iota // a linearization exists
-	searchIllegal                        // none exists
-	searchExhausted                      // the step budget ran out first
+	searchOK         searchVerdict = iota // a linearization exists
+	searchIllegal                         // none exists
+	searchExhausted                       // the step budget ran out first
+	searchMemoryFull                      // the byte bound was reached first
 )
 
 // searchResult is what searchLinearization found. For an illegal
@@ -54,8 +81,8 @@ type frame[S any] struct {
 }
 
 // searchLinearization decides whether ops (one partition, sorted by call)
-// are linearizable against the model (init, step), within budget model
-// steps (negative: no limit). It is the Wing–Gong/Lowe search: depth-first
+// are linearizable against the model (init, step), within budget's model
+// steps and counted bytes. It is the Wing–Gong/Lowe search: depth-first
 // over the ops that may come next (every op that must precede them
 // placed), with a memo of the nodes already explored — the set of placed
 // ops and the model's state — so that no node is explored twice. It
@@ -87,7 +114,7 @@ type frame[S any] struct {
 //
 // Successor states are branched one by one (the models are
 // nondeterministic: an unanswered write may be lost or applied).
-func searchLinearization[S comparable, I, O any](init S, step func([]S, S, I, O) []S, covers func(a, b S) bool, coarse func(S) S, ops []typedOp[I, O], budget int64) searchResult[S] {
+func searchLinearization[S comparable, I, O any](init S, step func([]S, S, I, O) []S, covers func(a, b S) bool, coarse func(S) S, ops []typedOp[I, O], limits searchBudget) searchResult[S] {
 	var closed, opens []int32 // op indices in call order
 	pos := make([]int, len(ops))
 	for i, op := range ops {
@@ -103,8 +130,17 @@ func searchLinearization[S comparable, I, O any](init S, step func([]S, S, I, O)
 	if len(closed) == 0 {
 		return res
 	}
+	budget, room := limits.steps, limits.bytes
 	if budget < 0 {
 		budget = math.MaxInt64
+	}
+	if room < 0 {
+		room = math.MaxInt64
+	}
+	var memoBytes int64 // counted: see searchCost
+	// full reports whether what the search holds reached its byte bound.
+	full := func(moves, frames int) bool {
+		return memoBytes+int64(moves)*costMove+int64(frames)*costFrame > room
 	}
 	rets := newMinTree(len(closed))
 	for p, i := range closed {
@@ -161,6 +197,10 @@ func searchLinearization[S comparable, I, O any](init S, step func([]S, S, I, O)
 				return true
 			}
 		}
+		if entries == nil {
+			memoBytes += costKey + int64(len(keyBuf))
+		}
+		memoBytes += costEntry + 8*int64(len(openBits))
 		memo[k] = append(entries, memoEntry{state: s, open: slices.Clone(openBits)})
 		return false
 	}
@@ -219,6 +259,9 @@ func searchLinearization[S comparable, I, O any](init S, step func([]S, S, I, O)
 			succ = dedupStates(step(succ[:0], s, ops[i].In, ops[i].Out))
 			alt = alt[:0]
 			if viaOpen { // what i would reach without the open op just placed
+				if res.steps >= budget {
+					return false
+				}
 				res.steps++
 				alt = step(alt, before, ops[i].In, ops[i].Out)
 			}
@@ -294,6 +337,10 @@ func searchLinearization[S comparable, I, O any](init S, step func([]S, S, I, O)
 		lo := len(moves)
 		if !expand(m.to, ops[m.op].Open, f.state) {
 			res.verdict = searchExhausted
+			return res
+		}
+		if full(len(moves), len(stack)+1) {
+			res.verdict = searchMemoryFull
 			return res
 		}
 		child.moves = [2]int{lo, len(moves)}

@@ -57,7 +57,7 @@ func TestSearchDecidesAmbiguousLocks(t *testing.T) {
 		}
 	}
 	p := encodeLockOps(h)[0]
-	r := searchLinearization(lockState{}, lockNext, lockCovers, lockClass, p.typed, DefaultSteps)
+	r := searchLinearization(lockState{}, lockNext, lockCovers, lockClass, p.typed, searchBudget{DefaultSteps, DefaultSearchBytes})
 	if r.verdict != searchIllegal {
 		t.Fatalf("got verdict %v after %d steps, want illegal", r.verdict, r.steps)
 	}
@@ -161,13 +161,13 @@ func searchCorpus(hs []History, each func(ops []porcupine.Operation, model porcu
 		before := t.illegal
 		for _, p := range encodeOps(h) {
 			v := timed(func() searchVerdict {
-				return searchLinearization(registerState{}, registerNext, nil, nil, p.typed, DefaultSteps).verdict
+				return searchLinearization(registerState{}, registerNext, nil, nil, p.typed, searchBudget{DefaultSteps, DefaultSearchBytes}).verdict
 			})
 			each(p.ops(), FencedRegisterModel(), p.exact, v)
 		}
 		for _, p := range encodeLockOps(h) {
 			v := timed(func() searchVerdict {
-				return searchLinearization(lockState{}, lockNext, lockCovers, lockClass, p.typed, DefaultSteps).verdict
+				return searchLinearization(lockState{}, lockNext, lockCovers, lockClass, p.typed, searchBudget{DefaultSteps, DefaultSearchBytes}).verdict
 			})
 			each(p.ops(), FencedMutexModel(), p.exact, v)
 		}

@@ -146,6 +146,21 @@ type Options struct {
 	// negative value means no limit. A search that runs out makes the
 	// verdict VerdictUnknown, saying which resource and budget.
 	Steps int64
+	// SearchBytes bounds the memory of each linearizability search,
+	// counted from the lengths of what it keeps (deterministic, unlike the
+	// runtime's figures). 0 means DefaultSearchBytes; a negative value
+	// means no limit. A search that reaches it makes the verdict
+	// VerdictUnknown, saying which resource and bound.
+	SearchBytes int64
+}
+
+// searchBytes returns the byte bound to hand the search, where negative
+// means no limit.
+func (o Options) searchBytes() int64 {
+	if o.SearchBytes == 0 {
+		return DefaultSearchBytes
+	}
+	return o.SearchBytes
 }
 
 // steps returns the budget to hand the search, where negative means no
@@ -159,7 +174,7 @@ func (o Options) steps() int64 {
 
 // Check judges a history against every safety property (S1–S10) and returns
 // the verdict: VerdictViolation if any property is refuted, else
-// VerdictUnknown if a linearizability search ran out of steps, else
+// VerdictUnknown if a linearizability search ran out of steps or bytes, else
 // VerdictPass. It never judges liveness (see CheckLiveness and Combine), but
 // it fills Verdict.Metrics whatever the verdict. It never mutates h.
 func Check(h History, opt Options) Verdict {
