@@ -26,6 +26,7 @@ type linView struct {
 	doc     string   // porcupine's HTML, sanitized; "" if there is none
 	note    string   // why there is no view, or what was changed in it
 	failed  string   // a panic while rendering, if any
+	skipped bool     // too many ops to draw (MaxViewOps): porcupine not run
 }
 
 // linInfo is the signature of checker.LinearizabilityInfo and
@@ -46,11 +47,11 @@ func linearizabilityViews(in Input) (s8, s7 linView) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		s8 = runView("S8", "store", checker.LinearizabilityInfo, in.History, opt, ann)
+		s8 = runView("S8", "store", len(in.History.Ops), checker.LinearizabilityInfo, in.History, opt, ann)
 		s8.clients = sortedUnique(storeClients)
 	})
 	wg.Go(func() {
-		s7 = runView("S7", "lock", checker.LockLinearizabilityInfo, in.History, opt, ann)
+		s7 = runView("S7", "lock", len(in.History.LockOps), checker.LockLinearizabilityInfo, in.History, opt, ann)
 		s7.clients = sortedUnique(lockClients)
 	})
 	wg.Wait()
@@ -68,8 +69,21 @@ func budget(timeout time.Duration) string {
 	return dur(timeout)
 }
 
-func runView(prop, what string, info linInfo, h checker.History, opt time.Duration, ann []porcupine.Annotation) (v linView) {
+// MaxViewOps is the most operations of one kind a page draws porcupine's
+// view for. A view is for a reader; a history past this size (a run cut at
+// a limit, with hundreds of thousands of calls never answered) would cost
+// porcupine its whole budget and a page of megabytes nobody reads, and
+// whether porcupine finished would depend on the machine's load. The
+// verdict never depends on views.
+const MaxViewOps = 5000
+
+func runView(prop, what string, recorded int, info linInfo, h checker.History, opt time.Duration, ann []porcupine.Annotation) (v linView) {
 	v.prop, v.what = prop, what
+	if recorded > MaxViewOps {
+		v.ops, v.skipped = recorded, true
+		v.note = fmt.Sprintf("The history has %d %s operations, more than the %d a view is drawn for (report.MaxViewOps); the verdict above is the checker's own, and history.json has every operation.", recorded, what, MaxViewOps)
+		return v
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			v.doc, v.failed = "", fmt.Sprint(r)
@@ -195,6 +209,8 @@ func (p *page) linView(v linView, title, id string) {
 	case v.failed != "":
 		p.f("<span class=\"unk\">could not render</span> <span>%s</span>", esc(v.failed))
 	case v.ops == 0:
+	case v.skipped:
+		p.f("<span class=\"unk\">not drawn</span> <span>%d ops</span>", v.ops)
 	case v.result == porcupine.Ok:
 		p.f("<span class=\"ok\">linearizable</span> <span>%d ops</span>", v.ops)
 	case v.result == porcupine.Illegal:

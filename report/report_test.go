@@ -374,7 +374,7 @@ func TestPorcupineTimeoutIsSaid(t *testing.T) {
 		model, ops, _, info, exact := checker.LinearizabilityInfo(h, timeout)
 		return model, ops, porcupine.Unknown, info, exact
 	}
-	v := runView("S8", "store", timedOut, in.History, 3*time.Second, nil)
+	v := runView("S8", "store", len(in.History.Ops), timedOut, in.History, 3*time.Second, nil)
 	if v.doc != "" || !strings.Contains(v.note, "timed out (budget 3s)") {
 		t.Errorf("timed-out view: doc %d bytes, note %q", len(v.doc), v.note)
 	}
@@ -382,6 +382,31 @@ func TestPorcupineTimeoutIsSaid(t *testing.T) {
 	(&page{b: &b}).linView(v, "S8", "lin-s8")
 	if strings.Contains(b.String(), "<iframe") || !strings.Contains(b.String(), "timed out") {
 		t.Errorf("timed-out view renders as %s", b.String())
+	}
+}
+
+// TestHugeHistoryIsNotDrawn: past MaxViewOps ops a view is not drawn and
+// porcupine is not even asked (a run cut at a limit leaves hundreds of
+// thousands of unanswered calls, which would cost the page its whole
+// budget); the page says why instead of claiming a result.
+func TestHugeHistoryIsNotDrawn(t *testing.T) {
+	in := kleppmann(t)
+	asked := false
+	spy := func(h checker.History, timeout time.Duration) (porcupine.Model, []porcupine.Operation, porcupine.CheckResult, porcupine.LinearizationInfo, bool) {
+		asked = true
+		return checker.LinearizabilityInfo(h, timeout)
+	}
+	v := runView("S8", "store", MaxViewOps+1, spy, in.History, 3*time.Second, nil)
+	if asked || v.doc != "" || !strings.Contains(v.note, "more than the 5000 a view is drawn for") {
+		t.Errorf("huge view: porcupine asked %v, doc %d bytes, note %q", asked, len(v.doc), v.note)
+	}
+	var b bytes.Buffer
+	(&page{b: &b}).linView(v, "S8", "lin-s8")
+	if got := b.String(); strings.Contains(got, "<iframe") || strings.Contains(got, ">linearizable<") || !strings.Contains(got, "not drawn") {
+		t.Errorf("huge view renders as %s", got)
+	}
+	if v := runView("S8", "store", MaxViewOps, spy, in.History, 3*time.Second, nil); !asked || v.doc == "" {
+		t.Errorf("a view at the cap was not drawn: asked %v, note %q", asked, v.note)
 	}
 }
 
