@@ -253,9 +253,9 @@ func TestSerialUnderLoad(t *testing.T) {
 func TestDoAbandonedNeverRuns(t *testing.T) {
 	c := newCluster(t, []process.NodeID{1}, nil)
 	n := c.start(1, &echo{})
-	release := make(chan struct{})
-	go n.Do(context.Background(), func(process.Env) { <-release }) // holds the executor
-	time.Sleep(20 * time.Millisecond)
+	release, running := make(chan struct{}), make(chan struct{})
+	go n.Do(context.Background(), func(process.Env) { close(running); <-release }) // holds the executor
+	<-running
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	var ran atomic.Bool
@@ -271,21 +271,29 @@ func TestDoAbandonedNeverRuns(t *testing.T) {
 	}
 }
 
-// TestCloseDrainsAndStopsTimers: Close runs what was queued, a timer that
-// falls due afterwards never runs, and Do on a closed node is ErrClosed.
+// TestCloseDrainsAndStopsTimers: Close runs the events queued before it
+// (here three messages a node sent itself while its executor was busy), a
+// timer that falls due afterwards never runs, and Do on a closed node is
+// ErrClosed.
 func TestCloseDrainsAndStopsTimers(t *testing.T) {
 	c := newCluster(t, []process.NodeID{1}, nil)
-	n := c.start(1, &echo{})
-	var queued, late atomic.Bool
-	n.Do(context.Background(), func(env process.Env) {
+	p := &echo{}
+	n := c.start(1, p)
+	var late atomic.Bool
+	release, running := make(chan struct{}), make(chan struct{})
+	go n.Do(context.Background(), func(env process.Env) {
 		env.Clock().AfterFunc(50*time.Millisecond, func() { late.Store(true) })
-		env.Send(1, ping{N: 1}) // to itself: queued behind this event
+		for i := range uint64(3) {
+			env.Send(1, ping{N: i, Echo: true}) // to itself: queued behind this event
+		}
+		close(running)
+		<-release
 	})
-	go n.Do(context.Background(), func(process.Env) { time.Sleep(10 * time.Millisecond); queued.Store(true) })
-	time.Sleep(time.Millisecond)
+	<-running
+	time.AfterFunc(20*time.Millisecond, func() { close(release) })
 	c.stop(1)
-	if !queued.Load() {
-		t.Fatal("Close returned before the queued event ran")
+	if len(p.got) != 3 {
+		t.Fatalf("Close returned with %d of the 3 queued messages run", len(p.got))
 	}
 	time.Sleep(100 * time.Millisecond)
 	if late.Load() {
@@ -457,6 +465,74 @@ func TestBadPeersAreCut(t *testing.T) {
 	eventually(t, na, "an echo after the garbage", func(process.Env) bool { return len(a.got) == 1 })
 }
 
+// TestLocalTakesRepliesToAFrontEnd: a front end that is not a node submits
+// a request under an id of its own through Do, and Config.Local hands it
+// the process's reply, which never reaches the network.
+func TestLocalTakesRepliesToAFrontEnd(t *testing.T) {
+	const frontEnd process.NodeID = 1000
+	replies := make(chan process.Message, 1)
+	c := newCluster(t, []process.NodeID{1}, func(cfg *Config) {
+		cfg.Local = func(to process.NodeID, m process.Message) bool {
+			if to != frontEnd {
+				return false
+			}
+			replies <- m
+			return true
+		}
+	})
+	p := &echo{}
+	n := c.start(1, p)
+	if err := n.Do(context.Background(), func(env process.Env) { p.Receive(env, frontEnd, ping{N: 42}) }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-replies:
+		if p := m.(ping); p.N != 42 || !p.Echo {
+			t.Fatalf("the front end got %+v", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reply reached Local")
+	}
+	if s := n.Stats(); s.Unroutable != 0 || s.FramesSent != 0 {
+		t.Fatalf("the reply went to the network: %+v", s)
+	}
+}
+
+// TestFullInboxDropsMessages: while the executor is busy, messages from
+// the network beyond InboxDepth are dropped and counted, not queued
+// without bound; the ones admitted run in order once it is free.
+func TestFullInboxDropsMessages(t *testing.T) {
+	const depth, sent = 10, 100
+	c := newCluster(t, []process.NodeID{1, 2}, func(cfg *Config) { cfg.InboxDepth = depth })
+	na := c.start(1, &echo{})
+	b := &echo{}
+	nb := c.start(2, b)
+	release, running := make(chan struct{}), make(chan struct{})
+	go nb.Do(context.Background(), func(process.Env) { close(running); <-release })
+	<-running
+	for i := range uint64(sent) {
+		send(t, na, 2, ping{N: i, Echo: true})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for nb.Stats().InboxDropped < sent-depth {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("stats %+v: want %d dropped", nb.Stats(), sent-depth)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	eventually(t, nb, "the admitted messages", func(process.Env) bool { return len(b.got) == depth })
+	for i, p := range b.got {
+		if p.N != uint64(i) {
+			t.Fatalf("admitted message %d is ping %d", i, p.N)
+		}
+	}
+	if d := nb.Stats().InboxDropped; d != sent-depth {
+		t.Fatalf("%d dropped, want %d", d, sent-depth)
+	}
+}
+
 // BenchmarkRoundTrip measures a ping's round trip between two nodes over
 // loopback TCP: out through the sender's executor and transport, echoed
 // by the peer's process, back to the sender's process.
@@ -487,7 +563,6 @@ func BenchmarkRoundTrip(b *testing.B) {
 		na.Do(context.Background(), func(env process.Env) { env.Send(2, ping{N: uint64(i)}) })
 		<-got
 	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/roundtrip")
 }
 
 // notify signals a channel for every message it receives.
