@@ -255,24 +255,16 @@ func (r *reader) fail(format string, args ...any) {
 	}
 }
 
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("bad uvarint at %d bytes from the end", len(r.b))
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *reader) uvarint() uint64 { return readNumber(r, binary.Uvarint) }
 
-func (r *reader) varint() int64 {
+func (r *reader) varint() int64 { return readNumber(r, binary.Varint) }
+
+// readNumber reads one number with decode (binary.Uvarint or Varint).
+func readNumber[T uint64 | int64](r *reader, decode func([]byte) (T, int)) T {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(r.b)
+	v, n := decode(r.b)
 	if n <= 0 {
 		r.fail("bad varint at %d bytes from the end", len(r.b))
 		return 0
