@@ -343,8 +343,8 @@ func TestRestartOnSameDirAndAddress(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	if d := na.Stats().Dials; d < 2 {
-		t.Fatalf("node 1 dialled %d times, want a reconnection", d)
+	if s := na.Stats(); s.Dials < 2 || s.WriteLost != 0 {
+		t.Fatalf("node 1's stats %+v: want a reconnection, and no frame written into the dead connection (its close was seen)", s)
 	}
 }
 

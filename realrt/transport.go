@@ -343,6 +343,7 @@ func (p *peer) run() {
 	cfg := p.t.cfg
 	var w *bufio.Writer
 	var conn net.Conn
+	var gone <-chan struct{} // closed once the peer has closed conn
 	var batch [][]byte
 	backoff := cfg.MinBackoff
 	for {
@@ -352,8 +353,17 @@ func (p *peer) run() {
 		case <-p.wake:
 		}
 		for {
+			if conn != nil {
+				select {
+				case <-gone: // the peer went away while the connection was idle: redial before writing into it
+					p.setConn(nil)
+					conn.Close()
+					conn = nil
+				default:
+				}
+			}
 			if conn == nil {
-				c, err := p.dial()
+				c, g, err := p.dial()
 				if err != nil {
 					p.t.log.Debug("realrt: dial failed", "peer", p.id, "addr", p.addr, "err", err, "retry_in", backoff)
 					if !p.sleep(backoff) {
@@ -362,7 +372,7 @@ func (p *peer) run() {
 					backoff = min(2*backoff, cfg.MaxBackoff)
 					continue
 				}
-				conn, backoff = c, cfg.MinBackoff
+				conn, gone, backoff = c, g, cfg.MinBackoff
 				w = bufio.NewWriterSize(conn, 64<<10)
 			}
 			batch = p.take(batch[:0])
@@ -397,31 +407,30 @@ func (p *peer) write(conn net.Conn, w *bufio.Writer, batch [][]byte) error {
 
 // dial opens a connection to the peer and sends the hello. A goroutine
 // reads the connection, on which the peer never writes, so that the peer's
-// close (it stopped or restarted) is seen at once: it closes the
-// connection, and the next write fails and redials instead of vanishing
-// into a dead socket.
-func (p *peer) dial() (net.Conn, error) {
+// close (it stopped or restarted) is seen at once: it closes gone, and the
+// next batch goes to a new connection instead of into a dead socket.
+func (p *peer) dial() (c net.Conn, gone <-chan struct{}, err error) {
 	cfg := p.t.cfg
 	d := net.Dialer{Timeout: cfg.DialTimeout}
-	c, err := d.DialContext(p.t.ctx, "tcp", p.addr)
-	if err != nil {
-		return nil, err
+	if c, err = d.DialContext(p.t.ctx, "tcp", p.addr); err != nil {
+		return nil, nil, err
 	}
 	c.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 	if _, err := c.Write(appendHello(nil, p.t.self, p.id)); err != nil {
 		c.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	if !p.setConn(c) {
 		c.Close()
-		return nil, net.ErrClosed
+		return nil, nil, net.ErrClosed
 	}
 	p.t.dials.Add(1)
+	g := make(chan struct{})
 	go func() {
 		io.Copy(io.Discard, c)
-		c.Close()
+		close(g)
 	}()
-	return c, nil
+	return c, g, nil
 }
 
 // setConn records the current connection; it refuses a new one once the
