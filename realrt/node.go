@@ -59,7 +59,8 @@ type Config struct {
 	// to another node, before the network does; returning true keeps the
 	// message off the network. A front end that is not a node (an HTTP
 	// API) gives its pending requests ids of their own, submits them with
-	// Do, and takes the process's replies to those ids here.
+	// Do, and takes the process's replies to those ids here. It must not
+	// block (hand the reply to a buffered channel, say): the process waits.
 	Local func(to process.NodeID, m process.Message) bool
 	// Seed seeds the process's random stream; 0 draws one from
 	// crypto/rand at boot (a real node needs no reproducible stream).
