@@ -40,6 +40,16 @@ var layers = []struct {
 		allowed: []string{"process"},
 		why:     "the real clock implements the contract; it must not drag in the simulator",
 	},
+	{
+		pattern: "./realrt",
+		allowed: []string{"process", "realclock", "filedisk"},
+		why:     "the real runtime hosts any process over a caller's codec: it knows no protocol and must not drag in the simulator",
+	},
+	{
+		pattern: "./wire",
+		allowed: []string{"process", "lockservice", "lockservice/raft"},
+		why:     "the wire codec encodes the lock service's messages; it must not drag in the simulator",
+	},
 }
 
 // TestLayers fails when a package depends on a fencesim package its layer
