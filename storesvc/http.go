@@ -1,0 +1,321 @@
+package storesvc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fencesim/fencesim/process"
+	"github.com/fencesim/fencesim/realrt"
+)
+
+// Header names. A token header holds a decimal uint64 and nothing else.
+const (
+	HeaderToken    = "Fencing-Token"     // PUT: the writer's token; GET answer: the token that wrote the value
+	HeaderTokenMax = "Fencing-Token-Max" // answers: the key's T_max after the request
+)
+
+// MaxKeyLen bounds a key; keys are 1..MaxKeyLen characters of
+// [A-Za-z0-9._-], the lock API's resource names, so that the resource a
+// lock guards can name the object it protects.
+const MaxKeyLen = 128
+
+// Error codes, the "error" field of an error body.
+const (
+	CodeInvalid     = "invalid"
+	CodeStale       = "stale_token"
+	CodeNotFound    = "not_found"
+	CodeTooLarge    = "too_large"
+	CodeOverloaded  = "overloaded"
+	CodeDraining    = "draining"
+	CodeUnavailable = "unavailable"
+	CodeFull        = "full"
+	CodeInternal    = "internal"
+)
+
+// WriteResponse is a 200 to a PUT: the write was accepted and synced.
+type WriteResponse struct {
+	Key   string `json:"key"`
+	Token uint64 `json:"token,string"` // the accepted write's token
+	TMax  uint64 `json:"t_max,string"` // the key's highest accepted token
+}
+
+// ObjectResponse is a 200 to a GET.
+type ObjectResponse struct {
+	Key   string `json:"key"`
+	Value int64  `json:"value,string"`
+	Token uint64 `json:"token,string"` // the token of the write Value came from
+	TMax  uint64 `json:"t_max,string"`
+}
+
+// ErrorResponse is every non-2xx body. A 409 carries the token refused and
+// the key's T_max; 429 and 503 carry retry_after_ms.
+type ErrorResponse struct {
+	Error        string `json:"error"`
+	Message      string `json:"message"`
+	Field        string `json:"field,omitempty"`
+	Key          string `json:"key,omitempty"`
+	Token        uint64 `json:"token,omitempty,string"`
+	TMax         uint64 `json:"t_max,omitempty,string"`
+	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
+}
+
+// apiError is a non-2xx answer; reason labels the error metric.
+type apiError struct {
+	status int
+	reason string
+	body   ErrorResponse
+}
+
+func invalid(field, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, reason: "invalid", body: ErrorResponse{
+		Error: CodeInvalid, Field: field, Message: field + ": " + fmt.Sprintf(format, args...),
+	}}
+}
+
+func (s *Service) newHTTPServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("PUT /v1/objects/{key}", s.objectOp("write", s.put))
+	mux.Handle("GET /v1/objects/{key}", s.objectOp("read", s.get))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, ReadTimeout: s.cfg.ReadTimeout,
+		WriteTimeout: s.cfg.WriteTimeout, IdleTimeout: s.cfg.IdleTimeout,
+		MaxHeaderBytes: 16 << 10,
+		ErrorLog:       slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+	}
+}
+
+func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
+	type ready struct {
+		Ready  bool   `json:"ready"`
+		Reason string `json:"reason,omitempty"`
+	}
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, ready{Reason: "draining"})
+		return
+	}
+	// The store answers when its executor runs a no-op in time.
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	if err := s.node.Do(ctx, func(process.Env) {}); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, ready{Reason: "store: " + err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, ready{Ready: true})
+}
+
+// opFunc handles one admitted object request: the status and body of the
+// answer, headers set on w.
+type opFunc func(w http.ResponseWriter, r *http.Request, key string) (int, any, *apiError)
+
+// objectOp wraps an object operation in the draining check, the in-flight
+// bound, key validation, a deadline, metrics and the JSON answer.
+func (s *Service) objectOp(op string, h opFunc) http.Handler {
+	om := s.m.op(op)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			om.errors.WithLabelValues("draining").Inc()
+			s.writeError(w, s.retryLater(http.StatusServiceUnavailable, "draining", CodeDraining, "the store is draining; retry shortly"))
+			return
+		}
+		if s.inFlight.Add(1) > int64(s.cfg.MaxInFlight) {
+			s.inFlight.Add(-1)
+			om.errors.WithLabelValues("shed").Inc()
+			s.writeError(w, s.retryLater(http.StatusTooManyRequests, "shed", CodeOverloaded, fmt.Sprintf("more than %d requests in flight; retry later", s.cfg.MaxInFlight)))
+			return
+		}
+		defer s.inFlight.Add(-1)
+		start := time.Now()
+		key := r.PathValue("key")
+		var (
+			status int
+			body   any
+			aerr   *apiError
+		)
+		if !validKey(key) {
+			aerr = invalid("key", "must be 1..%d characters of [A-Za-z0-9._-], got %q", MaxKeyLen, truncate(key, 40))
+		} else {
+			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+			status, body, aerr = h(w, r.WithContext(ctx), key)
+			cancel()
+		}
+		om.latency.Observe(time.Since(start).Seconds())
+		if aerr != nil {
+			if aerr.reason != "" {
+				om.errors.WithLabelValues(aerr.reason).Inc()
+			}
+			s.writeError(w, aerr)
+			return
+		}
+		writeJSON(w, status, body)
+	})
+}
+
+// put is PUT /v1/objects/{key}: a fenced write.
+func (s *Service) put(w http.ResponseWriter, r *http.Request, key string) (int, any, *apiError) {
+	token, aerr := parseToken(r.Header.Values(HeaderToken))
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	value, aerr := s.parseValue(w, r)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	rep, err := s.write(r.Context(), key, token, value)
+	if err != nil {
+		return 0, nil, s.storeError(r, err)
+	}
+	if rep.Err != "" { // validation in the store; parseToken and validKey should have caught it
+		return 0, nil, invalid("request", "%s", rep.Err)
+	}
+	w.Header().Set(HeaderTokenMax, strconv.FormatUint(rep.Highest, 10))
+	if !rep.Accepted {
+		s.m.writes.WithLabelValues("stale").Inc()
+		return 0, nil, &apiError{status: http.StatusConflict, body: ErrorResponse{
+			Error: CodeStale, Key: key, Token: token, TMax: rep.Highest,
+			Message: fmt.Sprintf("token %d is below the highest token accepted for this key, %d: a newer lock holder has written", token, rep.Highest),
+		}}
+	}
+	s.m.writes.WithLabelValues("accepted").Inc()
+	return http.StatusOK, WriteResponse{Key: key, Token: token, TMax: rep.Highest}, nil
+}
+
+// get is GET /v1/objects/{key}.
+func (s *Service) get(w http.ResponseWriter, r *http.Request, key string) (int, any, *apiError) {
+	o, err := s.read(r.Context(), key)
+	if err != nil {
+		return 0, nil, s.storeError(r, err)
+	}
+	if o.token == 0 {
+		s.m.reads.WithLabelValues("not_found").Inc()
+		return 0, nil, &apiError{status: http.StatusNotFound, body: ErrorResponse{
+			Error: CodeNotFound, Key: key, Message: "no write to this key was ever accepted",
+		}}
+	}
+	s.m.reads.WithLabelValues("found").Inc()
+	w.Header().Set(HeaderToken, strconv.FormatUint(o.token, 10))
+	w.Header().Set(HeaderTokenMax, strconv.FormatUint(o.tmax, 10))
+	return http.StatusOK, ObjectResponse{Key: key, Value: o.value, Token: o.token, TMax: o.tmax}, nil
+}
+
+// parseToken reads the Fencing-Token header: exactly one, a decimal
+// uint64 of digits only (no sign, no spaces), never 0 (no lock service
+// grants token 0).
+func parseToken(vals []string) (uint64, *apiError) {
+	switch len(vals) {
+	case 0:
+		return 0, invalid(HeaderToken, "header is required: the fencing token of the lock the writer holds, a decimal uint64")
+	case 1:
+	default:
+		return 0, invalid(HeaderToken, "header given %d times; give it once", len(vals))
+	}
+	v := vals[0]
+	ok := v != "" && len(v) <= 20
+	for i := 0; ok && i < len(v); i++ {
+		ok = v[i] >= '0' && v[i] <= '9'
+	}
+	t, err := strconv.ParseUint(v, 10, 64)
+	switch {
+	case !ok || err != nil:
+		return 0, invalid(HeaderToken, "must be a decimal uint64 (digits only, at most 18446744073709551615), got %q", truncate(v, 40))
+	case t == 0:
+		return 0, invalid(HeaderToken, "token 0 is never granted by a lock service")
+	}
+	return t, nil
+}
+
+// parseValue reads a PUT's body: a decimal int64, surrounding whitespace
+// allowed (curl -d, echo), at most MaxBodyBytes.
+func (s *Service) parseValue(w http.ResponseWriter, r *http.Request) (int64, *apiError) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return 0, &apiError{status: http.StatusRequestEntityTooLarge, reason: "too_large", body: ErrorResponse{
+			Error: CodeTooLarge, Field: "body", Message: fmt.Sprintf("body: exceeds %d bytes (the value is a decimal int64)", mbe.Limit),
+		}}
+	case err != nil:
+		return 0, invalid("body", "reading it failed: %v", err)
+	}
+	v := strings.TrimSpace(string(b))
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, invalid("body", "must be a decimal int64 (the store holds integers, as the simulated store does), got %q", truncate(v, 40))
+	}
+	return n, nil
+}
+
+// storeError maps a failure to reach the store: a request that timed out
+// before the executor ran it was never submitted; a closed node is a
+// draining or failed instance. Both are retryable 503s.
+func (s *Service) storeError(r *http.Request, err error) *apiError {
+	switch {
+	case errors.Is(err, errFull):
+		return &apiError{status: http.StatusInsufficientStorage, reason: "full", body: ErrorResponse{
+			Error: CodeFull, Field: "key", Message: fmt.Sprintf("the store holds its maximum of %d keys; a new key is refused, existing keys take writes", s.cfg.MaxKeys),
+		}}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, realrt.ErrClosed):
+		return s.retryLater(http.StatusServiceUnavailable, "unavailable", CodeUnavailable, "the store did not take the request in time; it was not applied, retry")
+	default:
+		s.cfg.Logger.Error("storesvc.store.error", slog.String("path", r.URL.Path), slog.Any("err", err))
+		return &apiError{status: http.StatusInternalServerError, reason: "internal", body: ErrorResponse{Error: CodeInternal, Message: err.Error()}}
+	}
+}
+
+func (s *Service) retryLater(status int, reason, code, msg string) *apiError {
+	return &apiError{status: status, reason: reason, body: ErrorResponse{
+		Error: code, Message: msg, RetryAfterMs: s.cfg.RetryAfter.Milliseconds(),
+	}}
+}
+
+func (s *Service) writeError(w http.ResponseWriter, e *apiError) {
+	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
+		secs := (e.body.RetryAfterMs + 999) / 1000
+		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	}
+	if e.body.TMax != 0 {
+		w.Header().Set(HeaderTokenMax, strconv.FormatUint(e.body.TMax, 10))
+	}
+	writeJSON(w, e.status, e.body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// validKey reports whether k is 1..MaxKeyLen characters of [A-Za-z0-9._-].
+func validKey(k string) bool {
+	if len(k) == 0 || len(k) > MaxKeyLen {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
