@@ -425,3 +425,44 @@ func TestOverload(t *testing.T) {
 	get(t, s.url, "k").expect(t, 404, nil) // the timed-out write was not applied
 	put(t, s.url, "k", 1, "1").expect(t, 200, nil)
 }
+
+// BenchmarkWrite: a fenced write over HTTP on loopback, fsync included,
+// with the store holding 1 or 1,000 keys (the durable record is the whole
+// table, so a write's cost grows with the keys).
+func BenchmarkWrite(b *testing.B) {
+	for _, keys := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			svc, err := Open(Config{DataDir: b.TempDir(), MaxKeys: keys})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer svc.Close()
+			ctx := context.Background()
+			for i := range keys {
+				if _, err := svc.write(ctx, fmt.Sprintf("key-%d", i), 1, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			go svc.Serve(l)
+			url := "http://" + l.Addr().String() + "/v1/objects/key-0"
+			b.ResetTimer()
+			for i := range b.N {
+				req, _ := http.NewRequest("PUT", url, strings.NewReader("42"))
+				req.Header.Set(HeaderToken, strconv.Itoa(i+1))
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
+}
