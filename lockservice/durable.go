@@ -96,3 +96,7 @@ func (s *slotted) store(d process.Disk, v []byte) {
 	s.buf = endSeal(append(b, v...))
 	d.Write(s.slot(s.seq), s.buf)
 }
+
+// stateKey is the disk key of a process's snapshot (the single node's
+// lock table, the store's registers).
+const stateKey = "state"

@@ -6,13 +6,6 @@ import (
 	"strings"
 )
 
-// Mutant names a planted bug: values for the reference's injection points
-// (variant.go), so the harness can prove it catches the bugs real lock
-// services have shipped. The zero value is the reference. Every component
-// of a run is built with the same Mutant's injections (Mutant.Inject*),
-// which touch only the components the bug concerns.
-type Mutant string
-
 // MutantInfo describes one planted bug.
 type MutantInfo struct {
 	Name        Mutant

@@ -136,7 +136,7 @@ var injections = map[Mutant]injection{
 
 // tableRules are m's lock table rules. Under any planted bug a broken
 // token invariant is the checker's to see, not a panic.
-func (m Mutant) tableRules() TableRules {
+func tableRules(m Mutant) TableRules {
 	var r TableRules
 	if inj := injections[m]; inj.table != nil {
 		r = inj.table()
@@ -149,8 +149,8 @@ func (m Mutant) tableRules() TableRules {
 
 // InjectReplica sets m's injections in the config of one replica process
 // (call it per process: some keep state).
-func (m Mutant) InjectReplica(cfg *ReplicaConfig) {
-	cfg.Table = m.tableRules()
+func InjectReplica(m Mutant, cfg *ReplicaConfig) {
+	cfg.Table = tableRules(m)
 	if f := injections[m].replica; f != nil {
 		f(cfg)
 	}
@@ -158,22 +158,22 @@ func (m Mutant) InjectReplica(cfg *ReplicaConfig) {
 
 // InjectServer sets m's injections in the config of one single-node
 // server process.
-func (m Mutant) InjectServer(cfg *ServerConfig) {
-	cfg.Table = m.tableRules()
+func InjectServer(m Mutant, cfg *ServerConfig) {
+	cfg.Table = tableRules(m)
 	if f := injections[m].server; f != nil {
 		f(cfg)
 	}
 }
 
 // InjectStore sets m's injections in the fenced store's config.
-func (m Mutant) InjectStore(cfg *StoreConfig) {
+func InjectStore(m Mutant, cfg *StoreConfig) {
 	if f := injections[m].store; f != nil {
 		f(cfg)
 	}
 }
 
 // InjectClient sets m's injections in a lock client's config.
-func (m Mutant) InjectClient(cfg *ClientConfig) {
+func InjectClient(m Mutant, cfg *ClientConfig) {
 	if f := injections[m].client; f != nil {
 		f(cfg)
 	}

@@ -78,7 +78,7 @@ func TestMutantsChangeTheTables(t *testing.T) {
 	t.Run("token-reuse-on-reacquire", func(t *testing.T) {
 		for _, m := range []Mutant{"", MutTokenReuseOnReacquire} {
 			tbl := NewLockTable()
-			tbl.Rules = m.tableRules()
+			tbl.Rules = tableRules(m)
 			acq(tbl, "a", 1, 5)
 			tbl.Release(ReleaseRequest{Resource: "r", Client: "a", Token: 5, Request: 2})
 			got := acq(tbl, "b", 1, 9).Token
@@ -90,7 +90,7 @@ func TestMutantsChangeTheTables(t *testing.T) {
 	t.Run("release-no-owner-check", func(t *testing.T) {
 		for _, m := range []Mutant{"", MutReleaseNoOwnerCheck} {
 			tbl := NewLockTable()
-			tbl.Rules = m.tableRules()
+			tbl.Rules = tableRules(m)
 			acq(tbl, "a", 1, 5)
 			r, _ := tbl.Release(ReleaseRequest{Resource: "r", Client: "b", Token: 3, Request: 1})
 			if want := map[Mutant]Status{"": NotHolder, MutReleaseNoOwnerCheck: Released}[m]; r.Status != want {
@@ -101,7 +101,7 @@ func TestMutantsChangeTheTables(t *testing.T) {
 	t.Run("renew-after-expiry", func(t *testing.T) {
 		for _, m := range []Mutant{"", MutRenewAfterExpiry} {
 			tbl := NewLockTable()
-			tbl.Rules = m.tableRules()
+			tbl.Rules = tableRules(m)
 			acq(tbl, "a", 1, 5)
 			tbl.ExpireToken("r", 5)
 			r := tbl.Renew(RenewRequest{Resource: "r", Client: "a", Token: 5, Request: 2}, 0)
@@ -113,7 +113,7 @@ func TestMutantsChangeTheTables(t *testing.T) {
 	t.Run("no-retry-dedup", func(t *testing.T) {
 		for _, m := range []Mutant{"", MutNoRetryDedup} {
 			tbl := NewLockTable()
-			tbl.Rules = m.tableRules()
+			tbl.Rules = tableRules(m)
 			acq(tbl, "a", 1, 5)
 			tbl.Release(ReleaseRequest{Resource: "r", Client: "a", Token: 5, Request: 2})
 			acq(tbl, "a", 1, 9) // a late copy of the first acquire
@@ -128,7 +128,7 @@ func TestMutantsChangeTheTables(t *testing.T) {
 			ft := NewFenceTable()
 			if strict {
 				var cfg StoreConfig
-				MutStoreFenceStrictGT.InjectStore(&cfg)
+				InjectStore(MutStoreFenceStrictGT, &cfg)
 				ft.fence = cfg.Fence
 			}
 			ft.Write(WriteRequest{Resource: "r", Client: "a", Token: 5, Value: 1, Request: 1})

@@ -11,9 +11,6 @@ import (
 	"github.com/fencesim/fencesim/process"
 )
 
-// stateKey is the disk key of a process's snapshot.
-const stateKey = "state"
-
 // ServerConfig configures the single-node lock server.
 type ServerConfig struct {
 	Limits   Limits

@@ -133,21 +133,3 @@ func decodeStoreRecord(b []byte) (*FenceTable, error) {
 	}
 	return t, nil
 }
-
-// count reads a number of entries of at least minSize bytes each, refusing
-// one the rest of the record cannot hold (so a corrupt count never sizes an
-// allocation).
-func (r *reader) count(minSize int) int {
-	n := r.uvarint()
-	if r.err == nil && n > uint64(len(r.b)/minSize) {
-		r.err = errCorrupt
-		return 0
-	}
-	return int(n)
-}
-
-func (r *reader) fail(err error) {
-	if r.err == nil {
-		r.err = err
-	}
-}

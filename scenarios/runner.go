@@ -305,7 +305,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	ignoreTokens := spec.Store.IgnoreTokens || info.UnfencedStore
 	if err := add(storeNode, func() sim.Process {
 		cfg := lockservice.StoreConfig{Limits: run.Limits, IgnoreTokens: ignoreTokens, Observer: obs}
-		run.Mutant.InjectStore(&cfg)
+		lockservice.InjectStore(run.Mutant, &cfg)
 		return lockservice.NewFencedStore(cfg)
 	}); err != nil {
 		return Result{}, err
@@ -318,7 +318,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		cfg.TTL, cfg.StartDelay, cfg.WorkDuration = time.Duration(c.TTL), time.Duration(c.StartDelay), time.Duration(c.WorkDuration)
 		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM = c.Cycles, c.WritesPerHold, c.DriftBoundPPM
 		cfg.Observer = obs
-		run.Mutant.InjectClient(&cfg)
+		lockservice.InjectClient(run.Mutant, &cfg)
 		if err := add(c.Name, func() sim.Process { return design.NewClient(cfg, run) }); err != nil {
 			return Result{}, err
 		}
