@@ -9,6 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/fencesim/fencesim/lockservice/internal/record"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -77,7 +78,7 @@ const (
 // the client and request id as correlation id.
 type Client struct {
 	cfg ClientConfig
-	env process.Env
+	Env process.Env
 
 	incarnation uint64 // from disk: request ids stay unique across restarts
 	nextReq     uint64
@@ -107,11 +108,11 @@ type Client struct {
 	// timeout times lock-service requests (acquire, release); storeTimer the
 	// outstanding store operation, so a late store reply never cancels a
 	// lock request's retry.
-	timeout, storeTimer, renewTimer, watchdog, workTimer clockwork.Timer
+	Timeout, storeTimer, renewTimer, watchdog, workTimer clockwork.Timer
 
 	// The timers' callbacks, bound once: a method value made at each
 	// arming would be an allocation per timer.
-	beginCycleFn, sendAcquireFn, retryAcquireFn, sendRenewFn, watchdogFiredFn,
+	beginCycleFn, sendAcquireFn, RetryAcquireFn, sendRenewFn, watchdogFiredFn,
 	sendWriteFn, storeTimedOutFn, resendReleaseFn, releaseTimedOutFn func()
 }
 
@@ -121,7 +122,7 @@ func NewClient(cfg ClientConfig) *Client {
 		cfg.Observer = NopObserver{}
 	}
 	c := &Client{cfg: cfg}
-	c.beginCycleFn, c.sendAcquireFn, c.retryAcquireFn = c.beginCycle, c.sendAcquire, c.retryAcquire
+	c.beginCycleFn, c.sendAcquireFn, c.RetryAcquireFn = c.beginCycle, c.sendAcquire, c.retryAcquire
 	c.sendRenewFn, c.watchdogFiredFn, c.sendWriteFn = c.sendRenew, c.watchdogFired, c.sendWrite
 	c.storeTimedOutFn, c.resendReleaseFn, c.releaseTimedOutFn = c.storeTimedOut, c.resendRelease, c.releaseTimedOut
 	return c
@@ -132,15 +133,15 @@ const incarnationKey = "incarnation"
 // Start bumps the client's incarnation on disk (synced, so request ids
 // never repeat after a crash) and schedules the first cycle.
 func (c *Client) Start(env process.Env) {
-	c.env = env
-	rec := slotted{key: incarnationKey}
-	if b, ok := rec.load(env.Disk()); ok && len(b) == 8 {
+	c.Env = env
+	rec := record.Slotted{Key: incarnationKey}
+	if b, ok := rec.Load(env.Disk()); ok && len(b) == 8 {
 		c.incarnation = binary.BigEndian.Uint64(b)
 	}
 	c.incarnation++
-	rec.store(env.Disk(), binary.BigEndian.AppendUint64(nil, c.incarnation))
+	rec.Store(env.Disk(), binary.BigEndian.AppendUint64(nil, c.incarnation))
 	env.Disk().Sync()
-	c.after(&c.workTimer, c.cfg.StartDelay, c.beginCycleFn)
+	c.After(&c.workTimer, c.cfg.StartDelay, c.beginCycleFn)
 }
 
 // observe reports an event about this client's own operations.
@@ -157,13 +158,13 @@ func (c *Client) newRequest() uint64 {
 	return c.incarnation<<32 | c.nextReq
 }
 
-func (c *Client) now() time.Duration { return c.env.Clock().Monotonic() }
+func (c *Client) now() time.Duration { return c.Env.Clock().Monotonic() }
 
 // log emits one event with the client, the request id and the resource. It
 // builds nothing unless the logger takes the record: without a trace, logging
 // costs one Enabled call.
-func (c *Client) log(event string, req uint64, attrs ...slog.Attr) {
-	l := c.env.Log()
+func (c *Client) Log(event string, req uint64, attrs ...slog.Attr) {
+	l := c.Env.Log()
 	if !l.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
@@ -173,9 +174,9 @@ func (c *Client) log(event string, req uint64, attrs ...slog.Attr) {
 
 // logStatus is log for the event named prefix + st, which it spells out only
 // if the record is taken.
-func (c *Client) logStatus(prefix string, st Status, req uint64, attrs ...slog.Attr) {
-	if c.env.Log().Enabled(context.Background(), slog.LevelInfo) {
-		c.log(prefix+st.String(), req, attrs...)
+func (c *Client) LogStatus(prefix string, st Status, req uint64, attrs ...slog.Attr) {
+	if c.Env.Log().Enabled(context.Background(), slog.LevelInfo) {
+		c.Log(prefix+st.String(), req, attrs...)
 	}
 }
 
@@ -184,11 +185,11 @@ func (c *Client) logStatus(prefix string, st Status, req uint64, attrs ...slog.A
 // timer: a new timer rather than a Reset of the old one, because a timer's
 // creation order decides which of the clock's timers a drift change
 // re-arms first.
-func (c *Client) after(t *clockwork.Timer, d time.Duration, f func()) {
+func (c *Client) After(t *clockwork.Timer, d time.Duration, f func()) {
 	if *t != nil {
 		(*t).Stop()
 	}
-	*t = c.env.Clock().AfterFunc(d, f)
+	*t = c.Env.Clock().AfterFunc(d, f)
 }
 
 func stop(t clockwork.Timer) {
@@ -202,7 +203,7 @@ func (c *Client) backoff() time.Duration {
 	if span <= 0 {
 		return c.cfg.BackoffMin
 	}
-	return c.cfg.BackoffMin + time.Duration(c.env.Rand().Int64N(int64(span)+1))
+	return c.cfg.BackoffMin + time.Duration(c.Env.Rand().Int64N(int64(span)+1))
 }
 
 // --- acquirer ---
@@ -210,7 +211,7 @@ func (c *Client) backoff() time.Duration {
 func (c *Client) beginCycle() {
 	if c.cfg.Cycles > 0 && c.cycle >= c.cfg.Cycles {
 		c.phase = phaseDone
-		c.log("client.done", 0)
+		c.Log("client.done", 0)
 		return
 	}
 	c.cycle++
@@ -227,9 +228,9 @@ func (c *Client) sendAcquire() {
 		c.acqStart, c.acqStartReq = c.now(), c.acqReq
 		c.observe(Event{Kind: EvCall, Op: OpAcquire, Request: c.acqReq})
 	}
-	c.env.Send(c.server(), AcquireRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, TTL: c.cfg.TTL, Request: c.acqReq})
-	c.log("acquire.sent", c.acqReq, slog.Int("to", int(c.server())))
-	c.after(&c.timeout, c.cfg.RequestTimeout, c.retryAcquireFn)
+	c.Env.Send(c.server(), AcquireRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, TTL: c.cfg.TTL, Request: c.acqReq})
+	c.Log("acquire.sent", c.acqReq, slog.Int("to", int(c.server())))
+	c.After(&c.Timeout, c.cfg.RequestTimeout, c.RetryAcquireFn)
 }
 
 // retryAcquire resends the acquire elsewhere, with the same id: the last
@@ -266,7 +267,7 @@ func (c *Client) retryDelay(named bool) time.Duration {
 }
 
 func (c *Client) onAcquireReply(m LockReply) {
-	stop(c.timeout)
+	stop(c.Timeout)
 	if m.Status != NotLeader { // a redirect is not an answer: the call goes on
 		c.observe(Event{Kind: EvReturn, Op: OpAcquire, Request: m.Request, Token: m.Token, Status: m.Status})
 	}
@@ -276,19 +277,19 @@ func (c *Client) onAcquireReply(m LockReply) {
 		c.extend(c.acqStart, m.TTL)
 		c.phase = phaseHolding
 		c.writesDone = 0
-		c.log("acquire.granted", m.Request, slog.Uint64("token", m.Token))
-		c.after(&c.renewTimer, c.cfg.TTL/3, c.sendRenewFn)
+		c.Log("acquire.granted", m.Request, slog.Uint64("token", m.Token))
+		c.After(&c.renewTimer, c.cfg.TTL/3, c.sendRenewFn)
 		c.beginWork()
 	case Busy, Overloaded, Stale:
-		c.logStatus("acquire.", m.Status, m.Request)
+		c.LogStatus("acquire.", m.Status, m.Request)
 		c.acqReq = c.newRequest() // a definitive answer: the next attempt is new
-		c.after(&c.timeout, c.backoff(), c.sendAcquireFn)
+		c.After(&c.Timeout, c.backoff(), c.sendAcquireFn)
 	case NotLeader:
 		named := c.redirect(m)
-		c.log("acquire.redirect", m.Request, slog.Int("leader", int(m.Leader)))
-		c.after(&c.timeout, c.retryDelay(named), c.sendAcquireFn) // same id
+		c.Log("acquire.redirect", m.Request, slog.Int("leader", int(m.Leader)))
+		c.After(&c.Timeout, c.retryDelay(named), c.sendAcquireFn) // same id
 	default:
-		c.log("acquire.failed", m.Request, slog.String("status", m.Status.String()), slog.String("err", m.Err))
+		c.Log("acquire.failed", m.Request, slog.String("status", m.Status.String()), slog.String("err", m.Err))
 		c.stopAll()
 		c.phase = phaseDone
 	}
@@ -306,7 +307,7 @@ func (c *Client) extend(start, ttl time.Duration) {
 	} else {
 		c.deadline = start + ttl - time.Duration(int64(ttl)/1_000_000*c.cfg.DriftBoundPPM) - c.cfg.Margin
 	}
-	c.after(&c.watchdog, c.deadline-c.now(), c.watchdogFiredFn)
+	c.After(&c.watchdog, c.deadline-c.now(), c.watchdogFiredFn)
 }
 
 // Holding reports whether the watchdog still allows using the lock.
@@ -318,13 +319,13 @@ func (c *Client) watchdogFired() {
 	if c.phase != phaseHolding {
 		return
 	}
-	c.log("watchdog.expired", 0, slog.Uint64("token", c.token))
+	c.Log("watchdog.expired", 0, slog.Uint64("token", c.token))
 	c.lose("watchdog")
 }
 
 // stopAll stops every timer: the client has given up its workload.
 func (c *Client) stopAll() {
-	for _, t := range []clockwork.Timer{c.timeout, c.storeTimer, c.renewTimer, c.watchdog, c.workTimer} {
+	for _, t := range []clockwork.Timer{c.Timeout, c.storeTimer, c.renewTimer, c.watchdog, c.workTimer} {
 		stop(t)
 	}
 }
@@ -338,7 +339,7 @@ func (c *Client) lose(reason string) {
 	stop(c.watchdog)
 	stop(c.workTimer)
 	c.phase = phaseIdle
-	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
+	c.After(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
 }
 
 // --- renewer ---
@@ -354,10 +355,10 @@ func (c *Client) sendRenew() {
 	c.renewReq = c.newRequest()
 	c.renewStart = c.now()
 	c.observe(Event{Kind: EvCall, Op: OpRenew, Request: c.renewReq, Token: c.token})
-	c.env.Send(c.server(), RenewRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.renewReq})
-	c.log("renew.sent", c.renewReq, slog.Uint64("token", c.token))
+	c.Env.Send(c.server(), RenewRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.renewReq})
+	c.Log("renew.sent", c.renewReq, slog.Uint64("token", c.token))
 	// Renew again at a third of the TTL; a lost renewal is covered by the next.
-	c.after(&c.renewTimer, c.cfg.TTL/3, c.sendRenewFn)
+	c.After(&c.renewTimer, c.cfg.TTL/3, c.sendRenewFn)
 }
 
 func (c *Client) onRenewReply(m LockReply) {
@@ -368,22 +369,22 @@ func (c *Client) onRenewReply(m LockReply) {
 	c.observe(Event{Kind: EvReturn, Op: OpRenew, Request: m.Request, Token: m.Token, Status: m.Status})
 	if m.Status == NotLeader {
 		c.redirect(m)
-		c.log("renew.redirect", m.Request, slog.Int("leader", int(m.Leader)))
+		c.Log("renew.redirect", m.Request, slog.Int("leader", int(m.Leader)))
 		return // the next renewal goes to the new target
 	}
 	if m.Status == Overloaded || m.Status == Stale {
 		// Shed at the ingress, or overtaken by the client's own later
 		// requests: the lease stands as it was; the next renewal tries
 		// again and the watchdog still bounds the belief.
-		c.log("renew.overloaded", m.Request, slog.Uint64("token", c.token))
+		c.Log("renew.overloaded", m.Request, slog.Uint64("token", c.token))
 		return
 	}
 	if m.Status == Renewed && m.Token == c.token {
 		c.extend(c.renewStart, m.TTL)
-		c.log("renew.ok", m.Request, slog.Uint64("token", c.token))
+		c.Log("renew.ok", m.Request, slog.Uint64("token", c.token))
 		return
 	}
-	c.log("renew.lost", m.Request, slog.Uint64("token", c.token), slog.String("status", m.Status.String()))
+	c.Log("renew.lost", m.Request, slog.Uint64("token", c.token), slog.String("status", m.Status.String()))
 	c.lose("renew-refused")
 }
 
@@ -393,7 +394,7 @@ func (c *Client) onRenewReply(m LockReply) {
 // a fenced write, or reads and releases once the writes are done.
 func (c *Client) beginWork() {
 	if !c.Holding() {
-		c.log("work.abandoned", 0, slog.Uint64("token", c.token))
+		c.Log("work.abandoned", 0, slog.Uint64("token", c.token))
 		c.lose("watchdog")
 		return
 	}
@@ -401,32 +402,32 @@ func (c *Client) beginWork() {
 		c.sendRead()
 		return
 	}
-	c.after(&c.workTimer, c.cfg.WorkDuration, c.sendWriteFn)
+	c.After(&c.workTimer, c.cfg.WorkDuration, c.sendWriteFn)
 }
 
 func (c *Client) sendWrite() {
 	c.storeReq = c.newRequest()
 	c.storeRead = false
-	value := int64(c.env.ID())<<48 | int64(c.storeReq&(1<<48-1))
+	value := int64(c.Env.ID())<<48 | int64(c.storeReq&(1<<48-1))
 	c.observe(Event{Kind: EvCall, Op: OpWrite, Request: c.storeReq, Token: c.token, Value: value})
-	c.env.Send(c.cfg.Store, WriteRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Value: value, Request: c.storeReq})
-	c.log("write.sent", c.storeReq, slog.Uint64("token", c.token), slog.Int64("value", value))
-	c.after(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
+	c.Env.Send(c.cfg.Store, WriteRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Value: value, Request: c.storeReq})
+	c.Log("write.sent", c.storeReq, slog.Uint64("token", c.token), slog.Int64("value", value))
+	c.After(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
 }
 
 func (c *Client) sendRead() {
 	c.storeReq = c.newRequest()
 	c.storeRead = true
 	c.observe(Event{Kind: EvCall, Op: OpRead, Request: c.storeReq})
-	c.env.Send(c.cfg.Store, ReadRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Request: c.storeReq})
-	c.log("read.sent", c.storeReq)
-	c.after(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
+	c.Env.Send(c.cfg.Store, ReadRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Request: c.storeReq})
+	c.Log("read.sent", c.storeReq)
+	c.After(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
 }
 
 // storeTimedOut gives up on the outstanding store operation: its outcome is
 // unknown (the checker treats it as either) and the client moves on.
 func (c *Client) storeTimedOut() {
-	c.log("store.timeout", c.storeReq)
+	c.Log("store.timeout", c.storeReq)
 	c.storeReq = 0
 	c.afterStoreOp(!c.storeRead)
 }
@@ -438,13 +439,13 @@ func (c *Client) onWriteReply(m WriteReply) {
 	stop(c.storeTimer)
 	c.storeReq = 0
 	if m.Err != "" {
-		c.log("write.invalid", m.Request, slog.String("err", m.Err))
+		c.Log("write.invalid", m.Request, slog.String("err", m.Err))
 		c.stopAll()
 		c.phase = phaseDone
 		return
 	}
 	c.observe(Event{Kind: EvReturn, Op: OpWrite, Request: m.Request, Token: c.token, Accepted: m.Accepted})
-	c.log("write.reply", m.Request, slog.Uint64("token", c.token), slog.Bool("accepted", m.Accepted), slog.Uint64("highest", m.Highest))
+	c.Log("write.reply", m.Request, slog.Uint64("token", c.token), slog.Bool("accepted", m.Accepted), slog.Uint64("highest", m.Highest))
 	if c.phase != phaseHolding {
 		return // the lock was lost while the write was out; recorded, nothing more
 	}
@@ -465,7 +466,7 @@ func (c *Client) onReadReply(m ReadReply) {
 	if m.Err == "" {
 		c.observe(Event{Kind: EvReturn, Op: OpRead, Request: m.Request, Value: m.Value, Token: m.Token})
 	}
-	c.log("read.reply", m.Request, slog.Int64("value", m.Value), slog.Uint64("token", m.Token))
+	c.Log("read.reply", m.Request, slog.Int64("value", m.Value), slog.Uint64("token", m.Token))
 	c.afterStoreOp(false)
 }
 
@@ -501,9 +502,9 @@ const releaseAttempts = 3
 
 func (c *Client) resendRelease() {
 	c.relAttempts++
-	c.env.Send(c.server(), ReleaseRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.relReq})
-	c.log("release.sent", c.relReq, slog.Uint64("token", c.token))
-	c.after(&c.timeout, c.cfg.RequestTimeout, c.releaseTimedOutFn)
+	c.Env.Send(c.server(), ReleaseRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.relReq})
+	c.Log("release.sent", c.relReq, slog.Uint64("token", c.token))
+	c.After(&c.Timeout, c.cfg.RequestTimeout, c.releaseTimedOutFn)
 }
 
 // releaseTimedOut retries the release elsewhere, then gives up: the lease
@@ -514,22 +515,22 @@ func (c *Client) releaseTimedOut() {
 		c.resendRelease()
 		return
 	}
-	c.log("release.timeout", c.relReq)
+	c.Log("release.timeout", c.relReq)
 	c.phase = phaseIdle
-	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
+	c.After(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
 }
 
 func (c *Client) onReleaseReply(m LockReply) {
-	stop(c.timeout)
+	stop(c.Timeout)
 	if m.Status == NotLeader && c.relAttempts < releaseAttempts {
 		named := c.redirect(m)
-		c.after(&c.timeout, c.retryDelay(named), c.resendReleaseFn)
+		c.After(&c.Timeout, c.retryDelay(named), c.resendReleaseFn)
 		return
 	}
 	c.observe(Event{Kind: EvReturn, Op: OpRelease, Request: m.Request, Token: c.token, Status: m.Status})
-	c.logStatus("release.", m.Status, m.Request, slog.Uint64("token", c.token))
+	c.LogStatus("release.", m.Status, m.Request, slog.Uint64("token", c.token))
 	c.phase = phaseIdle
-	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
+	c.After(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
 }
 
 // Receive routes replies by request id; stale and duplicated replies match

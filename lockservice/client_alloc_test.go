@@ -1,25 +1,27 @@
-package lockservice
+package lockservice_test
 
 import (
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/simtest"
+	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/process"
 )
 
 // Without a trace the node's logger takes no record, and the client builds
 // none: logging an event allocates nothing.
 func TestClientLogWithoutTraceAllocatesNothing(t *testing.T) {
-	w := newTestWorld(t, nil)
-	p, _ := addProbe(t, w, "c")
+	w := simtest.NewTestWorld(t, nil)
+	p, _ := simtest.AddProbe(t, w, "c")
 	w.Run(time.Second, 10) // the probe's Start, which keeps its env
-	c := NewClient(DefaultClientConfig("c", []process.NodeID{0}, 0, "r"))
-	c.env = p.env
+	c := lockservice.NewClient(lockservice.DefaultClientConfig("c", []process.NodeID{0}, 0, "r"))
+	c.Env = p.Env
 	allocs := testing.AllocsPerRun(100, func() {
-		c.log("acquire.sent", 7, slog.Int("to", 1))
-		c.log("write.reply", 8, slog.Uint64("token", 3), slog.Bool("accepted", true), slog.Uint64("highest", 3))
-		c.logStatus("release.", NotHolder, 9, slog.Uint64("token", 3))
+		c.Log("acquire.sent", 7, slog.Int("to", 1))
+		c.Log("write.reply", 8, slog.Uint64("token", 3), slog.Bool("accepted", true), slog.Uint64("highest", 3))
+		c.LogStatus("release.", lockservice.NotHolder, 9, slog.Uint64("token", 3))
 	})
 	if allocs != 0 {
 		t.Fatalf("logging without a trace made %v allocations, want 0", allocs)
@@ -29,13 +31,13 @@ func TestClientLogWithoutTraceAllocatesNothing(t *testing.T) {
 // Arming a client timer allocates the timer and nothing else: the callbacks
 // are bound once.
 func TestClientTimerArmAllocatesOnlyTheTimer(t *testing.T) {
-	w := newTestWorld(t, nil)
-	p, _ := addProbe(t, w, "c")
+	w := simtest.NewTestWorld(t, nil)
+	p, _ := simtest.AddProbe(t, w, "c")
 	w.Run(time.Second, 10)
-	c := NewClient(DefaultClientConfig("c", []process.NodeID{0}, 0, "r"))
-	c.env = p.env
+	c := lockservice.NewClient(lockservice.DefaultClientConfig("c", []process.NodeID{0}, 0, "r"))
+	c.Env = p.Env
 	allocs := testing.AllocsPerRun(100, func() {
-		c.after(&c.timeout, time.Second, c.retryAcquireFn)
+		c.After(&c.Timeout, time.Second, c.RetryAcquireFn)
 	})
 	if allocs > 1 {
 		t.Fatalf("arming a timer made %v allocations, want 1 (the timer)", allocs)

@@ -1,4 +1,4 @@
-package lockservice
+package lockservice_test
 
 import (
 	"bytes"
@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/fakeclock"
+	"github.com/fencesim/fencesim/internal/simtest"
+	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/sim"
 )
 
 // clientWorld is a server, a fenced store and the clients added to it.
 type clientWorld struct {
 	w             *sim.World
-	rec           *recorder
+	rec           *simtest.Recorder
 	trace         *bytes.Buffer
 	server, store sim.NodeID
 	clients       map[string]sim.NodeID
@@ -22,8 +24,8 @@ type clientWorld struct {
 
 func newClientWorld(t *testing.T) *clientWorld {
 	trace := &bytes.Buffer{}
-	w := newTestWorld(t, trace)
-	rec := newRecorder(w)
+	w := simtest.NewTestWorld(t, trace)
+	rec := simtest.NewRecorder(w)
 	cw := &clientWorld{w: w, rec: rec, trace: trace, clients: map[string]sim.NodeID{}}
 	cw.server = addServer(t, w, rec, fakeclock.Config{})
 	cw.store = addStore(t, w, rec)
@@ -32,26 +34,26 @@ func newClientWorld(t *testing.T) *clientWorld {
 
 // addClient adds a client with DefaultClientConfig on resource "r", changed
 // by edit.
-func (cw *clientWorld) addClient(t *testing.T, name string, clock fakeclock.Config, edit func(*ClientConfig)) sim.NodeID {
-	cfg := DefaultClientConfig(name, []sim.NodeID{cw.server}, cw.store, "r")
+func (cw *clientWorld) addClient(t *testing.T, name string, clock fakeclock.Config, edit func(*lockservice.ClientConfig)) sim.NodeID {
+	cfg := lockservice.DefaultClientConfig(name, []sim.NodeID{cw.server}, cw.store, "r")
 	cfg.Observer = cw.rec
 	if edit != nil {
 		edit(&cfg)
 	}
-	id := addNode(t, cw.w, name, func() sim.Process { return NewClient(cfg) }, clock)
+	id := simtest.AddNode(t, cw.w, name, func() sim.Process { return lockservice.NewClient(cfg) }, clock)
 	cw.clients[name] = id
 	return id
 }
 
-func (cw *clientWorld) client(name string) *Client {
-	return cw.w.Process(cw.clients[name]).(*Client)
+func (cw *clientWorld) client(name string) *lockservice.Client {
+	return cw.w.Process(cw.clients[name]).(*lockservice.Client)
 }
 
 // logs returns the slog records of node, optionally only those named msg.
-func (cw *clientWorld) logs(t *testing.T, node, msg string) []logLine {
-	var out []logLine
-	for _, l := range parseLogs(t, cw.trace.String()) {
-		if l.node == node && (msg == "" || l.msg == msg) {
+func (cw *clientWorld) logs(t *testing.T, node, msg string) []simtest.LogLine {
+	var out []simtest.LogLine
+	for _, l := range simtest.ParseLogs(t, cw.trace.String()) {
+		if l.Node == node && (msg == "" || l.Msg == msg) {
 			out = append(out, l)
 		}
 	}
@@ -63,7 +65,7 @@ func (cw *clientWorld) logs(t *testing.T, node, msg string) []logLine {
 // increase, and that every accepted write carries the token of the
 // writer's current grant. It returns the number of grants and of accepted
 // writes.
-func checkExclusiveGrants(t *testing.T, calls []obsCall) (grants, accepted int) {
+func checkExclusiveGrants(t *testing.T, calls []simtest.ObsCall) (grants, accepted int) {
 	t.Helper()
 	type grant struct {
 		client string
@@ -73,31 +75,31 @@ func checkExclusiveGrants(t *testing.T, calls []obsCall) (grants, accepted int) 
 	active := map[string]grant{}
 	var last uint64
 	for _, c := range calls {
-		switch c.kind {
+		switch c.Kind {
 		case "granted":
-			if g, ok := active[c.resource]; ok {
+			if g, ok := active[c.Resource]; ok {
 				t.Errorf("%v: %s granted %s with token %d while %s holds it with token %d since %v",
-					c.at, c.resource, c.client, c.token, g.client, g.token, g.at)
+					c.At, c.Resource, c.Client, c.Token, g.client, g.token, g.at)
 			}
-			if c.token <= last {
-				t.Errorf("%v: token %d granted after token %d", c.at, c.token, last)
+			if c.Token <= last {
+				t.Errorf("%v: token %d granted after token %d", c.At, c.Token, last)
 			}
-			last = c.token
-			active[c.resource] = grant{c.client, c.token, c.at}
+			last = c.Token
+			active[c.Resource] = grant{c.Client, c.Token, c.At}
 			grants++
 		case "ended":
-			if g, ok := active[c.resource]; !ok || g.token != c.token {
-				t.Errorf("%v: grant %d on %s ended, but the active grant is %+v", c.at, c.token, c.resource, g)
+			if g, ok := active[c.Resource]; !ok || g.token != c.Token {
+				t.Errorf("%v: grant %d on %s ended, but the active grant is %+v", c.At, c.Token, c.Resource, g)
 			}
-			delete(active, c.resource)
+			delete(active, c.Resource)
 		case "applied":
-			if !c.accepted {
+			if !c.Accepted {
 				continue
 			}
 			accepted++
-			if g, ok := active[c.resource]; !ok || g.client != c.client || g.token != c.token {
+			if g, ok := active[c.Resource]; !ok || g.client != c.Client || g.token != c.Token {
 				t.Errorf("%v: store accepted %s's write with token %d, but the current grant is %+v (active %v)",
-					c.at, c.client, c.token, g, ok)
+					c.At, c.Client, c.Token, g, ok)
 			}
 		}
 	}
@@ -114,24 +116,24 @@ func TestClientsOnOneResourceHoldExclusiveGrantsAndWriteUnderThem(t *testing.T) 
 	cw := newClientWorld(t)
 	const cycles = 3
 	for _, name := range []string{"c1", "c2"} {
-		cw.addClient(t, name, fakeclock.Config{}, func(c *ClientConfig) { c.Cycles = cycles })
+		cw.addClient(t, name, fakeclock.Config{}, func(c *lockservice.ClientConfig) { c.Cycles = cycles })
 	}
-	runToQuiescence(t, cw.w)
+	simtest.RunToQuiescence(t, cw.w)
 
 	for _, name := range []string{"c1", "c2"} {
 		if !cw.client(name).Done() {
 			t.Errorf("%s did not finish its workload", name)
 		}
 	}
-	grants, accepted := checkExclusiveGrants(t, cw.rec.calls)
+	grants, accepted := checkExclusiveGrants(t, cw.rec.Calls)
 	if grants != 2*cycles {
 		t.Errorf("%d grants, want %d (one per cycle per client)", grants, 2*cycles)
 	}
-	if want := 2 * cycles * DefaultClientConfig("", nil, 0, "").WritesPerHold; accepted != want {
+	if want := 2 * cycles * lockservice.DefaultClientConfig("", nil, 0, "").WritesPerHold; accepted != want {
 		t.Errorf("%d accepted writes, want %d", accepted, want)
 	}
-	for _, c := range cw.rec.of("write-returned") {
-		if !c.accepted {
+	for _, c := range cw.rec.Of("write-returned") {
+		if !c.Accepted {
 			t.Errorf("write %+v was rejected in a fault-free run", c)
 		}
 	}
@@ -146,13 +148,13 @@ func TestClientsOnOneResourceHoldExclusiveGrantsAndWriteUnderThem(t *testing.T) 
 type watchdogRun struct {
 	ended, watchdog time.Duration
 	holdingAtEnd    bool
-	lateAccepted    []obsCall
+	lateAccepted    []simtest.ObsCall
 }
 
 func runWatchdog(t *testing.T, clientPPM int64, lostFirstReply bool) watchdogRun {
 	t.Helper()
 	cw := newClientWorld(t)
-	a := cw.addClient(t, "a", fakeclock.Config{DriftPPM: clientPPM}, func(c *ClientConfig) {
+	a := cw.addClient(t, "a", fakeclock.Config{DriftPPM: clientPPM}, func(c *lockservice.ClientConfig) {
 		c.WritesPerHold, c.WorkDuration = 1000, 100*time.Millisecond // still working when the lease ends
 	})
 	var run watchdogRun
@@ -164,18 +166,18 @@ func runWatchdog(t *testing.T, clientPPM int64, lostFirstReply bool) watchdogRun
 		cw.w.At(40*time.Millisecond, "heal server→a", func() { cw.w.Unblock(cw.server, a) })
 		cw.w.At(60*time.Millisecond, "cut a→server", func() { cw.w.Block(a, cw.server) })
 	} else {
-		cw.rec.onGranted = func(string, string, uint64) { cw.w.Block(a, cw.server) }
+		cw.rec.OnGranted = func(string, string, uint64) { cw.w.Block(a, cw.server) }
 	}
-	cw.rec.onEnded = func(_ string, _ uint64, reason string) {
+	cw.rec.OnEnded = func(_ string, _ uint64, reason string) {
 		if reason != "expired" {
 			t.Errorf("lease ended %s, want expired", reason)
 		}
 		run.ended = cw.w.Now()
 		run.holdingAtEnd = cw.client("a").Holding()
 	}
-	runToQuiescence(t, cw.w)
+	simtest.RunToQuiescence(t, cw.w)
 
-	if g := cw.rec.of("granted"); len(g) != 1 {
+	if g := cw.rec.Of("granted"); len(g) != 1 {
 		t.Fatalf("granted %+v, want exactly one grant", g)
 	}
 	if run.ended == 0 {
@@ -185,9 +187,9 @@ func runWatchdog(t *testing.T, clientPPM int64, lostFirstReply bool) watchdogRun
 	if len(wd) != 1 {
 		t.Fatalf("watchdog fired %d times, want once", len(wd))
 	}
-	run.watchdog = wd[0].at
-	for _, c := range cw.rec.of("applied") {
-		if c.client == "a" && c.accepted && c.at > run.ended {
+	run.watchdog = wd[0].At
+	for _, c := range cw.rec.Of("applied") {
+		if c.Client == "a" && c.Accepted && c.At > run.ended {
 			run.lateAccepted = append(run.lateAccepted, c)
 		}
 	}
@@ -241,12 +243,12 @@ func TestClientWatchdogBeyondDriftBoundOutlivesServerLease(t *testing.T) {
 func TestClientPausedPastTTLHasStaleWriteRejected(t *testing.T) {
 	cw := newClientWorld(t)
 	cw.addClient(t, "a", fakeclock.Config{}, nil)
-	cw.addClient(t, "b", fakeclock.Config{}, func(c *ClientConfig) { c.StartDelay = 5 * time.Millisecond })
+	cw.addClient(t, "b", fakeclock.Config{}, func(c *lockservice.ClientConfig) { c.StartDelay = 5 * time.Millisecond })
 	const pause = 2 * time.Second
 	var paused string
 	var pausedToken uint64
 	var resumeAt time.Duration
-	cw.rec.onGranted = func(_, client string, token uint64) {
+	cw.rec.OnGranted = func(_, client string, token uint64) {
 		if paused != "" {
 			return
 		}
@@ -255,39 +257,39 @@ func TestClientPausedPastTTLHasStaleWriteRejected(t *testing.T) {
 		paused, pausedToken, resumeAt = client, token, cw.w.Now()+10*time.Millisecond+pause
 		cw.w.At(cw.w.Now()+10*time.Millisecond, "pause "+client, func() { cw.w.Pause(cw.clients[client], pause) })
 	}
-	runToQuiescence(t, cw.w)
+	simtest.RunToQuiescence(t, cw.w)
 
 	if paused == "" || cw.w.Stats().Pauses != 1 {
 		t.Fatalf("no client was paused")
 	}
 	other := map[string]string{"a": "b", "b": "a"}[paused]
 	var otherWrote bool
-	var stale []obsCall
-	for _, c := range cw.rec.calls {
+	var stale []simtest.ObsCall
+	for _, c := range cw.rec.Calls {
 		switch {
-		case c.kind == "applied" && c.client == other && c.accepted && c.token > pausedToken:
+		case c.Kind == "applied" && c.Client == other && c.Accepted && c.Token > pausedToken:
 			otherWrote = true
-		case c.kind == "applied" && c.client == paused && c.token == pausedToken:
-			if c.accepted {
+		case c.Kind == "applied" && c.Client == paused && c.Token == pausedToken:
+			if c.Accepted {
 				t.Errorf("%v: store accepted %s's write with token %d (accepted by the store before the pause? %v)",
-					c.at, paused, c.token, c.at < resumeAt)
+					c.At, paused, c.Token, c.At < resumeAt)
 			}
 			if !otherWrote {
-				t.Errorf("%v: %s's write decided before %s wrote with a newer token", c.at, paused, other)
+				t.Errorf("%v: %s's write decided before %s wrote with a newer token", c.At, paused, other)
 			}
 			stale = append(stale, c)
 		}
 	}
-	if len(stale) != 1 || stale[0].at < resumeAt {
+	if len(stale) != 1 || stale[0].At < resumeAt {
 		t.Fatalf("%s's writes with token %d: %+v; want one, decided after it resumed at %v", paused, pausedToken, stale, resumeAt)
 	}
-	var returned []obsCall
-	for _, c := range cw.rec.of("write-returned") {
-		if c.client == paused {
+	var returned []simtest.ObsCall
+	for _, c := range cw.rec.Of("write-returned") {
+		if c.Client == paused {
 			returned = append(returned, c)
 		}
 	}
-	if len(returned) != 1 || returned[0].accepted {
+	if len(returned) != 1 || returned[0].Accepted {
 		t.Errorf("%s saw its write returned as %+v, want rejected", paused, returned)
 	}
 	for _, name := range []string{"a", "b"} {
@@ -303,17 +305,17 @@ func TestClientPausedPastTTLHasStaleWriteRejected(t *testing.T) {
 func TestClientActionsLogClientAndRequest(t *testing.T) {
 	cw := newClientWorld(t)
 	cw.addClient(t, "c1", fakeclock.Config{}, nil)
-	runToQuiescence(t, cw.w)
+	simtest.RunToQuiescence(t, cw.w)
 
 	logs := cw.logs(t, "c1", "")
 	var events []string
 	reqOf := map[string][]string{}
 	for _, l := range logs {
-		if l.attrs["client"] != "c1" || l.attrs["req"] == "" {
-			t.Errorf("record %q lacks client=c1 or req=: %v", l.msg, l.attrs)
+		if l.Attrs["client"] != "c1" || l.Attrs["req"] == "" {
+			t.Errorf("record %q lacks client=c1 or req=: %v", l.Msg, l.Attrs)
 		}
-		events = append(events, l.msg)
-		reqOf[l.msg] = append(reqOf[l.msg], l.attrs["req"])
+		events = append(events, l.Msg)
+		reqOf[l.Msg] = append(reqOf[l.Msg], l.Attrs["req"])
 	}
 	want := []string{"acquire.sent", "acquire.granted", "write.sent", "write.reply", "write.sent", "write.reply",
 		"read.sent", "read.reply", "release.sent", "release.released", "client.done"}
@@ -332,10 +334,10 @@ func TestClientActionsLogClientAndRequest(t *testing.T) {
 	for node, msgs := range map[string][2]string{"server": {"server.acquire", "acquire.sent"}, "store": {"store.write", "write.sent"}} {
 		var got []string
 		for _, l := range cw.logs(t, node, msgs[0]) {
-			if l.attrs["client"] != "c1" {
-				t.Errorf("%s record %v lacks client=c1", node, l.attrs)
+			if l.Attrs["client"] != "c1" {
+				t.Errorf("%s record %v lacks client=c1", node, l.Attrs)
 			}
-			got = append(got, l.attrs["req"])
+			got = append(got, l.Attrs["req"])
 		}
 		if !slices.Equal(got, reqOf[msgs[1]]) {
 			t.Errorf("%s logged %s with req=%v, client sent req=%v", node, msgs[0], got, reqOf[msgs[1]])

@@ -1,6 +1,8 @@
 package lockservice
 
 import (
+	"fmt"
+
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -123,3 +125,14 @@ type Leader interface {
 // of a run is built with the same Mutant's injections (Mutant.Inject*),
 // which touch only the components the bug concerns.
 type Mutant string
+
+// NumberedNodes returns n1…nN: the node names of a design whose nodes are
+// alike (the reference's replicas, Redlock's independent nodes), which the
+// nemesis's "@replica:N" selector counts.
+func NumberedNodes(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%d", i+1)
+	}
+	return names
+}

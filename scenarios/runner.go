@@ -11,6 +11,8 @@ import (
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/fencedstore"
+	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/nemesis"
 	"github.com/fencesim/fencesim/sim"
 )
@@ -304,9 +306,9 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	}
 	ignoreTokens := spec.Store.IgnoreTokens || info.UnfencedStore
 	if err := add(storeNode, func() sim.Process {
-		cfg := lockservice.StoreConfig{Limits: run.Limits, IgnoreTokens: ignoreTokens, Observer: obs}
-		lockservice.InjectStore(run.Mutant, &cfg)
-		return lockservice.NewFencedStore(cfg)
+		cfg := fencedstore.StoreConfig{Limits: run.Limits, IgnoreTokens: ignoreTokens, Observer: obs}
+		mutants.InjectStore(run.Mutant, &cfg)
+		return fencedstore.NewFencedStore(cfg)
 	}); err != nil {
 		return Result{}, err
 	}
@@ -318,7 +320,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		cfg.TTL, cfg.StartDelay, cfg.WorkDuration = time.Duration(c.TTL), time.Duration(c.StartDelay), time.Duration(c.WorkDuration)
 		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM = c.Cycles, c.WritesPerHold, c.DriftBoundPPM
 		cfg.Observer = obs
-		lockservice.InjectClient(run.Mutant, &cfg)
+		mutants.InjectClient(run.Mutant, &cfg)
 		if err := add(c.Name, func() sim.Process { return design.NewClient(cfg, run) }); err != nil {
 			return Result{}, err
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/designs"
 	"github.com/fencesim/fencesim/scenarios"
 	"github.com/fencesim/fencesim/sim"
 )
@@ -32,7 +33,7 @@ func (crashingClient) Start(sim.Env)                            { panic("client:
 func (crashingClient) Receive(sim.Env, sim.NodeID, sim.Message) { panic("unreachable") }
 
 var registerCrashing = sync.OnceValue(func() error {
-	ref, _ := scenarios.LookupDesign(lockservice.DesignReplicated)
+	ref, _ := scenarios.LookupDesign(designs.DesignReplicated)
 	return scenarios.RegisterDesign(crashingDesign{Design: ref})
 })
 

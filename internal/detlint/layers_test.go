@@ -26,6 +26,16 @@ var layers = []struct {
 		why:     "the contract is a leaf: a real runtime implements it without building the simulator",
 	},
 	{
+		pattern: "./lockservice",
+		allowed: []string{"process", "lockservice/internal/record"},
+		why:     "the plug-in contract is what a lock author imports: the process contract and the standard library, never Raft, the reference or the simulator",
+	},
+	{
+		pattern: "./lockservice/reference",
+		allowed: []string{"process", "lockservice", "lockservice/raft", "lockservice/internal/record"},
+		why:     "the reference is a lock service like any plug-in: the contract, Raft and its records, nothing of the harness, the catalogue of planted bugs or the simulator",
+	},
+	{
 		pattern: "./lockservice/...",
 		allowed: []string{"process"},
 		why:     "the lock service is written against the contract only, so that it runs on a real clock and disk unchanged (fault controls stay in sim and nemesis)",
