@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/lockclient"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -53,7 +54,7 @@ func (Design) NewServer(_ int, run lockservice.DesignRun) process.Process {
 
 // NewClient runs the harness's workload client over this lock's protocol.
 func (Design) NewClient(cfg lockservice.ClientConfig, _ lockservice.DesignRun) process.Process {
-	return lockservice.NewProtocolClient(cfg, &Protocol{})
+	return lockclient.NewProtocolClient(cfg, &Protocol{})
 }
 
 // Lock asks for Resource on behalf of Owner for TTL; with Token it extends
@@ -161,13 +162,13 @@ func (s *Server) expire(resource string, now time.Duration) {
 // RenewRequest and ReleaseRequest into Lock and Unlock, and Replies into
 // the LockReply the workload expects.
 type Protocol struct {
-	h       *lockservice.ProtocolHost
+	h       *lockclient.ProtocolHost
 	pending uint64 // the request id awaiting a Reply (0: none)
 	op      lockservice.Op
 }
 
 // Start keeps the host.
-func (p *Protocol) Start(h *lockservice.ProtocolHost) { p.h = h }
+func (p *Protocol) Start(h *lockclient.ProtocolHost) { p.h = h }
 
 // Request sends the lock's own message. A retry (same request id, after
 // the workload's timeout) sends it again: the server answers the holder's

@@ -27,7 +27,7 @@ var layers = []struct {
 	},
 	{
 		pattern: "./lockservice",
-		allowed: []string{"process", "lockservice/internal/record"},
+		allowed: []string{"process"},
 		why:     "the plug-in contract is what a lock author imports: the process contract and the standard library, never Raft, the reference or the simulator",
 	},
 	{

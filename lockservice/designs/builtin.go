@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/lockclient"
 	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/lockservice/redlock"
 	"github.com/fencesim/fencesim/lockservice/reference"
@@ -60,7 +61,7 @@ func (d replicatedDesign) NewServer(_ int, run lockservice.DesignRun) process.Pr
 }
 
 func (replicatedDesign) NewClient(cfg lockservice.ClientConfig, _ lockservice.DesignRun) process.Process {
-	return lockservice.NewClient(cfg)
+	return lockclient.NewClient(cfg)
 }
 
 // singleNodeDesign is one synced lock server, "lock".
@@ -85,5 +86,5 @@ func (singleNodeDesign) NewServer(_ int, run lockservice.DesignRun) process.Proc
 }
 
 func (singleNodeDesign) NewClient(cfg lockservice.ClientConfig, _ lockservice.DesignRun) process.Process {
-	return lockservice.NewClient(cfg)
+	return lockclient.NewClient(cfg)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/lockclient"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -205,7 +206,7 @@ func (RedlockDesign) NewServer(_ int, run lockservice.DesignRun) process.Process
 
 // NewClient returns the workload client over RedlockProtocol.
 func (RedlockDesign) NewClient(cfg lockservice.ClientConfig, _ lockservice.DesignRun) process.Process {
-	return lockservice.NewProtocolClient(cfg, NewRedlockProtocol(RedlockConfig{}))
+	return lockclient.NewProtocolClient(cfg, NewRedlockProtocol(RedlockConfig{}))
 }
 
 // fold folds a message's fields into its fingerprint, as the lock

@@ -9,6 +9,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/lockclient"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -56,7 +57,7 @@ type RedlockConfig struct {
 // ("released" when it releases, "expired" otherwise).
 type RedlockProtocol struct {
 	cfg  RedlockConfig
-	h    *lockservice.ProtocolHost
+	h    *lockclient.ProtocolHost
 	next uint64 // attempt ids
 	op   *redlockRound
 	// held is the value of the grant the workload believes it holds (0:
@@ -116,7 +117,7 @@ func NewRedlockProtocol(cfg RedlockConfig) *RedlockProtocol {
 func (p *RedlockProtocol) waitOver() { p.decide(p.waiting) }
 
 // Start keeps the host.
-func (p *RedlockProtocol) Start(h *lockservice.ProtocolHost) {
+func (p *RedlockProtocol) Start(h *lockclient.ProtocolHost) {
 	p.h = h
 	if p.cfg.Wait <= 0 {
 		p.cfg.Wait = max(h.Config.RequestTimeout/2, time.Millisecond)

@@ -9,6 +9,7 @@ import (
 	"github.com/fencesim/fencesim/internal/simtest"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/fencedstore"
+	"github.com/fencesim/fencesim/lockservice/lockclient"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -224,7 +225,7 @@ func TestRedlockValidity(t *testing.T) {
 	cfg := lockservice.DefaultClientConfig("a", nodes, store, "r")
 	cfg.TTL, cfg.Observer = 100*time.Millisecond, rec
 	simtest.AddNode(t, w, "a", func() sim.Process {
-		return lockservice.NewProtocolClient(cfg, NewRedlockProtocol(RedlockConfig{Wait: time.Second}))
+		return lockclient.NewProtocolClient(cfg, NewRedlockProtocol(RedlockConfig{Wait: time.Second}))
 	}, fakeclock.Config{})
 	for _, n := range nodes {
 		w.Pause(n, 200*time.Millisecond)

@@ -1,4 +1,4 @@
-package lockservice_test
+package lockclient
 
 import (
 	"testing"

@@ -1,6 +1,7 @@
-package lockservice
+package lockclient
 
 import (
+	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -41,7 +42,7 @@ type Protocol interface {
 	// Observe sees each event the workload reports, just before the harness
 	// records it; events the protocol reports from here through
 	// ProtocolHost.Observe are recorded first, at the same instant.
-	Observe(e Event)
+	Observe(e lockservice.Event)
 }
 
 // ProtocolHost is what a Protocol works with.
@@ -51,7 +52,7 @@ type ProtocolHost struct {
 	Env process.Env
 	// Config is the workload's configuration (Servers are the design's
 	// nodes).
-	Config ClientConfig
+	Config lockservice.ClientConfig
 
 	client *Client
 	wenv   protocolEnv
@@ -59,7 +60,7 @@ type ProtocolHost struct {
 	// a timer with deliverFn, bound once, and the timers fire in the order
 	// they were armed (each at the instant of its Reply, ties broken by
 	// arming order), so each delivers the oldest reply still waiting.
-	replies   []LockReply
+	replies   []lockservice.LockReply
 	next      int
 	deliverFn func()
 }
@@ -67,7 +68,7 @@ type ProtocolHost struct {
 // Reply answers the workload's pending lock request. The answer reaches the
 // workload in an event of its own at the current instant, never inside the
 // call that sent the request.
-func (h *ProtocolHost) Reply(r LockReply) {
+func (h *ProtocolHost) Reply(r lockservice.LockReply) {
 	h.replies = append(h.replies, r)
 	h.Env.Clock().AfterFunc(0, h.deliverFn)
 }
@@ -75,7 +76,7 @@ func (h *ProtocolHost) Reply(r LockReply) {
 // deliver hands the oldest waiting reply to the workload.
 func (h *ProtocolHost) deliver() {
 	r := h.replies[h.next]
-	h.replies[h.next] = LockReply{}
+	h.replies[h.next] = lockservice.LockReply{}
 	if h.next++; h.next == len(h.replies) {
 		h.replies, h.next = h.replies[:0], 0
 	}
@@ -86,7 +87,7 @@ func (h *ProtocolHost) deliver() {
 // (with Client and Resource filled in from the workload if empty): for
 // designs without a service that decides (DesignInfo.ClientGrants), the
 // grants and their ends.
-func (h *ProtocolHost) Observe(e Event) {
+func (h *ProtocolHost) Observe(e lockservice.Event) {
 	if e.Client == "" {
 		e.Client = h.Config.Name
 	}
@@ -105,9 +106,9 @@ type ProtocolClient struct {
 
 // NewProtocolClient returns a client process running cfg's workload over p.
 // Every restart needs a new one (and a new Protocol).
-func NewProtocolClient(cfg ClientConfig, p Protocol) *ProtocolClient {
+func NewProtocolClient(cfg lockservice.ClientConfig, p Protocol) *ProtocolClient {
 	if cfg.Observer == nil {
-		cfg.Observer = NopObserver{}
+		cfg.Observer = lockservice.NopObserver{}
 	}
 	pc := &ProtocolClient{proto: p, host: ProtocolHost{Config: cfg}}
 	pc.host.deliverFn = pc.host.deliver
@@ -145,7 +146,7 @@ type protocolEnv struct {
 
 func (e protocolEnv) Send(to process.NodeID, msg process.Message) {
 	switch msg.(type) {
-	case AcquireRequest, RenewRequest, ReleaseRequest:
+	case lockservice.AcquireRequest, lockservice.RenewRequest, lockservice.ReleaseRequest:
 		e.pc.proto.Request(to, msg)
 	default:
 		e.Env.Send(to, msg)
@@ -156,7 +157,7 @@ func (e protocolEnv) Send(to process.NodeID, msg process.Message) {
 // observer records them.
 type protocolTap struct{ pc *ProtocolClient }
 
-func (t protocolTap) Observe(e Event) {
+func (t protocolTap) Observe(e lockservice.Event) {
 	t.pc.proto.Observe(e)
 	t.pc.host.Config.Observer.Observe(e)
 }

@@ -1,4 +1,4 @@
-package lockservice
+package lockclient
 
 import (
 	"context"
@@ -9,57 +9,10 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/internal/record"
 	"github.com/fencesim/fencesim/process"
 )
-
-// ClientConfig configures a lock client and the workload it runs: cycles of
-// acquire → fenced writes → read → release.
-type ClientConfig struct {
-	Name string
-	// Servers are the lock service's nodes: one for the single-node design,
-	// every replica for the replicated one. The client starts with the
-	// first, follows NotLeader redirects, and moves to the next on a
-	// timeout.
-	Servers  []process.NodeID
-	Store    process.NodeID // the fenced store
-	Resource string
-	TTL      time.Duration
-	// DriftBoundPPM is ρ, the assumed bound on clock rate error between
-	// client and server, in parts per million. The watchdog gives up the
-	// lock at request start + TTL·(1−ρ) − Margin on the client's clock.
-	DriftBoundPPM int64
-	Margin        time.Duration
-	// RequestTimeout: an unanswered request is retried (lock service, same
-	// request id) or given up as unknown (store).
-	RequestTimeout time.Duration
-	// BackoffMin/BackoffMax bound the jittered wait after Busy or Overloaded.
-	BackoffMin, BackoffMax time.Duration
-	StartDelay             time.Duration // before the first acquire
-	Cycles                 int           // acquire/work/release cycles to run; 0: until the run ends
-	WritesPerHold          int
-	// WorkDuration is the time between the watchdog check that starts a unit
-	// of work and the write that ends it: a pause inside it is exactly
-	// Kleppmann's stale-holder case.
-	WorkDuration time.Duration
-	ThinkTime    time.Duration // between cycles
-	Observer     Observer
-	// Watchdog returns the watchdog's deadline for a lease of ttl whose
-	// request was sent at sent and answered at replied (client monotonic
-	// time). nil: sent + ttl·(1−ρ) − margin (see extend).
-	Watchdog func(sent, replied, ttl time.Duration) time.Duration
-}
-
-// DefaultClientConfig returns a workload of one cycle, two writes per hold,
-// with a 1 s lease.
-func DefaultClientConfig(name string, servers []process.NodeID, store process.NodeID, resource string) ClientConfig {
-	return ClientConfig{
-		Name: name, Servers: servers, Store: store, Resource: resource,
-		TTL: time.Second, DriftBoundPPM: 1000, Margin: 10 * time.Millisecond,
-		RequestTimeout: 50 * time.Millisecond, BackoffMin: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
-		Cycles: 1, WritesPerHold: 2, WorkDuration: 20 * time.Millisecond, ThinkTime: 50 * time.Millisecond,
-	}
-}
 
 // clientPhase is where the client is in a cycle.
 type clientPhase uint8
@@ -77,8 +30,8 @@ const (
 // workload against the fenced store. Each action emits one slog event with
 // the client and request id as correlation id.
 type Client struct {
-	cfg ClientConfig
-	Env process.Env
+	cfg lockservice.ClientConfig
+	env process.Env
 
 	incarnation uint64 // from disk: request ids stay unique across restarts
 	nextReq     uint64
@@ -108,21 +61,21 @@ type Client struct {
 	// timeout times lock-service requests (acquire, release); storeTimer the
 	// outstanding store operation, so a late store reply never cancels a
 	// lock request's retry.
-	Timeout, storeTimer, renewTimer, watchdog, workTimer clockwork.Timer
+	timeout, storeTimer, renewTimer, watchdog, workTimer clockwork.Timer
 
 	// The timers' callbacks, bound once: a method value made at each
 	// arming would be an allocation per timer.
-	beginCycleFn, sendAcquireFn, RetryAcquireFn, sendRenewFn, watchdogFiredFn,
+	beginCycleFn, sendAcquireFn, retryAcquireFn, sendRenewFn, watchdogFiredFn,
 	sendWriteFn, storeTimedOutFn, resendReleaseFn, releaseTimedOutFn func()
 }
 
 // NewClient returns a client process; every restart needs a new one.
-func NewClient(cfg ClientConfig) *Client {
+func NewClient(cfg lockservice.ClientConfig) *Client {
 	if cfg.Observer == nil {
-		cfg.Observer = NopObserver{}
+		cfg.Observer = lockservice.NopObserver{}
 	}
 	c := &Client{cfg: cfg}
-	c.beginCycleFn, c.sendAcquireFn, c.RetryAcquireFn = c.beginCycle, c.sendAcquire, c.retryAcquire
+	c.beginCycleFn, c.sendAcquireFn, c.retryAcquireFn = c.beginCycle, c.sendAcquire, c.retryAcquire
 	c.sendRenewFn, c.watchdogFiredFn, c.sendWriteFn = c.sendRenew, c.watchdogFired, c.sendWrite
 	c.storeTimedOutFn, c.resendReleaseFn, c.releaseTimedOutFn = c.storeTimedOut, c.resendRelease, c.releaseTimedOut
 	return c
@@ -133,7 +86,7 @@ const incarnationKey = "incarnation"
 // Start bumps the client's incarnation on disk (synced, so request ids
 // never repeat after a crash) and schedules the first cycle.
 func (c *Client) Start(env process.Env) {
-	c.Env = env
+	c.env = env
 	rec := record.Slotted{Key: incarnationKey}
 	if b, ok := rec.Load(env.Disk()); ok && len(b) == 8 {
 		c.incarnation = binary.BigEndian.Uint64(b)
@@ -141,11 +94,11 @@ func (c *Client) Start(env process.Env) {
 	c.incarnation++
 	rec.Store(env.Disk(), binary.BigEndian.AppendUint64(nil, c.incarnation))
 	env.Disk().Sync()
-	c.After(&c.workTimer, c.cfg.StartDelay, c.beginCycleFn)
+	c.after(&c.workTimer, c.cfg.StartDelay, c.beginCycleFn)
 }
 
 // observe reports an event about this client's own operations.
-func (c *Client) observe(e Event) {
+func (c *Client) observe(e lockservice.Event) {
 	e.Client, e.Resource = c.cfg.Name, c.cfg.Resource
 	c.cfg.Observer.Observe(e)
 }
@@ -158,13 +111,13 @@ func (c *Client) newRequest() uint64 {
 	return c.incarnation<<32 | c.nextReq
 }
 
-func (c *Client) now() time.Duration { return c.Env.Clock().Monotonic() }
+func (c *Client) now() time.Duration { return c.env.Clock().Monotonic() }
 
 // log emits one event with the client, the request id and the resource. It
 // builds nothing unless the logger takes the record: without a trace, logging
 // costs one Enabled call.
-func (c *Client) Log(event string, req uint64, attrs ...slog.Attr) {
-	l := c.Env.Log()
+func (c *Client) log(event string, req uint64, attrs ...slog.Attr) {
+	l := c.env.Log()
 	if !l.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
@@ -174,9 +127,9 @@ func (c *Client) Log(event string, req uint64, attrs ...slog.Attr) {
 
 // logStatus is log for the event named prefix + st, which it spells out only
 // if the record is taken.
-func (c *Client) LogStatus(prefix string, st Status, req uint64, attrs ...slog.Attr) {
-	if c.Env.Log().Enabled(context.Background(), slog.LevelInfo) {
-		c.Log(prefix+st.String(), req, attrs...)
+func (c *Client) logStatus(prefix string, st lockservice.Status, req uint64, attrs ...slog.Attr) {
+	if c.env.Log().Enabled(context.Background(), slog.LevelInfo) {
+		c.log(prefix+st.String(), req, attrs...)
 	}
 }
 
@@ -185,11 +138,11 @@ func (c *Client) LogStatus(prefix string, st Status, req uint64, attrs ...slog.A
 // timer: a new timer rather than a Reset of the old one, because a timer's
 // creation order decides which of the clock's timers a drift change
 // re-arms first.
-func (c *Client) After(t *clockwork.Timer, d time.Duration, f func()) {
+func (c *Client) after(t *clockwork.Timer, d time.Duration, f func()) {
 	if *t != nil {
 		(*t).Stop()
 	}
-	*t = c.Env.Clock().AfterFunc(d, f)
+	*t = c.env.Clock().AfterFunc(d, f)
 }
 
 func stop(t clockwork.Timer) {
@@ -203,7 +156,7 @@ func (c *Client) backoff() time.Duration {
 	if span <= 0 {
 		return c.cfg.BackoffMin
 	}
-	return c.cfg.BackoffMin + time.Duration(c.Env.Rand().Int64N(int64(span)+1))
+	return c.cfg.BackoffMin + time.Duration(c.env.Rand().Int64N(int64(span)+1))
 }
 
 // --- acquirer ---
@@ -211,7 +164,7 @@ func (c *Client) backoff() time.Duration {
 func (c *Client) beginCycle() {
 	if c.cfg.Cycles > 0 && c.cycle >= c.cfg.Cycles {
 		c.phase = phaseDone
-		c.Log("client.done", 0)
+		c.log("client.done", 0)
 		return
 	}
 	c.cycle++
@@ -226,11 +179,11 @@ func (c *Client) sendAcquire() {
 		// retry is deduplicated, so the grant it is answered with may have
 		// started when the first copy arrived.
 		c.acqStart, c.acqStartReq = c.now(), c.acqReq
-		c.observe(Event{Kind: EvCall, Op: OpAcquire, Request: c.acqReq})
+		c.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpAcquire, Request: c.acqReq})
 	}
-	c.Env.Send(c.server(), AcquireRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, TTL: c.cfg.TTL, Request: c.acqReq})
-	c.Log("acquire.sent", c.acqReq, slog.Int("to", int(c.server())))
-	c.After(&c.Timeout, c.cfg.RequestTimeout, c.RetryAcquireFn)
+	c.env.Send(c.server(), lockservice.AcquireRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, TTL: c.cfg.TTL, Request: c.acqReq})
+	c.log("acquire.sent", c.acqReq, slog.Int("to", int(c.server())))
+	c.after(&c.timeout, c.cfg.RequestTimeout, c.retryAcquireFn)
 }
 
 // retryAcquire resends the acquire elsewhere, with the same id: the last
@@ -248,8 +201,8 @@ func (c *Client) rotate() { c.target = (c.target + 1) % len(c.cfg.Servers) }
 
 // redirect follows a NotLeader answer: to the leader it names, else to the
 // next server. It reports whether the leader was named.
-func (c *Client) redirect(m LockReply) bool {
-	if i := slices.Index(c.cfg.Servers, m.Leader); m.Leader != NoLeader && i >= 0 {
+func (c *Client) redirect(m lockservice.LockReply) bool {
+	if i := slices.Index(c.cfg.Servers, m.Leader); m.Leader != lockservice.NoLeader && i >= 0 {
 		c.target = i
 		return true
 	}
@@ -266,30 +219,30 @@ func (c *Client) retryDelay(named bool) time.Duration {
 	return c.backoff()
 }
 
-func (c *Client) onAcquireReply(m LockReply) {
-	stop(c.Timeout)
-	if m.Status != NotLeader { // a redirect is not an answer: the call goes on
-		c.observe(Event{Kind: EvReturn, Op: OpAcquire, Request: m.Request, Token: m.Token, Status: m.Status})
+func (c *Client) onAcquireReply(m lockservice.LockReply) {
+	stop(c.timeout)
+	if m.Status != lockservice.NotLeader { // a redirect is not an answer: the call goes on
+		c.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpAcquire, Request: m.Request, Token: m.Token, Status: m.Status})
 	}
 	switch m.Status {
-	case Granted:
+	case lockservice.Granted:
 		c.token = m.Token
 		c.extend(c.acqStart, m.TTL)
 		c.phase = phaseHolding
 		c.writesDone = 0
-		c.Log("acquire.granted", m.Request, slog.Uint64("token", m.Token))
-		c.After(&c.renewTimer, c.cfg.TTL/3, c.sendRenewFn)
+		c.log("acquire.granted", m.Request, slog.Uint64("token", m.Token))
+		c.after(&c.renewTimer, c.cfg.TTL/3, c.sendRenewFn)
 		c.beginWork()
-	case Busy, Overloaded, Stale:
-		c.LogStatus("acquire.", m.Status, m.Request)
+	case lockservice.Busy, lockservice.Overloaded, lockservice.Stale:
+		c.logStatus("acquire.", m.Status, m.Request)
 		c.acqReq = c.newRequest() // a definitive answer: the next attempt is new
-		c.After(&c.Timeout, c.backoff(), c.sendAcquireFn)
-	case NotLeader:
+		c.after(&c.timeout, c.backoff(), c.sendAcquireFn)
+	case lockservice.NotLeader:
 		named := c.redirect(m)
-		c.Log("acquire.redirect", m.Request, slog.Int("leader", int(m.Leader)))
-		c.After(&c.Timeout, c.retryDelay(named), c.sendAcquireFn) // same id
+		c.log("acquire.redirect", m.Request, slog.Int("leader", int(m.Leader)))
+		c.after(&c.timeout, c.retryDelay(named), c.sendAcquireFn) // same id
 	default:
-		c.Log("acquire.failed", m.Request, slog.String("status", m.Status.String()), slog.String("err", m.Err))
+		c.log("acquire.failed", m.Request, slog.String("status", m.Status.String()), slog.String("err", m.Err))
 		c.stopAll()
 		c.phase = phaseDone
 	}
@@ -307,7 +260,7 @@ func (c *Client) extend(start, ttl time.Duration) {
 	} else {
 		c.deadline = start + ttl - time.Duration(int64(ttl)/1_000_000*c.cfg.DriftBoundPPM) - c.cfg.Margin
 	}
-	c.After(&c.watchdog, c.deadline-c.now(), c.watchdogFiredFn)
+	c.after(&c.watchdog, c.deadline-c.now(), c.watchdogFiredFn)
 }
 
 // Holding reports whether the watchdog still allows using the lock.
@@ -319,13 +272,13 @@ func (c *Client) watchdogFired() {
 	if c.phase != phaseHolding {
 		return
 	}
-	c.Log("watchdog.expired", 0, slog.Uint64("token", c.token))
+	c.log("watchdog.expired", 0, slog.Uint64("token", c.token))
 	c.lose("watchdog")
 }
 
 // stopAll stops every timer: the client has given up its workload.
 func (c *Client) stopAll() {
-	for _, t := range []clockwork.Timer{c.Timeout, c.storeTimer, c.renewTimer, c.watchdog, c.workTimer} {
+	for _, t := range []clockwork.Timer{c.timeout, c.storeTimer, c.renewTimer, c.watchdog, c.workTimer} {
 		stop(t)
 	}
 }
@@ -334,12 +287,12 @@ func (c *Client) stopAll() {
 // client moves on to its next cycle without releasing (it is not the
 // holder any more as far as it can tell).
 func (c *Client) lose(reason string) {
-	c.observe(Event{Kind: EvBeliefEnd, Token: c.token, Reason: reason})
+	c.observe(lockservice.Event{Kind: lockservice.EvBeliefEnd, Token: c.token, Reason: reason})
 	stop(c.renewTimer)
 	stop(c.watchdog)
 	stop(c.workTimer)
 	c.phase = phaseIdle
-	c.After(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
+	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
 }
 
 // --- renewer ---
@@ -354,37 +307,37 @@ func (c *Client) sendRenew() {
 	c.renewPending = true
 	c.renewReq = c.newRequest()
 	c.renewStart = c.now()
-	c.observe(Event{Kind: EvCall, Op: OpRenew, Request: c.renewReq, Token: c.token})
-	c.Env.Send(c.server(), RenewRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.renewReq})
-	c.Log("renew.sent", c.renewReq, slog.Uint64("token", c.token))
+	c.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpRenew, Request: c.renewReq, Token: c.token})
+	c.env.Send(c.server(), lockservice.RenewRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.renewReq})
+	c.log("renew.sent", c.renewReq, slog.Uint64("token", c.token))
 	// Renew again at a third of the TTL; a lost renewal is covered by the next.
-	c.After(&c.renewTimer, c.cfg.TTL/3, c.sendRenewFn)
+	c.after(&c.renewTimer, c.cfg.TTL/3, c.sendRenewFn)
 }
 
-func (c *Client) onRenewReply(m LockReply) {
+func (c *Client) onRenewReply(m lockservice.LockReply) {
 	if c.phase != phaseHolding {
 		return
 	}
 	c.renewPending = false
-	c.observe(Event{Kind: EvReturn, Op: OpRenew, Request: m.Request, Token: m.Token, Status: m.Status})
-	if m.Status == NotLeader {
+	c.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRenew, Request: m.Request, Token: m.Token, Status: m.Status})
+	if m.Status == lockservice.NotLeader {
 		c.redirect(m)
-		c.Log("renew.redirect", m.Request, slog.Int("leader", int(m.Leader)))
+		c.log("renew.redirect", m.Request, slog.Int("leader", int(m.Leader)))
 		return // the next renewal goes to the new target
 	}
-	if m.Status == Overloaded || m.Status == Stale {
+	if m.Status == lockservice.Overloaded || m.Status == lockservice.Stale {
 		// Shed at the ingress, or overtaken by the client's own later
 		// requests: the lease stands as it was; the next renewal tries
 		// again and the watchdog still bounds the belief.
-		c.Log("renew.overloaded", m.Request, slog.Uint64("token", c.token))
+		c.log("renew.overloaded", m.Request, slog.Uint64("token", c.token))
 		return
 	}
-	if m.Status == Renewed && m.Token == c.token {
+	if m.Status == lockservice.Renewed && m.Token == c.token {
 		c.extend(c.renewStart, m.TTL)
-		c.Log("renew.ok", m.Request, slog.Uint64("token", c.token))
+		c.log("renew.ok", m.Request, slog.Uint64("token", c.token))
 		return
 	}
-	c.Log("renew.lost", m.Request, slog.Uint64("token", c.token), slog.String("status", m.Status.String()))
+	c.log("renew.lost", m.Request, slog.Uint64("token", c.token), slog.String("status", m.Status.String()))
 	c.lose("renew-refused")
 }
 
@@ -394,7 +347,7 @@ func (c *Client) onRenewReply(m LockReply) {
 // a fenced write, or reads and releases once the writes are done.
 func (c *Client) beginWork() {
 	if !c.Holding() {
-		c.Log("work.abandoned", 0, slog.Uint64("token", c.token))
+		c.log("work.abandoned", 0, slog.Uint64("token", c.token))
 		c.lose("watchdog")
 		return
 	}
@@ -402,50 +355,50 @@ func (c *Client) beginWork() {
 		c.sendRead()
 		return
 	}
-	c.After(&c.workTimer, c.cfg.WorkDuration, c.sendWriteFn)
+	c.after(&c.workTimer, c.cfg.WorkDuration, c.sendWriteFn)
 }
 
 func (c *Client) sendWrite() {
 	c.storeReq = c.newRequest()
 	c.storeRead = false
-	value := int64(c.Env.ID())<<48 | int64(c.storeReq&(1<<48-1))
-	c.observe(Event{Kind: EvCall, Op: OpWrite, Request: c.storeReq, Token: c.token, Value: value})
-	c.Env.Send(c.cfg.Store, WriteRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Value: value, Request: c.storeReq})
-	c.Log("write.sent", c.storeReq, slog.Uint64("token", c.token), slog.Int64("value", value))
-	c.After(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
+	value := int64(c.env.ID())<<48 | int64(c.storeReq&(1<<48-1))
+	c.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpWrite, Request: c.storeReq, Token: c.token, Value: value})
+	c.env.Send(c.cfg.Store, lockservice.WriteRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Value: value, Request: c.storeReq})
+	c.log("write.sent", c.storeReq, slog.Uint64("token", c.token), slog.Int64("value", value))
+	c.after(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
 }
 
 func (c *Client) sendRead() {
 	c.storeReq = c.newRequest()
 	c.storeRead = true
-	c.observe(Event{Kind: EvCall, Op: OpRead, Request: c.storeReq})
-	c.Env.Send(c.cfg.Store, ReadRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Request: c.storeReq})
-	c.Log("read.sent", c.storeReq)
-	c.After(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
+	c.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpRead, Request: c.storeReq})
+	c.env.Send(c.cfg.Store, lockservice.ReadRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Request: c.storeReq})
+	c.log("read.sent", c.storeReq)
+	c.after(&c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
 }
 
 // storeTimedOut gives up on the outstanding store operation: its outcome is
 // unknown (the checker treats it as either) and the client moves on.
 func (c *Client) storeTimedOut() {
-	c.Log("store.timeout", c.storeReq)
+	c.log("store.timeout", c.storeReq)
 	c.storeReq = 0
 	c.afterStoreOp(!c.storeRead)
 }
 
-func (c *Client) onWriteReply(m WriteReply) {
+func (c *Client) onWriteReply(m lockservice.WriteReply) {
 	if m.Request != c.storeReq || c.storeRead {
 		return
 	}
 	stop(c.storeTimer)
 	c.storeReq = 0
 	if m.Err != "" {
-		c.Log("write.invalid", m.Request, slog.String("err", m.Err))
+		c.log("write.invalid", m.Request, slog.String("err", m.Err))
 		c.stopAll()
 		c.phase = phaseDone
 		return
 	}
-	c.observe(Event{Kind: EvReturn, Op: OpWrite, Request: m.Request, Token: c.token, Accepted: m.Accepted})
-	c.Log("write.reply", m.Request, slog.Uint64("token", c.token), slog.Bool("accepted", m.Accepted), slog.Uint64("highest", m.Highest))
+	c.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpWrite, Request: m.Request, Token: c.token, Accepted: m.Accepted})
+	c.log("write.reply", m.Request, slog.Uint64("token", c.token), slog.Bool("accepted", m.Accepted), slog.Uint64("highest", m.Highest))
 	if c.phase != phaseHolding {
 		return // the lock was lost while the write was out; recorded, nothing more
 	}
@@ -457,16 +410,16 @@ func (c *Client) onWriteReply(m WriteReply) {
 	c.afterStoreOp(true)
 }
 
-func (c *Client) onReadReply(m ReadReply) {
+func (c *Client) onReadReply(m lockservice.ReadReply) {
 	if m.Request != c.storeReq || !c.storeRead {
 		return
 	}
 	stop(c.storeTimer)
 	c.storeReq = 0
 	if m.Err == "" {
-		c.observe(Event{Kind: EvReturn, Op: OpRead, Request: m.Request, Value: m.Value, Token: m.Token})
+		c.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRead, Request: m.Request, Value: m.Value, Token: m.Token})
 	}
-	c.Log("read.reply", m.Request, slog.Int64("value", m.Value), slog.Uint64("token", m.Token))
+	c.log("read.reply", m.Request, slog.Int64("value", m.Value), slog.Uint64("token", m.Token))
 	c.afterStoreOp(false)
 }
 
@@ -491,8 +444,8 @@ func (c *Client) sendRelease() {
 	c.phase = phaseReleasing
 	c.relReq = c.newRequest()
 	c.relAttempts = 0
-	c.observe(Event{Kind: EvBeliefEnd, Token: c.token, Reason: "releasing"})
-	c.observe(Event{Kind: EvCall, Op: OpRelease, Request: c.relReq, Token: c.token})
+	c.observe(lockservice.Event{Kind: lockservice.EvBeliefEnd, Token: c.token, Reason: "releasing"})
+	c.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpRelease, Request: c.relReq, Token: c.token})
 	c.resendRelease()
 }
 
@@ -502,9 +455,9 @@ const releaseAttempts = 3
 
 func (c *Client) resendRelease() {
 	c.relAttempts++
-	c.Env.Send(c.server(), ReleaseRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.relReq})
-	c.Log("release.sent", c.relReq, slog.Uint64("token", c.token))
-	c.After(&c.Timeout, c.cfg.RequestTimeout, c.releaseTimedOutFn)
+	c.env.Send(c.server(), lockservice.ReleaseRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: c.token, Request: c.relReq})
+	c.log("release.sent", c.relReq, slog.Uint64("token", c.token))
+	c.after(&c.timeout, c.cfg.RequestTimeout, c.releaseTimedOutFn)
 }
 
 // releaseTimedOut retries the release elsewhere, then gives up: the lease
@@ -515,29 +468,29 @@ func (c *Client) releaseTimedOut() {
 		c.resendRelease()
 		return
 	}
-	c.Log("release.timeout", c.relReq)
+	c.log("release.timeout", c.relReq)
 	c.phase = phaseIdle
-	c.After(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
+	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
 }
 
-func (c *Client) onReleaseReply(m LockReply) {
-	stop(c.Timeout)
-	if m.Status == NotLeader && c.relAttempts < releaseAttempts {
+func (c *Client) onReleaseReply(m lockservice.LockReply) {
+	stop(c.timeout)
+	if m.Status == lockservice.NotLeader && c.relAttempts < releaseAttempts {
 		named := c.redirect(m)
-		c.After(&c.Timeout, c.retryDelay(named), c.resendReleaseFn)
+		c.after(&c.timeout, c.retryDelay(named), c.resendReleaseFn)
 		return
 	}
-	c.observe(Event{Kind: EvReturn, Op: OpRelease, Request: m.Request, Token: c.token, Status: m.Status})
-	c.LogStatus("release.", m.Status, m.Request, slog.Uint64("token", c.token))
+	c.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRelease, Request: m.Request, Token: c.token, Status: m.Status})
+	c.logStatus("release.", m.Status, m.Request, slog.Uint64("token", c.token))
 	c.phase = phaseIdle
-	c.After(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
+	c.after(&c.workTimer, c.cfg.ThinkTime, c.beginCycleFn)
 }
 
 // Receive routes replies by request id; stale and duplicated replies match
 // nothing and are dropped.
 func (c *Client) Receive(env process.Env, from process.NodeID, msg process.Message) {
 	switch m := msg.(type) {
-	case LockReply:
+	case lockservice.LockReply:
 		switch {
 		case c.phase == phaseAcquiring && m.Request == c.acqReq:
 			c.onAcquireReply(m)
@@ -546,9 +499,9 @@ func (c *Client) Receive(env process.Env, from process.NodeID, msg process.Messa
 		case c.phase == phaseReleasing && m.Request == c.relReq:
 			c.onReleaseReply(m)
 		}
-	case WriteReply:
+	case lockservice.WriteReply:
 		c.onWriteReply(m)
-	case ReadReply:
+	case lockservice.ReadReply:
 		c.onReadReply(m)
 	}
 }

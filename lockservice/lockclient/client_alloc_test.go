@@ -1,4 +1,4 @@
-package lockservice_test
+package lockclient
 
 import (
 	"log/slog"
@@ -16,12 +16,12 @@ func TestClientLogWithoutTraceAllocatesNothing(t *testing.T) {
 	w := simtest.NewTestWorld(t, nil)
 	p, _ := simtest.AddProbe(t, w, "c")
 	w.Run(time.Second, 10) // the probe's Start, which keeps its env
-	c := lockservice.NewClient(lockservice.DefaultClientConfig("c", []process.NodeID{0}, 0, "r"))
-	c.Env = p.Env
+	c := NewClient(lockservice.DefaultClientConfig("c", []process.NodeID{0}, 0, "r"))
+	c.env = p.Env
 	allocs := testing.AllocsPerRun(100, func() {
-		c.Log("acquire.sent", 7, slog.Int("to", 1))
-		c.Log("write.reply", 8, slog.Uint64("token", 3), slog.Bool("accepted", true), slog.Uint64("highest", 3))
-		c.LogStatus("release.", lockservice.NotHolder, 9, slog.Uint64("token", 3))
+		c.log("acquire.sent", 7, slog.Int("to", 1))
+		c.log("write.reply", 8, slog.Uint64("token", 3), slog.Bool("accepted", true), slog.Uint64("highest", 3))
+		c.logStatus("release.", lockservice.NotHolder, 9, slog.Uint64("token", 3))
 	})
 	if allocs != 0 {
 		t.Fatalf("logging without a trace made %v allocations, want 0", allocs)
@@ -34,10 +34,10 @@ func TestClientTimerArmAllocatesOnlyTheTimer(t *testing.T) {
 	w := simtest.NewTestWorld(t, nil)
 	p, _ := simtest.AddProbe(t, w, "c")
 	w.Run(time.Second, 10)
-	c := lockservice.NewClient(lockservice.DefaultClientConfig("c", []process.NodeID{0}, 0, "r"))
-	c.Env = p.Env
+	c := NewClient(lockservice.DefaultClientConfig("c", []process.NodeID{0}, 0, "r"))
+	c.env = p.Env
 	allocs := testing.AllocsPerRun(100, func() {
-		c.After(&c.Timeout, time.Second, c.RetryAcquireFn)
+		c.after(&c.timeout, time.Second, c.retryAcquireFn)
 	})
 	if allocs > 1 {
 		t.Fatalf("arming a timer made %v allocations, want 1 (the timer)", allocs)

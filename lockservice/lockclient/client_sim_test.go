@@ -1,4 +1,4 @@
-package lockservice_test
+package lockclient
 
 import (
 	"bytes"
@@ -40,13 +40,13 @@ func (cw *clientWorld) addClient(t *testing.T, name string, clock fakeclock.Conf
 	if edit != nil {
 		edit(&cfg)
 	}
-	id := simtest.AddNode(t, cw.w, name, func() sim.Process { return lockservice.NewClient(cfg) }, clock)
+	id := simtest.AddNode(t, cw.w, name, func() sim.Process { return NewClient(cfg) }, clock)
 	cw.clients[name] = id
 	return id
 }
 
-func (cw *clientWorld) client(name string) *lockservice.Client {
-	return cw.w.Process(cw.clients[name]).(*lockservice.Client)
+func (cw *clientWorld) client(name string) *Client {
+	return cw.w.Process(cw.clients[name]).(*Client)
 }
 
 // logs returns the slog records of node, optionally only those named msg.
