@@ -16,11 +16,11 @@ func TestClientLogWithoutTraceAllocatesNothing(t *testing.T) {
 	w := simtest.NewTestWorld(t, nil)
 	p, _ := simtest.AddProbe(t, w, "c")
 	w.Run(time.Second, 10) // the probe's Start, which keeps its env
-	c := NewClient(lockservice.DefaultClientConfig("c", []process.NodeID{0}, 0, "r"))
+	c := NewLock(lockservice.DefaultClientConfig("c", []process.NodeID{0}, 0, "r"), nil)
 	c.env = p.Env
 	allocs := testing.AllocsPerRun(100, func() {
-		c.log("acquire.sent", 7, slog.Int("to", 1))
-		c.log("write.reply", 8, slog.Uint64("token", 3), slog.Bool("accepted", true), slog.Uint64("highest", 3))
+		c.Log("acquire.sent", 7, slog.Int("to", 1))
+		c.Log("write.reply", 8, slog.Uint64("token", 3), slog.Bool("accepted", true), slog.Uint64("highest", 3))
 		c.logStatus("release.", lockservice.NotHolder, 9, slog.Uint64("token", 3))
 	})
 	if allocs != 0 {
@@ -34,10 +34,10 @@ func TestClientTimerArmAllocatesOnlyTheTimer(t *testing.T) {
 	w := simtest.NewTestWorld(t, nil)
 	p, _ := simtest.AddProbe(t, w, "c")
 	w.Run(time.Second, 10)
-	c := NewClient(lockservice.DefaultClientConfig("c", []process.NodeID{0}, 0, "r"))
+	c := NewLock(lockservice.DefaultClientConfig("c", []process.NodeID{0}, 0, "r"), nil)
 	c.env = p.Env
 	allocs := testing.AllocsPerRun(100, func() {
-		c.after(&c.timeout, time.Second, c.retryAcquireFn)
+		rearm(c.env, &c.timeout, time.Second, c.retryAcquireFn)
 	})
 	if allocs > 1 {
 		t.Fatalf("arming a timer made %v allocations, want 1 (the timer)", allocs)
