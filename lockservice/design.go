@@ -7,8 +7,8 @@ import (
 )
 
 // Design is a lock design the harness can run: how many nodes its service
-// has and what they are called, the process each of them runs, and the
-// client process that runs a scenario's workload against it. Every design
+// has and what they are called, the process each of them runs, and how its
+// clients speak to it. Every design
 // of the harness is one — the reference (replicated), single-node,
 // lease-only and redlock — and a user plugs their own lock in the same way
 // (scenarios.RegisterDesign), then names it in a scenario's "design" field.
@@ -29,9 +29,9 @@ import (
 //     also report EvElected and EvEntryApplied for S9 and S10;
 //   - the client: EvCall and EvReturn for acquire, renew, release, write and
 //     read, and EvBeliefEnd when it stops believing it holds the lock.
-//     NewClient (the harness's client library) reports these itself; a
+//     The harness's lock client (lockclient) reports these itself; a
 //     design whose service speaks other messages keeps that client and
-//     translates its requests with a Protocol (NewProtocolClient).
+//     translates its requests with a Protocol (ClientProtocol).
 //
 // A design's processes must be deterministic (see internal/detlint): no
 // goroutines, channels, machine clocks, global randomness or map order
@@ -47,11 +47,14 @@ type Design interface {
 	// Nodes). It is called at the node's boot and at every restart: a
 	// restarted process keeps only what it synced to its disk.
 	NewServer(i int, run DesignRun) process.Process
-	// NewClient returns a client process running cfg's workload. cfg comes
-	// filled in: Servers are the service's nodes, Store the store, Observer
-	// the run's, and the run's planted bug injected (Mutant.InjectClient).
-	// Called at boot and at every restart.
-	NewClient(cfg ClientConfig, run DesignRun) process.Process
+	// ClientProtocol returns the client side of the design's protocol for
+	// one client process, or nil if the service speaks the reference's
+	// messages (AcquireRequest, RenewRequest, ReleaseRequest, LockReply).
+	// The harness runs the workload over its own lock client, which sends
+	// its requests through the Protocol. cfg comes filled in: Servers are
+	// the service's nodes, Store the store, Observer the run's, and the
+	// run's planted bug injected. Called at boot and at every restart.
+	ClientProtocol(cfg ClientConfig, run DesignRun) Protocol
 }
 
 // DesignInfo describes a design to the harness.

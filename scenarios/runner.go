@@ -14,6 +14,7 @@ import (
 	"github.com/fencesim/fencesim/lockservice/fencedstore"
 	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/nemesis"
+	"github.com/fencesim/fencesim/scenarios/workload"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -321,7 +322,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM = c.Cycles, c.WritesPerHold, c.DriftBoundPPM
 		cfg.Observer = obs
 		mutants.InjectClient(run.Mutant, &cfg)
-		if err := add(c.Name, func() sim.Process { return design.NewClient(cfg, run) }); err != nil {
+		if err := add(c.Name, func() sim.Process { return workload.New(cfg, design.ClientProtocol(cfg, run)) }); err != nil {
 			return Result{}, err
 		}
 	}

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
-	"github.com/fencesim/fencesim/lockservice/lockclient"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -52,9 +51,9 @@ func (Design) NewServer(_ int, run lockservice.DesignRun) process.Process {
 	return &Server{obs: run.Observer}
 }
 
-// NewClient runs the harness's workload client over this lock's protocol.
-func (Design) NewClient(cfg lockservice.ClientConfig, _ lockservice.DesignRun) process.Process {
-	return lockclient.NewProtocolClient(cfg, &Protocol{})
+// ClientProtocol is how the harness's lock client speaks to this lock.
+func (Design) ClientProtocol(lockservice.ClientConfig, lockservice.DesignRun) lockservice.Protocol {
+	return &Protocol{}
 }
 
 // Lock asks for Resource on behalf of Owner for TTL; with Token it extends
@@ -162,29 +161,29 @@ func (s *Server) expire(resource string, now time.Duration) {
 // RenewRequest and ReleaseRequest into Lock and Unlock, and Replies into
 // the LockReply the workload expects.
 type Protocol struct {
-	h       *lockclient.ProtocolHost
+	h       lockservice.ProtocolHost
 	pending uint64 // the request id awaiting a Reply (0: none)
 	op      lockservice.Op
 }
 
 // Start keeps the host.
-func (p *Protocol) Start(h *lockclient.ProtocolHost) { p.h = h }
+func (p *Protocol) Start(h lockservice.ProtocolHost) { p.h = h }
 
 // Request sends the lock's own message. A retry (same request id, after
 // the workload's timeout) sends it again: the server answers the holder's
 // repeated Lock with the same grant.
 func (p *Protocol) Request(to process.NodeID, msg process.Message) {
-	c := p.h.Config
+	c := p.h.Config()
 	switch m := msg.(type) {
 	case lockservice.AcquireRequest:
 		p.pending, p.op = m.Request, lockservice.OpAcquire
-		p.h.Env.Send(to, Lock{Resource: m.Resource, Owner: m.Client, TTL: m.TTL, ID: m.Request})
+		p.h.Env().Send(to, Lock{Resource: m.Resource, Owner: m.Client, TTL: m.TTL, ID: m.Request})
 	case lockservice.RenewRequest:
 		p.pending, p.op = m.Request, lockservice.OpRenew
-		p.h.Env.Send(to, Lock{Resource: m.Resource, Owner: m.Client, TTL: c.TTL, Token: m.Token, ID: m.Request})
+		p.h.Env().Send(to, Lock{Resource: m.Resource, Owner: m.Client, TTL: c.TTL, Token: m.Token, ID: m.Request})
 	case lockservice.ReleaseRequest:
 		p.pending, p.op = m.Request, lockservice.OpRelease
-		p.h.Env.Send(to, Unlock{Resource: m.Resource, Owner: m.Client, Token: m.Token, ID: m.Request})
+		p.h.Env().Send(to, Unlock{Resource: m.Resource, Owner: m.Client, Token: m.Token, ID: m.Request})
 	}
 }
 

@@ -41,6 +41,11 @@ var layers = []struct {
 		why:     "the lock service is written against the contract only, so that it runs on a real clock and disk unchanged (fault controls stay in sim and nemesis)",
 	},
 	{
+		pattern: "./scenarios/workload",
+		allowed: []string{"process", "lockservice", "lockservice/lockclient", "lockservice/internal/record"},
+		why:     "the workload drives the lock client like an application would: nothing of the simulator, the reference or the harness",
+	},
+	{
 		pattern: "./filedisk",
 		allowed: []string{"process"},
 		why:     "the file disk implements the contract for real; it must not drag in the simulator",

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/fencesim/fencesim/lockservice"
-	"github.com/fencesim/fencesim/lockservice/lockclient"
 	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/lockservice/redlock"
 	"github.com/fencesim/fencesim/lockservice/reference"
@@ -60,8 +59,9 @@ func (d replicatedDesign) NewServer(_ int, run lockservice.DesignRun) process.Pr
 	return reference.NewReplica(cfg)
 }
 
-func (replicatedDesign) NewClient(cfg lockservice.ClientConfig, _ lockservice.DesignRun) process.Process {
-	return lockclient.NewClient(cfg)
+// ClientProtocol is nil: the reference's own messages.
+func (replicatedDesign) ClientProtocol(lockservice.ClientConfig, lockservice.DesignRun) lockservice.Protocol {
+	return nil
 }
 
 // singleNodeDesign is one synced lock server, "lock".
@@ -85,6 +85,7 @@ func (singleNodeDesign) NewServer(_ int, run lockservice.DesignRun) process.Proc
 	return reference.NewServer(cfg)
 }
 
-func (singleNodeDesign) NewClient(cfg lockservice.ClientConfig, _ lockservice.DesignRun) process.Process {
-	return lockclient.NewClient(cfg)
+// ClientProtocol is nil: the reference's own messages.
+func (singleNodeDesign) ClientProtocol(lockservice.ClientConfig, lockservice.DesignRun) lockservice.Protocol {
+	return nil
 }

@@ -55,9 +55,11 @@ const (
 // what happened. Each action emits one slog event with the client and
 // request id as correlation id.
 type Lock struct {
-	cfg lockservice.ClientConfig
-	h   Handler
-	env process.Env
+	cfg   lockservice.ClientConfig
+	h     Handler
+	env   process.Env
+	proto lockservice.Protocol // nil: the reference's messages, sent as they are
+	host  *protocolHost
 
 	incarnation uint64 // from disk: request ids stay unique across restarts
 	nextReq     uint64
@@ -88,12 +90,19 @@ type Lock struct {
 }
 
 // NewLock returns a Lock for cfg's client and resource, reporting to h.
-// Every restart of the client process needs a new one.
-func NewLock(cfg lockservice.ClientConfig, h Handler) *Lock {
+// With a Protocol p (a design's ClientProtocol), its lock requests go to p
+// and p's replies come back as the service's would; nil sends the
+// reference's messages to cfg.Servers. Every restart of the client process
+// needs a new one (and a new Protocol).
+func NewLock(cfg lockservice.ClientConfig, p lockservice.Protocol, h Handler) *Lock {
 	if cfg.Observer == nil {
 		cfg.Observer = lockservice.NopObserver{}
 	}
-	l := &Lock{cfg: cfg, h: h}
+	l := &Lock{cfg: cfg, h: h, proto: p}
+	if p != nil {
+		l.host = &protocolHost{l: l}
+		l.host.deliverFn = l.host.deliver
+	}
 	l.sendAcquireFn, l.retryAcquireFn, l.sendRenewFn = l.sendAcquire, l.retryAcquire, l.sendRenew
 	l.watchdogFiredFn, l.resendReleaseFn, l.releaseTimedOutFn = l.watchdogFired, l.resendRelease, l.releaseTimedOut
 	return l
@@ -106,6 +115,10 @@ const incarnationKey = "incarnation"
 // anything else of the Lock.
 func (l *Lock) Start(env process.Env) {
 	l.env = env
+	if l.proto != nil {
+		l.host.env = env
+		l.proto.Start(l.host)
+	}
 	rec := record.Slotted{Key: incarnationKey}
 	if b, ok := rec.Load(env.Disk()); ok && len(b) == 8 {
 		l.incarnation = binary.BigEndian.Uint64(b)
@@ -137,10 +150,24 @@ func (l *Lock) Holding() bool {
 	return l.phase == lockHolding && l.now() < l.deadline
 }
 
-// observe reports an event about this client's own operations.
+// observe reports an event about this client's own operations, shown to
+// the Protocol first.
 func (l *Lock) observe(e lockservice.Event) {
 	e.Client, e.Resource = l.cfg.Name, l.cfg.Resource
+	if l.proto != nil {
+		l.proto.Observe(e)
+	}
 	l.cfg.Observer.Observe(e)
+}
+
+// send sends a lock request to the service node to, or hands it to the
+// Protocol.
+func (l *Lock) send(to process.NodeID, msg process.Message) {
+	if l.proto != nil {
+		l.proto.Request(to, msg)
+		return
+	}
+	l.env.Send(to, msg)
 }
 
 func (l *Lock) now() time.Duration { return l.env.Clock().Monotonic() }
@@ -210,7 +237,7 @@ func (l *Lock) sendAcquire() {
 		l.acqStart, l.acqStartReq = l.now(), l.acqReq
 		l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpAcquire, Request: l.acqReq})
 	}
-	l.env.Send(l.server(), lockservice.AcquireRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, TTL: l.cfg.TTL, Request: l.acqReq})
+	l.send(l.server(), lockservice.AcquireRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, TTL: l.cfg.TTL, Request: l.acqReq})
 	l.Log("acquire.sent", l.acqReq, slog.Int("to", int(l.server())))
 	rearm(l.env, &l.timeout, l.cfg.RequestTimeout, l.retryAcquireFn)
 }
@@ -333,7 +360,7 @@ func (l *Lock) sendRenew() {
 	l.renewReq = l.NewRequest()
 	l.renewStart = l.now()
 	l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpRenew, Request: l.renewReq, Token: l.token})
-	l.env.Send(l.server(), lockservice.RenewRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, Token: l.token, Request: l.renewReq})
+	l.send(l.server(), lockservice.RenewRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, Token: l.token, Request: l.renewReq})
 	l.Log("renew.sent", l.renewReq, slog.Uint64("token", l.token))
 	// Renew again at a third of the TTL; a lost renewal is covered by the next.
 	rearm(l.env, &l.renewTimer, l.cfg.TTL/3, l.sendRenewFn)
@@ -385,7 +412,7 @@ const releaseAttempts = 3
 
 func (l *Lock) resendRelease() {
 	l.relAttempts++
-	l.env.Send(l.server(), lockservice.ReleaseRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, Token: l.token, Request: l.relReq})
+	l.send(l.server(), lockservice.ReleaseRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, Token: l.token, Request: l.relReq})
 	l.Log("release.sent", l.relReq, slog.Uint64("token", l.token))
 	rearm(l.env, &l.timeout, l.cfg.RequestTimeout, l.releaseTimedOutFn)
 }
@@ -416,9 +443,23 @@ func (l *Lock) onReleaseReply(m lockservice.LockReply) {
 	l.h.Released()
 }
 
-// Receive takes a lock service's reply, routed by request id: stale and
+// Receive takes a message that reached the client and reports whether it
+// was the Lock's: the Protocol's messages, and the lock service's replies.
+// Others (the store's replies) are the caller's.
+func (l *Lock) Receive(from process.NodeID, msg process.Message) bool {
+	if l.proto != nil && l.proto.Receive(from, msg) {
+		return true
+	}
+	if m, ok := msg.(lockservice.LockReply); ok {
+		l.onReply(m)
+		return true
+	}
+	return false
+}
+
+// onReply routes a lock service's reply by request id: stale and
 // duplicated replies match nothing and are dropped.
-func (l *Lock) Receive(m lockservice.LockReply) {
+func (l *Lock) onReply(m lockservice.LockReply) {
 	switch {
 	case l.phase == lockAcquiring && m.Request == l.acqReq:
 		l.onAcquireReply(m)

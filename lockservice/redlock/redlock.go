@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
-	"github.com/fencesim/fencesim/lockservice/lockclient"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -204,9 +203,10 @@ func (RedlockDesign) NewServer(_ int, run lockservice.DesignRun) process.Process
 	return NewRedlockNode(run.Limits)
 }
 
-// NewClient returns the workload client over RedlockProtocol.
-func (RedlockDesign) NewClient(cfg lockservice.ClientConfig, _ lockservice.DesignRun) process.Process {
-	return lockclient.NewProtocolClient(cfg, NewRedlockProtocol(RedlockConfig{}))
+// ClientProtocol is RedlockProtocol: the harness's lock client acquires
+// through it.
+func (RedlockDesign) ClientProtocol(lockservice.ClientConfig, lockservice.DesignRun) lockservice.Protocol {
+	return NewRedlockProtocol(RedlockConfig{})
 }
 
 // fold folds a message's fields into its fingerprint, as the lock

@@ -9,7 +9,6 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/fencesim/fencesim/lockservice"
-	"github.com/fencesim/fencesim/lockservice/lockclient"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -57,8 +56,10 @@ type RedlockConfig struct {
 // ("released" when it releases, "expired" otherwise).
 type RedlockProtocol struct {
 	cfg  RedlockConfig
-	h    *lockclient.ProtocolHost
-	next uint64 // attempt ids
+	h    lockservice.ProtocolHost
+	env  process.Env
+	c    lockservice.ClientConfig // h.Config(), kept at Start
+	next uint64                   // attempt ids
 	op   *redlockRound
 	// held is the value of the grant the workload believes it holds (0:
 	// none), reported to the checker.
@@ -78,7 +79,7 @@ type RedlockProtocol struct {
 const redlockRandomBits = 40
 
 func (p *RedlockProtocol) tag() uint64 {
-	return process.HashString(p.h.Config.Name) >> redlockRandomBits
+	return process.HashString(p.c.Name) >> redlockRandomBits
 }
 
 func (p *RedlockProtocol) mine(v uint64) bool { return v>>redlockRandomBits == p.tag() }
@@ -117,23 +118,23 @@ func NewRedlockProtocol(cfg RedlockConfig) *RedlockProtocol {
 func (p *RedlockProtocol) waitOver() { p.decide(p.waiting) }
 
 // Start keeps the host.
-func (p *RedlockProtocol) Start(h *lockclient.ProtocolHost) {
-	p.h = h
+func (p *RedlockProtocol) Start(h lockservice.ProtocolHost) {
+	p.h, p.env, p.c = h, h.Env(), h.Config()
 	if p.cfg.Wait <= 0 {
-		p.cfg.Wait = max(h.Config.RequestTimeout/2, time.Millisecond)
+		p.cfg.Wait = max(p.c.RequestTimeout/2, time.Millisecond)
 	}
 	if p.cfg.ExtraDrift <= 0 {
 		p.cfg.ExtraDrift = 2 * time.Millisecond
 	}
 }
 
-func (p *RedlockProtocol) nodes() []process.NodeID { return p.h.Config.Servers }
+func (p *RedlockProtocol) nodes() []process.NodeID { return p.c.Servers }
 func (p *RedlockProtocol) quorum() int             { return len(p.nodes())/2 + 1 }
-func (p *RedlockProtocol) now() time.Duration      { return p.h.Env.Clock().Monotonic() }
+func (p *RedlockProtocol) now() time.Duration      { return p.env.Clock().Monotonic() }
 
 // drift is the allowance for clock drift between the client and the nodes.
 func (p *RedlockProtocol) drift(ttl time.Duration) time.Duration {
-	return time.Duration(int64(ttl)/1_000_000*p.h.Config.DriftBoundPPM) + p.cfg.ExtraDrift
+	return time.Duration(int64(ttl)/1_000_000*p.c.DriftBoundPPM) + p.cfg.ExtraDrift
 }
 
 // Request starts a round for a new request; a retry of the request in
@@ -144,7 +145,7 @@ func (p *RedlockProtocol) Request(_ process.NodeID, msg process.Message) {
 	case lockservice.AcquireRequest:
 		r = redlockRound{kind: lockservice.OpAcquire, req: m.Request, ttl: m.TTL}
 	case lockservice.RenewRequest:
-		r = redlockRound{kind: lockservice.OpRenew, req: m.Request, value: m.Token, ttl: p.h.Config.TTL}
+		r = redlockRound{kind: lockservice.OpRenew, req: m.Request, value: m.Token, ttl: p.c.TTL}
 	case lockservice.ReleaseRequest:
 		r = redlockRound{kind: lockservice.OpRelease, req: m.Request, value: m.Token}
 	default:
@@ -167,25 +168,25 @@ func (p *RedlockProtocol) Request(_ process.NodeID, msg process.Message) {
 	for _, n := range p.nodes() {
 		switch r.kind {
 		case lockservice.OpAcquire:
-			p.h.Env.Send(n, RedlockSet{Resource: p.h.Config.Resource, Value: r.value, TTL: r.ttl, Attempt: r.attempt})
+			p.env.Send(n, RedlockSet{Resource: p.c.Resource, Value: r.value, TTL: r.ttl, Attempt: r.attempt})
 		case lockservice.OpRenew:
-			p.h.Env.Send(n, RedlockExtend{Resource: p.h.Config.Resource, Value: r.value, TTL: r.ttl, Attempt: r.attempt})
+			p.env.Send(n, RedlockExtend{Resource: p.c.Resource, Value: r.value, TTL: r.ttl, Attempt: r.attempt})
 		case lockservice.OpRelease:
-			p.h.Env.Send(n, RedlockDel{Resource: p.h.Config.Resource, Value: r.value, Attempt: r.attempt})
+			p.env.Send(n, RedlockDel{Resource: p.c.Resource, Value: r.value, Attempt: r.attempt})
 		}
 	}
 	if p.logging() {
 		p.log("redlock."+r.kind.String()+".sent", &r)
 	}
 	p.waiting = &r
-	p.op.timer = p.h.Env.Clock().AfterFunc(p.cfg.Wait, p.waitFn)
+	p.op.timer = p.env.Clock().AfterFunc(p.cfg.Wait, p.waitFn)
 }
 
 // randomValue draws a non-zero value, tagged with the client, from the
 // client's seeded stream.
 func (p *RedlockProtocol) randomValue() uint64 {
 	for {
-		if v := p.tag()<<redlockRandomBits | p.h.Env.Rand().Uint64()>>(64-redlockRandomBits); v != 0 {
+		if v := p.tag()<<redlockRandomBits | p.env.Rand().Uint64()>>(64-redlockRandomBits); v != 0 {
 			return v
 		}
 	}
@@ -253,7 +254,7 @@ func (p *RedlockProtocol) decide(r *redlockRound) {
 			// Release on failure: the nodes that took the value must not
 			// keep it until it expires.
 			for _, n := range p.nodes() {
-				p.h.Env.Send(n, RedlockDel{Resource: p.h.Config.Resource, Value: r.value, Attempt: r.attempt})
+				p.env.Send(n, RedlockDel{Resource: p.c.Resource, Value: r.value, Attempt: r.attempt})
 			}
 			rep.Status = lockservice.Overloaded
 			if slices.ContainsFunc(r.holders, func(c valueCount) bool { return c.n >= q }) {
@@ -308,11 +309,11 @@ func (p *RedlockProtocol) Observe(e lockservice.Event) {
 // logging reports whether the logger takes records, so that nothing is
 // built for one it would drop.
 func (p *RedlockProtocol) logging() bool {
-	return p.h.Env.Log().Enabled(context.Background(), slog.LevelInfo)
+	return p.env.Log().Enabled(context.Background(), slog.LevelInfo)
 }
 
 func (p *RedlockProtocol) log(event string, r *redlockRound, attrs ...slog.Attr) {
-	p.h.Env.Log().LogAttrs(context.Background(), slog.LevelInfo, event, append([]slog.Attr{
-		slog.String("client", p.h.Config.Name), slog.Uint64("req", r.req), slog.Uint64("attempt", r.attempt),
-		slog.Uint64("value", r.value), slog.String("resource", p.h.Config.Resource)}, attrs...)...)
+	p.env.Log().LogAttrs(context.Background(), slog.LevelInfo, event, append([]slog.Attr{
+		slog.String("client", p.c.Name), slog.Uint64("req", r.req), slog.Uint64("attempt", r.attempt),
+		slog.Uint64("value", r.value), slog.String("resource", p.c.Resource)}, attrs...)...)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/fencesim/fencesim/internal/simtest"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/fencedstore"
-	"github.com/fencesim/fencesim/lockservice/lockclient"
+	"github.com/fencesim/fencesim/scenarios/workload"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -115,7 +115,7 @@ func newRedlockWorld(t *testing.T, n int, cycles int, startDelay time.Duration) 
 	}, fakeclock.Config{})
 	cfg := lockservice.DefaultClientConfig("a", run.Servers, r.store, "r")
 	cfg.Cycles, cfg.Observer, cfg.StartDelay = cycles, r, startDelay
-	r.client = simtest.AddNode(t, r.w, "a", func() sim.Process { return d.NewClient(cfg, run) }, fakeclock.Config{})
+	r.client = simtest.AddNode(t, r.w, "a", func() sim.Process { return workload.New(cfg, d.ClientProtocol(cfg, run)) }, fakeclock.Config{})
 	return r
 }
 
@@ -225,7 +225,7 @@ func TestRedlockValidity(t *testing.T) {
 	cfg := lockservice.DefaultClientConfig("a", nodes, store, "r")
 	cfg.TTL, cfg.Observer = 100*time.Millisecond, rec
 	simtest.AddNode(t, w, "a", func() sim.Process {
-		return lockclient.NewProtocolClient(cfg, NewRedlockProtocol(RedlockConfig{Wait: time.Second}))
+		return workload.New(cfg, NewRedlockProtocol(RedlockConfig{Wait: time.Second}))
 	}, fakeclock.Config{})
 	for _, n := range nodes {
 		w.Pause(n, 200*time.Millisecond)

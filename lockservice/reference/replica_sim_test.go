@@ -11,8 +11,8 @@ import (
 	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/internal/simtest"
 	"github.com/fencesim/fencesim/lockservice"
-	"github.com/fencesim/fencesim/lockservice/lockclient"
 	"github.com/fencesim/fencesim/lockservice/raft"
+	"github.com/fencesim/fencesim/scenarios/workload"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -175,7 +175,7 @@ func TestReplicaLeaderCrashMidAcquireGrantsOnce(t *testing.T) {
 			cfg := lockservice.DefaultClientConfig("a", append([]sim.NodeID{old}, g.others(old)...), store, "r")
 			cfg.Observer, cfg.StartDelay, cfg.TTL = g.rec, 10*time.Millisecond, 2*time.Second
 			sendAt := g.w.Now() + cfg.StartDelay
-			a := simtest.AddNode(t, g.w, "a", func() sim.Process { return lockclient.NewClient(cfg) }, fakeclock.Config{})
+			a := simtest.AddNode(t, g.w, "a", func() sim.Process { return workload.New(cfg, nil) }, fakeclock.Config{})
 
 			// The acquire arrives at sendAt+d and is proposed at once: crash
 			// just after, while the appends are on the wire.
@@ -227,7 +227,7 @@ func TestReplicaLeaderCrashMidAcquireGrantsOnce(t *testing.T) {
 			if len(acq) != 1 || acq[0].status != lockservice.Granted || acq[0].token != tok {
 				t.Fatalf("the client's acquire returned %+v, want once, granted with token %d", acq, tok)
 			}
-			if !g.w.Process(a).(*lockclient.Client).Done() {
+			if !g.w.Process(a).(*workload.Client).Done() {
 				t.Errorf("the client did not finish its cycle")
 			}
 			for _, id := range g.ids {
@@ -513,7 +513,7 @@ func TestReplicaDuplicatedAndReorderedRequestsApplyOnce(t *testing.T) {
 			for i, name := range names {
 				cfg := lockservice.DefaultClientConfig(name, g.ids, store, []string{"r1", "r2"}[i%2])
 				cfg.Observer, cfg.Cycles, cfg.StartDelay = g.rec, cycles, time.Duration(300+10*i)*time.Millisecond
-				clients = append(clients, simtest.AddNode(t, g.w, name, func() sim.Process { return lockclient.NewClient(cfg) }, fakeclock.Config{}))
+				clients = append(clients, simtest.AddNode(t, g.w, name, func() sim.Process { return workload.New(cfg, nil) }, fakeclock.Config{}))
 			}
 			g.awaitLeader(t, g.ids, 1, time.Second)
 			t1 := g.w.Now() + 10*time.Millisecond
@@ -530,7 +530,7 @@ func TestReplicaDuplicatedAndReorderedRequestsApplyOnce(t *testing.T) {
 			g.runTo(t, 15*time.Second)
 
 			for i, id := range clients {
-				if !g.w.Process(id).(*lockclient.Client).Done() {
+				if !g.w.Process(id).(*workload.Client).Done() {
 					t.Errorf("%s did not finish its %d cycles", names[i], cycles)
 				}
 			}
@@ -841,11 +841,11 @@ func TestReplicaIngressShedsTheExcessAndKeepsSafety(t *testing.T) {
 	for i := range burst {
 		cfg := lockservice.DefaultClientConfig(fmt.Sprintf("c%02d", i), servers, store, fmt.Sprintf("r%02d", i))
 		cfg.Observer, cfg.StartDelay = g.rec, delay
-		clients = append(clients, simtest.AddNode(t, g.w, cfg.Name, func() sim.Process { return lockclient.NewClient(cfg) }, fakeclock.Config{}))
+		clients = append(clients, simtest.AddNode(t, g.w, cfg.Name, func() sim.Process { return workload.New(cfg, nil) }, fakeclock.Config{}))
 	}
 	done := func() bool {
 		return !slices.ContainsFunc(clients, func(id sim.NodeID) bool {
-			c, ok := g.w.Process(id).(*lockclient.Client) // nil until it has started
+			c, ok := g.w.Process(id).(*workload.Client) // nil until it has started
 			return !ok || !c.Done()
 		})
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/lockservice"
-	"github.com/fencesim/fencesim/lockservice/lockclient"
+	"github.com/fencesim/fencesim/scenarios/workload"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -39,7 +39,7 @@ func TestReplicaRestartsAfterTornLogWrite(t *testing.T) {
 			// go unanswered and time out).
 			cfg := lockservice.DefaultClientConfig([]string{"a", "b", "c", "d", "e", "f"}[i], peers, peers[0], "r")
 			cfg.Cycles, cfg.WritesPerHold, cfg.StartDelay = 3, 0, 300*time.Millisecond
-			w.AddNode(cfg.Name, func() sim.Process { return lockclient.NewClient(cfg) }, fakeclock.Config{})
+			w.AddNode(cfg.Name, func() sim.Process { return workload.New(cfg, nil) }, fakeclock.Config{})
 		}
 		for k := range 20 {
 			at := 400*time.Millisecond + time.Duration(k)*61*time.Millisecond

@@ -1,4 +1,4 @@
-package lockclient
+package workload
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ func (cw *clientWorld) addClient(t *testing.T, name string, clock fakeclock.Conf
 	if edit != nil {
 		edit(&cfg)
 	}
-	id := simtest.AddNode(t, cw.w, name, func() sim.Process { return NewClient(cfg) }, clock)
+	id := simtest.AddNode(t, cw.w, name, func() sim.Process { return New(cfg, nil) }, clock)
 	cw.clients[name] = id
 	return id
 }

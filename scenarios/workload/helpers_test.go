@@ -1,4 +1,4 @@
-package lockclient
+package workload
 
 import (
 	"testing"

@@ -1,22 +1,31 @@
-package lockclient
+// Package workload is the harness's client workload: cycles of acquire →
+// fenced writes → read → release against the fenced store, run over the
+// lock client library (lockclient), which it drives through a small API
+// (Acquire, Holding, Token, Lose, Release, and the Handler it implements).
+// The lock client knows nothing of the workload; a real application would
+// use it the same way.
+package workload
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/lockclient"
 	"github.com/fencesim/fencesim/process"
 )
 
-// Client is a client process running the harness's workload over a Lock:
+// Client is a client process running the harness's workload over a
+// lockclient.Lock:
 // cycles of acquire → fenced writes → read → release against the fenced
 // store, with a pause of WorkDuration before each write and ThinkTime
 // between cycles.
 type Client struct {
 	cfg  lockservice.ClientConfig
 	env  process.Env
-	lock *Lock
+	lock *lockclient.Lock
 	done bool
 
 	cycle int
@@ -33,13 +42,15 @@ type Client struct {
 	beginCycleFn, sendWriteFn, storeTimedOutFn func()
 }
 
-// NewClient returns a client process; every restart needs a new one.
-func NewClient(cfg lockservice.ClientConfig) *Client {
+// New returns a client process running cfg's workload, its lock requests
+// sent through p (a design's ClientProtocol; nil: the reference's
+// messages). Every restart needs a new one, and a new Protocol.
+func New(cfg lockservice.ClientConfig, p lockservice.Protocol) *Client {
 	if cfg.Observer == nil {
 		cfg.Observer = lockservice.NopObserver{}
 	}
 	c := &Client{cfg: cfg}
-	c.lock = NewLock(cfg, c)
+	c.lock = lockclient.NewLock(cfg, p, c)
 	c.beginCycleFn, c.sendWriteFn, c.storeTimedOutFn = c.beginCycle, c.sendWrite, c.storeTimedOut
 	return c
 }
@@ -193,15 +204,33 @@ func (c *Client) afterStoreOp(wasWrite bool) {
 	c.lock.Release()
 }
 
-// Receive routes the lock service's replies to the Lock and the store's
-// to the workload.
-func (c *Client) Receive(_ process.Env, _ process.NodeID, msg process.Message) {
+// Receive offers msg to the Lock (the protocol's messages, the lock
+// service's replies), and takes the store's replies.
+func (c *Client) Receive(_ process.Env, from process.NodeID, msg process.Message) {
+	if c.lock.Receive(from, msg) {
+		return
+	}
 	switch m := msg.(type) {
-	case lockservice.LockReply:
-		c.lock.Receive(m)
 	case lockservice.WriteReply:
 		c.onWriteReply(m)
 	case lockservice.ReadReply:
 		c.onReadReply(m)
+	}
+}
+
+// rearm (re)arms *t to run f after d on env's monotonic clock: a new timer
+// rather than a Reset of the old one, as the lock client does, because a
+// timer's creation order decides which of the clock's timers a drift
+// change re-arms first.
+func rearm(env process.Env, t *clockwork.Timer, d time.Duration, f func()) {
+	if *t != nil {
+		(*t).Stop()
+	}
+	*t = env.Clock().AfterFunc(d, f)
+}
+
+func stop(t clockwork.Timer) {
+	if t != nil {
+		t.Stop()
 	}
 }
