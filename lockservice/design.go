@@ -8,15 +8,16 @@ import (
 
 // Design is a lock design the harness can run: how many nodes its service
 // has and what they are called, the process each of them runs, and how its
-// clients speak to it. Every design
-// of the harness is one — the reference (replicated), single-node,
-// lease-only and redlock — and a user plugs their own lock in the same way
+// clients speak to it. Every design of the harness is one — the reference
+// (replicated), single-node, lease-only and redlock, in lockservice/designs
+// — and a user plugs their own lock in the same way
 // (scenarios.RegisterDesign), then names it in a scenario's "design" field.
 //
-// The harness owns the rest of a run: the fenced store (a FencedStore,
-// fencing unless the design or the scenario turns it off), the workload
-// (ClientConfig: acquire → fenced writes → read → release cycles), the
-// faults and the checker. What the checker judges comes from the
+// The harness owns the rest of a run: the fenced store
+// (lockservice/fencedstore, fencing unless the design or the scenario turns
+// it off), the lock client (lockservice/lockclient) and the workload it
+// runs (scenarios/workload: acquire → fenced writes → read → release
+// cycles), the faults and the checker. What the checker judges comes from the
 // processes' Observer events, so a design's processes must report them:
 //
 //   - the service: EvGranted when it grants (Token unique per grant),
@@ -52,8 +53,8 @@ type Design interface {
 	// messages (AcquireRequest, RenewRequest, ReleaseRequest, LockReply).
 	// The harness runs the workload over its own lock client, which sends
 	// its requests through the Protocol. cfg comes filled in: Servers are
-	// the service's nodes, Store the store, Observer the run's, and the
-	// run's planted bug injected. Called at boot and at every restart.
+	// the service's nodes, Observer the run's, and the run's planted bug
+	// injected. Called at boot and at every restart.
 	ClientProtocol(cfg ClientConfig, run DesignRun) Protocol
 }
 

@@ -317,12 +317,12 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		return Result{}, fmt.Errorf("scenario %q: the store got node id %d, want %d", spec.Name, ids[storeNode], run.Store)
 	}
 	for _, c := range spec.Clients {
-		cfg := lockservice.DefaultClientConfig(c.Name, serverIDs, run.Store, c.Resource)
+		cfg := workload.DefaultConfig(c.Name, serverIDs, run.Store, c.Resource)
 		cfg.TTL, cfg.StartDelay, cfg.WorkDuration = time.Duration(c.TTL), time.Duration(c.StartDelay), time.Duration(c.WorkDuration)
 		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM = c.Cycles, c.WritesPerHold, c.DriftBoundPPM
 		cfg.Observer = obs
-		mutants.InjectClient(run.Mutant, &cfg)
-		if err := add(c.Name, func() sim.Process { return workload.New(cfg, design.ClientProtocol(cfg, run)) }); err != nil {
+		mutants.InjectClient(run.Mutant, &cfg.ClientConfig)
+		if err := add(c.Name, func() sim.Process { return workload.New(cfg, design.ClientProtocol(cfg.ClientConfig, run)) }); err != nil {
 			return Result{}, err
 		}
 	}

@@ -16,7 +16,7 @@ func TestClientLogWithoutTraceAllocatesNothing(t *testing.T) {
 	w := simtest.NewTestWorld(t, nil)
 	p, _ := simtest.AddProbe(t, w, "c")
 	w.Run(time.Second, 10) // the probe's Start, which keeps its env
-	c := NewLock(lockservice.DefaultClientConfig("c", []process.NodeID{0}, 0, "r"), nil, nil)
+	c := NewLock(lockservice.DefaultClientConfig("c", []process.NodeID{0}, "r"), nil, nil)
 	c.env = p.Env
 	allocs := testing.AllocsPerRun(100, func() {
 		c.Log("acquire.sent", 7, slog.Int("to", 1))
@@ -34,7 +34,7 @@ func TestClientTimerArmAllocatesOnlyTheTimer(t *testing.T) {
 	w := simtest.NewTestWorld(t, nil)
 	p, _ := simtest.AddProbe(t, w, "c")
 	w.Run(time.Second, 10)
-	c := NewLock(lockservice.DefaultClientConfig("c", []process.NodeID{0}, 0, "r"), nil, nil)
+	c := NewLock(lockservice.DefaultClientConfig("c", []process.NodeID{0}, "r"), nil, nil)
 	c.env = p.Env
 	allocs := testing.AllocsPerRun(100, func() {
 		rearm(c.env, &c.timeout, time.Second, c.retryAcquireFn)

@@ -113,9 +113,9 @@ func newRedlockWorld(t *testing.T, n int, cycles int, startDelay time.Duration) 
 	r.store = simtest.AddNode(t, r.w, "store", func() sim.Process {
 		return fencedstore.NewFencedStore(fencedstore.StoreConfig{Limits: run.Limits, IgnoreTokens: d.Info().UnfencedStore, Observer: r})
 	}, fakeclock.Config{})
-	cfg := lockservice.DefaultClientConfig("a", run.Servers, r.store, "r")
+	cfg := workload.DefaultConfig("a", run.Servers, r.store, "r")
 	cfg.Cycles, cfg.Observer, cfg.StartDelay = cycles, r, startDelay
-	r.client = simtest.AddNode(t, r.w, "a", func() sim.Process { return workload.New(cfg, d.ClientProtocol(cfg, run)) }, fakeclock.Config{})
+	r.client = simtest.AddNode(t, r.w, "a", func() sim.Process { return workload.New(cfg, d.ClientProtocol(cfg.ClientConfig, run)) }, fakeclock.Config{})
 	return r
 }
 
@@ -222,7 +222,7 @@ func TestRedlockValidity(t *testing.T) {
 	store := simtest.AddNode(t, w, "store", func() sim.Process {
 		return fencedstore.NewFencedStore(fencedstore.StoreConfig{Limits: lockservice.DefaultLimits(), IgnoreTokens: true})
 	}, fakeclock.Config{})
-	cfg := lockservice.DefaultClientConfig("a", nodes, store, "r")
+	cfg := workload.DefaultConfig("a", nodes, store, "r")
 	cfg.TTL, cfg.Observer = 100*time.Millisecond, rec
 	simtest.AddNode(t, w, "a", func() sim.Process {
 		return workload.New(cfg, NewRedlockProtocol(RedlockConfig{Wait: time.Second}))

@@ -172,7 +172,7 @@ func TestReplicaLeaderCrashMidAcquireGrantsOnce(t *testing.T) {
 			p, _ := simtest.AddProbe(t, g.w, "p")
 			old, oldTerm := g.awaitLeader(t, g.ids, 1, time.Second)
 
-			cfg := lockservice.DefaultClientConfig("a", append([]sim.NodeID{old}, g.others(old)...), store, "r")
+			cfg := workload.DefaultConfig("a", append([]sim.NodeID{old}, g.others(old)...), store, "r")
 			cfg.Observer, cfg.StartDelay, cfg.TTL = g.rec, 10*time.Millisecond, 2*time.Second
 			sendAt := g.w.Now() + cfg.StartDelay
 			a := simtest.AddNode(t, g.w, "a", func() sim.Process { return workload.New(cfg, nil) }, fakeclock.Config{})
@@ -511,7 +511,7 @@ func TestReplicaDuplicatedAndReorderedRequestsApplyOnce(t *testing.T) {
 			names := []string{"c1", "c2", "c3", "c4"}
 			var clients []sim.NodeID
 			for i, name := range names {
-				cfg := lockservice.DefaultClientConfig(name, g.ids, store, []string{"r1", "r2"}[i%2])
+				cfg := workload.DefaultConfig(name, g.ids, store, []string{"r1", "r2"}[i%2])
 				cfg.Observer, cfg.Cycles, cfg.StartDelay = g.rec, cycles, time.Duration(300+10*i)*time.Millisecond
 				clients = append(clients, simtest.AddNode(t, g.w, name, func() sim.Process { return workload.New(cfg, nil) }, fakeclock.Config{}))
 			}
@@ -839,7 +839,7 @@ func TestReplicaIngressShedsTheExcessAndKeepsSafety(t *testing.T) {
 	sendAt := g.w.Now() + delay
 	var clients []sim.NodeID
 	for i := range burst {
-		cfg := lockservice.DefaultClientConfig(fmt.Sprintf("c%02d", i), servers, store, fmt.Sprintf("r%02d", i))
+		cfg := workload.DefaultConfig(fmt.Sprintf("c%02d", i), servers, store, fmt.Sprintf("r%02d", i))
 		cfg.Observer, cfg.StartDelay = g.rec, delay
 		clients = append(clients, simtest.AddNode(t, g.w, cfg.Name, func() sim.Process { return workload.New(cfg, nil) }, fakeclock.Config{}))
 	}

@@ -37,7 +37,7 @@ func TestReplicaRestartsAfterTornLogWrite(t *testing.T) {
 		for i := range 6 {
 			// No store: the clients only acquire and release (their reads
 			// go unanswered and time out).
-			cfg := lockservice.DefaultClientConfig([]string{"a", "b", "c", "d", "e", "f"}[i], peers, peers[0], "r")
+			cfg := workload.DefaultConfig([]string{"a", "b", "c", "d", "e", "f"}[i], peers, peers[0], "r")
 			cfg.Cycles, cfg.WritesPerHold, cfg.StartDelay = 3, 0, 300*time.Millisecond
 			w.AddNode(cfg.Name, func() sim.Process { return workload.New(cfg, nil) }, fakeclock.Config{})
 		}

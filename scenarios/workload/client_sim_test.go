@@ -9,7 +9,6 @@ import (
 
 	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/internal/simtest"
-	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -34,8 +33,8 @@ func newClientWorld(t *testing.T) *clientWorld {
 
 // addClient adds a client with DefaultClientConfig on resource "r", changed
 // by edit.
-func (cw *clientWorld) addClient(t *testing.T, name string, clock fakeclock.Config, edit func(*lockservice.ClientConfig)) sim.NodeID {
-	cfg := lockservice.DefaultClientConfig(name, []sim.NodeID{cw.server}, cw.store, "r")
+func (cw *clientWorld) addClient(t *testing.T, name string, clock fakeclock.Config, edit func(*Config)) sim.NodeID {
+	cfg := DefaultConfig(name, []sim.NodeID{cw.server}, cw.store, "r")
 	cfg.Observer = cw.rec
 	if edit != nil {
 		edit(&cfg)
@@ -116,7 +115,7 @@ func TestClientsOnOneResourceHoldExclusiveGrantsAndWriteUnderThem(t *testing.T) 
 	cw := newClientWorld(t)
 	const cycles = 3
 	for _, name := range []string{"c1", "c2"} {
-		cw.addClient(t, name, fakeclock.Config{}, func(c *lockservice.ClientConfig) { c.Cycles = cycles })
+		cw.addClient(t, name, fakeclock.Config{}, func(c *Config) { c.Cycles = cycles })
 	}
 	simtest.RunToQuiescence(t, cw.w)
 
@@ -129,7 +128,7 @@ func TestClientsOnOneResourceHoldExclusiveGrantsAndWriteUnderThem(t *testing.T) 
 	if grants != 2*cycles {
 		t.Errorf("%d grants, want %d (one per cycle per client)", grants, 2*cycles)
 	}
-	if want := 2 * cycles * lockservice.DefaultClientConfig("", nil, 0, "").WritesPerHold; accepted != want {
+	if want := 2 * cycles * DefaultConfig("", nil, 0, "").WritesPerHold; accepted != want {
 		t.Errorf("%d accepted writes, want %d", accepted, want)
 	}
 	for _, c := range cw.rec.Of("write-returned") {
@@ -154,7 +153,7 @@ type watchdogRun struct {
 func runWatchdog(t *testing.T, clientPPM int64, lostFirstReply bool) watchdogRun {
 	t.Helper()
 	cw := newClientWorld(t)
-	a := cw.addClient(t, "a", fakeclock.Config{DriftPPM: clientPPM}, func(c *lockservice.ClientConfig) {
+	a := cw.addClient(t, "a", fakeclock.Config{DriftPPM: clientPPM}, func(c *Config) {
 		c.WritesPerHold, c.WorkDuration = 1000, 100*time.Millisecond // still working when the lease ends
 	})
 	var run watchdogRun
@@ -243,7 +242,7 @@ func TestClientWatchdogBeyondDriftBoundOutlivesServerLease(t *testing.T) {
 func TestClientPausedPastTTLHasStaleWriteRejected(t *testing.T) {
 	cw := newClientWorld(t)
 	cw.addClient(t, "a", fakeclock.Config{}, nil)
-	cw.addClient(t, "b", fakeclock.Config{}, func(c *lockservice.ClientConfig) { c.StartDelay = 5 * time.Millisecond })
+	cw.addClient(t, "b", fakeclock.Config{}, func(c *Config) { c.StartDelay = 5 * time.Millisecond })
 	const pause = 2 * time.Second
 	var paused string
 	var pausedToken uint64

@@ -17,13 +17,38 @@ import (
 	"github.com/fencesim/fencesim/process"
 )
 
+// Config configures a client's workload: the lock client's configuration
+// and what the client does with the lock.
+type Config struct {
+	lockservice.ClientConfig
+	Store         process.NodeID // the fenced store
+	StartDelay    time.Duration  // before the first acquire
+	Cycles        int            // acquire/work/release cycles to run; 0: until the run ends
+	WritesPerHold int
+	// WorkDuration is the time between the watchdog check that starts a unit
+	// of work and the write that ends it: a pause inside it is exactly
+	// Kleppmann's stale-holder case.
+	WorkDuration time.Duration
+	ThinkTime    time.Duration // between cycles
+}
+
+// DefaultConfig returns a workload of one cycle, two writes per hold, over
+// lockservice.DefaultClientConfig's client (a 1 s lease).
+func DefaultConfig(name string, servers []process.NodeID, store process.NodeID, resource string) Config {
+	return Config{
+		ClientConfig: lockservice.DefaultClientConfig(name, servers, resource),
+		Store:        store,
+		Cycles:       1, WritesPerHold: 2, WorkDuration: 20 * time.Millisecond, ThinkTime: 50 * time.Millisecond,
+	}
+}
+
 // Client is a client process running the harness's workload over a
 // lockclient.Lock:
 // cycles of acquire → fenced writes → read → release against the fenced
 // store, with a pause of WorkDuration before each write and ThinkTime
 // between cycles.
 type Client struct {
-	cfg  lockservice.ClientConfig
+	cfg  Config
 	env  process.Env
 	lock *lockclient.Lock
 	done bool
@@ -45,12 +70,12 @@ type Client struct {
 // New returns a client process running cfg's workload, its lock requests
 // sent through p (a design's ClientProtocol; nil: the reference's
 // messages). Every restart needs a new one, and a new Protocol.
-func New(cfg lockservice.ClientConfig, p lockservice.Protocol) *Client {
+func New(cfg Config, p lockservice.Protocol) *Client {
 	if cfg.Observer == nil {
 		cfg.Observer = lockservice.NopObserver{}
 	}
 	c := &Client{cfg: cfg}
-	c.lock = lockclient.NewLock(cfg, p, c)
+	c.lock = lockclient.NewLock(cfg.ClientConfig, p, c)
 	c.beginCycleFn, c.sendWriteFn, c.storeTimedOutFn = c.beginCycle, c.sendWrite, c.storeTimedOut
 	return c
 }
