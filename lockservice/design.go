@@ -124,10 +124,11 @@ type Leader interface {
 }
 
 // Mutant names a planted bug: values for the reference's injection points
-// (variant.go), so the harness can prove it catches the bugs real lock
-// services have shipped. The zero value is the reference. Every component
-// of a run is built with the same Mutant's injections (Mutant.Inject*),
-// which touch only the components the bug concerns.
+// (lockservice/reference's variant.go), so the harness can prove it
+// catches the bugs real lock services have shipped. The zero value is the
+// reference. The catalogue and the injections are lockservice/mutants':
+// every component of a run is built with the same Mutant's injections
+// (mutants.Inject*), which touch only the components the bug concerns.
 type Mutant string
 
 // NumberedNodes returns n1…nN: the node names of a design whose nodes are

@@ -34,7 +34,7 @@ func AddNode(t *testing.T, w *sim.World, name string, p func() sim.Process, cloc
 	return id
 }
 
-// runToQuiescence runs w until nothing is left to do, failing the test if
+// RunToQuiescence runs w until nothing is left to do, failing the test if
 // that takes longer than a simulated minute.
 func RunToQuiescence(t *testing.T, w *sim.World) {
 	t.Helper()
@@ -48,7 +48,7 @@ type Stamped[M any] struct {
 	Msg M
 }
 
-// probe is a test process that sends what the test tells it to and records
+// Probe is a test process that sends what the test tells it to and records
 // every reply with the true time it arrived. It never crashes, so the same
 // object serves every (re)start.
 type Probe struct {
@@ -77,12 +77,12 @@ func (p *Probe) Receive(_ sim.Env, _ sim.NodeID, msg sim.Message) {
 	}
 }
 
-// sendAt makes the probe send msg to `to` at true time at.
+// SendAt makes the probe send msg to `to` at true time at.
 func (p *Probe) SendAt(at time.Duration, to sim.NodeID, msg sim.Message) {
 	p.w.At(at, fmt.Sprintf("probe sends %T", msg), func() { p.Env.Send(to, msg) })
 }
 
-// lockReplies returns the lock replies to request req, in arrival order.
+// LockReplies returns the lock replies to request req, in arrival order.
 func (p *Probe) LockReplies(req uint64) []lockservice.LockReply {
 	var out []lockservice.LockReply
 	for _, r := range p.Lock {
@@ -93,7 +93,7 @@ func (p *Probe) LockReplies(req uint64) []lockservice.LockReply {
 	return out
 }
 
-// onlyLockReply returns the single lock reply to req.
+// OnlyLockReply returns the single lock reply to req.
 func (p *Probe) OnlyLockReply(t *testing.T, req uint64) lockservice.LockReply {
 	t.Helper()
 	got := p.LockReplies(req)
@@ -117,7 +117,7 @@ func (p *Probe) OnlyWriteReply(t *testing.T, req uint64) lockservice.WriteReply 
 	return got[0]
 }
 
-// obsCall is one Observer call, stamped with true time.
+// ObsCall is one Observer call, stamped with true time.
 type ObsCall struct {
 	At       time.Duration
 	Kind     string // granted, ended, applied, write-called, write-returned, read-called, read-returned
@@ -130,7 +130,7 @@ type ObsCall struct {
 	Id       int
 }
 
-// recorder is an Observer that records every call with w.Now(); the on*
+// Recorder is an Observer that records every call with w.Now(); the on*
 // hooks, if set, run at the instant of the call (to inject faults).
 type Recorder struct {
 	W         *sim.World
@@ -190,13 +190,13 @@ func (r *Recorder) Observe(e lockservice.Event) {
 	}
 }
 
-// opKey pairs a client's call with its return.
+// OpKey pairs a client's call with its return.
 type OpKey struct {
 	Client  string
 	Request uint64
 }
 
-// of returns the recorded calls of kind.
+// Of returns the recorded calls of kind.
 func (r *Recorder) Of(kind string) []ObsCall {
 	var out []ObsCall
 	for _, c := range r.Calls {
@@ -207,7 +207,7 @@ func (r *Recorder) Of(kind string) []ObsCall {
 	return out
 }
 
-// logLine is one slog record from the trace.
+// LogLine is one slog record from the trace.
 type LogLine struct {
 	At    time.Duration
 	Node  string
@@ -217,7 +217,7 @@ type LogLine struct {
 
 var logAttr = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S+)`)
 
-// parseLogs extracts the slog records (not the event lines) from a trace.
+// ParseLogs extracts the slog records (not the event lines) from a trace.
 func ParseLogs(t *testing.T, trace string) []LogLine {
 	t.Helper()
 	var out []LogLine

@@ -13,8 +13,8 @@ import (
 
 // The planted bugs. Each reproduces a failure class real lock services have
 // shipped, and is nothing but values for the reference's injection points
-// (variant.go): injections below says which, and Mutant.Inject* puts them
-// in a component's config. The reference files never name a mutant.
+// (reference/variant.go): injections below says which, and Inject* puts
+// them in a component's config. The reference's files never name a mutant.
 const (
 	// MutAckBeforeCommit: the leader answers a grant as soon as it has
 	// proposed the entry, predicting the outcome from its applied table,

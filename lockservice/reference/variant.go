@@ -14,7 +14,7 @@ import (
 // the service may replace. Each is a field of a config (or of TableRules)
 // whose zero value is the reference's own behaviour, so the reference code
 // reads as the correct protocol with one call where a decision is made; the
-// planted bugs of mutants.go are nothing but values for these fields. A
+// planted bugs of lockservice/mutants are nothing but values for these fields. A
 // stateful value (a token counter, a timer set) belongs to one process:
 // build the config per process, as the designs do at every boot.
 

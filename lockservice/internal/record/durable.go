@@ -20,19 +20,19 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 const SealHeader = 8 // uint32 length, uint32 CRC-32C
 
-// seal frames v so that a torn copy is detected.
+// Seal frames v so that a torn copy is detected.
 func Seal(v []byte) []byte {
 	return EndSeal(append(BeginSeal(make([]byte, 0, SealHeader+len(v))), v...))
 }
 
-// beginSeal starts a sealed value in buf (reused, its contents dropped):
+// BeginSeal starts a sealed value in buf (reused, its contents dropped):
 // the caller appends the value after the header that endSeal fills in, so
 // that a value is encoded and sealed in one reusable buffer.
 func BeginSeal(buf []byte) []byte {
 	return append(buf[:0], make([]byte, SealHeader)...)
 }
 
-// endSeal fills in the header of a value begun with beginSeal.
+// EndSeal fills in the header of a value begun with beginSeal.
 func EndSeal(b []byte) []byte {
 	v := b[SealHeader:]
 	binary.BigEndian.PutUint32(b[0:4], uint32(len(v)))
@@ -40,7 +40,7 @@ func EndSeal(b []byte) []byte {
 	return b
 }
 
-// unseal returns the value inside b, or false if b is torn or corrupt.
+// Unseal returns the value inside b, or false if b is torn or corrupt.
 func Unseal(b []byte) ([]byte, bool) {
 	if len(b) < SealHeader {
 		return nil, false
@@ -53,7 +53,7 @@ func Unseal(b []byte) ([]byte, bool) {
 	return v, true
 }
 
-// slotted is a record kept in two alternating disk slots.
+// Slotted is a record kept in two alternating disk slots.
 type Slotted struct {
 	Key   string
 	seq   uint64    // sequence number of the last copy written
@@ -68,7 +68,7 @@ func (s *Slotted) slot(seq uint64) string {
 	return s.slots[seq%2]
 }
 
-// load returns the newest intact copy and remembers its sequence number.
+// Load returns the newest intact copy and remembers its sequence number.
 func (s *Slotted) Load(d process.Disk) ([]byte, bool) {
 	var best []byte
 	found := false
@@ -88,7 +88,7 @@ func (s *Slotted) Load(d process.Disk) ([]byte, bool) {
 	return best, found
 }
 
-// store writes v as the next copy, into the slot not holding the newest
+// Store writes v as the next copy, into the slot not holding the newest
 // one. The caller syncs.
 func (s *Slotted) Store(d process.Disk, v []byte) {
 	s.seq++
@@ -97,6 +97,6 @@ func (s *Slotted) Store(d process.Disk, v []byte) {
 	d.Write(s.slot(s.seq), s.buf)
 }
 
-// stateKey is the disk key of a process's snapshot (the single node's
+// StateKey is the disk key of a process's snapshot (the single node's
 // lock table, the store's registers).
 const StateKey = "state"

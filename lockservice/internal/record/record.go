@@ -10,7 +10,7 @@ import (
 
 var ErrCorrupt = errors.New("lockservice: corrupt record")
 
-// reader decodes a record, remembering the first error.
+// Reader decodes a record, remembering the first error.
 type Reader struct {
 	B   []byte
 	Err error
@@ -63,7 +63,7 @@ func AppendString(b []byte, v string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(v))), v...)
 }
 
-// count reads a number of entries of at least minSize bytes each, refusing
+// Count reads a number of entries of at least minSize bytes each, refusing
 // one the rest of the record cannot hold (so a corrupt count never sizes an
 // allocation).
 func (r *Reader) Count(minSize int) int {
