@@ -52,7 +52,7 @@ type Spec struct {
 	// default); excess requests are shed as Overloaded.
 	IngressDepth int `json:"ingress_depth,omitempty"`
 	// Mutant plants a bug in every component of the run (see
-	// lockservice.Mutants); "" is the reference.
+	// mutants.Mutants); "" is the reference.
 	Mutant string    `json:"mutant,omitempty"`
 	Store  StoreSpec `json:"store"`
 	// Latency bounds one-way message latency (exponential between them).

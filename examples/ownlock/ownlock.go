@@ -7,8 +7,8 @@
 // at a time for a lease (timed by the server's monotonic clock) and
 // numbers every grant from a counter: the counter is the fencing token the
 // clients send to the store. It speaks its own three messages (Lock,
-// Unlock, Reply); Protocol translates the harness's workload client's lock
-// requests into them.
+// Unlock, Reply); Protocol translates the harness's lock client's requests
+// (lockservice/lockclient) into them.
 //
 // What it leaves out, on purpose, so the harness has something to find:
 // its state lives in memory only. A crash of the server forgets the
@@ -16,7 +16,7 @@
 // while the old holder still believes it holds the lock — the test
 // TestServerCrashIsCaught shows the checker catching it (S4–S7). A real
 // design syncs its counter and leases to disk before it answers (see
-// lockservice.Server).
+// reference.Server in lockservice/reference).
 package ownlock
 
 import (
@@ -157,9 +157,9 @@ func (s *Server) expire(resource string, now time.Duration) {
 	}
 }
 
-// Protocol is the client side: it turns the workload's AcquireRequest,
+// Protocol is the client side: it turns the lock client's AcquireRequest,
 // RenewRequest and ReleaseRequest into Lock and Unlock, and Replies into
-// the LockReply the workload expects.
+// the LockReply the lock client expects.
 type Protocol struct {
 	h       lockservice.ProtocolHost
 	pending uint64 // the request id awaiting a Reply (0: none)
@@ -170,7 +170,7 @@ type Protocol struct {
 func (p *Protocol) Start(h lockservice.ProtocolHost) { p.h = h }
 
 // Request sends the lock's own message. A retry (same request id, after
-// the workload's timeout) sends it again: the server answers the holder's
+// the lock client's timeout) sends it again: the server answers the holder's
 // repeated Lock with the same grant.
 func (p *Protocol) Request(to process.NodeID, msg process.Message) {
 	c := p.h.Config()

@@ -17,8 +17,8 @@ type RedlockConfig struct {
 	// Wait bounds one round of requests to the nodes: the round is decided
 	// when every node has answered, when the outcome can no longer change,
 	// or after Wait (Redlock's per-node timeout, small against the TTL).
-	// 0: half the workload's RequestTimeout, so the round is decided before
-	// the workload would retry.
+	// 0: half the lock client's RequestTimeout, so the round is decided before
+	// the lock client would retry.
 	Wait time.Duration
 	// ExtraDrift is added to the drift allowance TTL·ρ (ρ the workload's
 	// DriftBoundPPM); 0: 2 ms, Redis's expiry precision, as in the
@@ -27,7 +27,7 @@ type RedlockConfig struct {
 }
 
 // RedlockProtocol is the Redlock client algorithm, as a Protocol under the
-// harness's workload client:
+// harness's lock client:
 //
 //   - acquire: draw a random value (non-zero, tagged with the client: see
 //     redlockRandomBits) from the client's stream and SET it NX PX ttl on
@@ -41,7 +41,7 @@ type RedlockConfig struct {
 //     attempt that reached a majority, so another client holds the lock or
 //     may (its outcome unknown) — and Overloaded (unknown) otherwise: a
 //     split between concurrent attempts, keys left by attempts that failed
-//     or by holders that gave up, unreachable nodes. The workload retries
+//     or by holders that gave up, unreachable nodes. The lock client retries
 //     after a random backoff with a new value.
 //   - renew: extend the value's expiry on all nodes; Renewed with a
 //     majority within validity, NotHolder if a majority refused,
@@ -50,9 +50,9 @@ type RedlockConfig struct {
 //     NotHolder if a majority refused, Overloaded otherwise.
 //
 // There is no service that decides, so the protocol reports the grants the
-// checker judges (DesignInfo.ClientGrants): EvGranted when the workload's
+// checker judges (DesignInfo.ClientGrants): EvGranted when the lock client's
 // acquire returns granted, EvRenewed when a renewal succeeds while the grant
-// stands, EvEnded when the workload stops believing it holds the lock
+// stands, EvEnded when the lock client stops believing it holds the lock
 // ("released" when it releases, "expired" otherwise).
 type RedlockProtocol struct {
 	cfg  RedlockConfig
@@ -61,7 +61,7 @@ type RedlockProtocol struct {
 	c    lockservice.ClientConfig // h.Config(), kept at Start
 	next uint64                   // attempt ids
 	op   *redlockRound
-	// held is the value of the grant the workload believes it holds (0:
+	// held is the value of the grant the lock client believes it holds (0:
 	// none), reported to the checker.
 	held uint64
 	// waiting is the round whose Wait timer was armed last, and waitFn,
@@ -87,7 +87,7 @@ func (p *RedlockProtocol) mine(v uint64) bool { return v>>redlockRandomBits == p
 // redlockRound is one round of requests to every node.
 type redlockRound struct {
 	kind    lockservice.Op // OpAcquire, OpRenew or OpRelease
-	req     uint64         // the workload's request id
+	req     uint64         // the lock client's request id
 	attempt uint64         // on the wire
 	value   uint64
 	ttl     time.Duration
@@ -155,7 +155,7 @@ func (p *RedlockProtocol) Request(_ process.NodeID, msg process.Message) {
 		return // a retry of the round in flight, or of one answered
 	}
 	if p.op != nil && p.op.timer != nil {
-		p.op.timer.Stop() // superseded: the workload moved on
+		p.op.timer.Stop() // superseded: the lock client moved on
 	}
 	if r.kind == lockservice.OpAcquire {
 		r.value = p.randomValue() // a new value for every attempt
