@@ -7,16 +7,17 @@ import (
 )
 
 // Design is a lock design the harness can run: how many nodes its service
-// has and what they are called, the process each of them runs, and the
-// client process that runs a scenario's workload against it. Every design
-// of the harness is one — the reference (replicated), single-node,
-// lease-only and redlock — and a user plugs their own lock in the same way
+// has and what they are called, the process each of them runs, and how its
+// clients speak to it. Every design of the harness is one — the reference
+// (replicated), single-node, lease-only and redlock, in lockservice/designs
+// — and a user plugs their own lock in the same way
 // (scenarios.RegisterDesign), then names it in a scenario's "design" field.
 //
-// The harness owns the rest of a run: the fenced store (a FencedStore,
-// fencing unless the design or the scenario turns it off), the workload
-// (ClientConfig: acquire → fenced writes → read → release cycles), the
-// faults and the checker. What the checker judges comes from the
+// The harness owns the rest of a run: the fenced store
+// (lockservice/fencedstore, fencing unless the design or the scenario turns
+// it off), the lock client (lockservice/lockclient) and the workload it
+// runs (scenarios/workload: acquire → fenced writes → read → release
+// cycles), the faults and the checker. What the checker judges comes from the
 // processes' Observer events, so a design's processes must report them:
 //
 //   - the service: EvGranted when it grants (Token unique per grant),
@@ -29,9 +30,9 @@ import (
 //     also report EvElected and EvEntryApplied for S9 and S10;
 //   - the client: EvCall and EvReturn for acquire, renew, release, write and
 //     read, and EvBeliefEnd when it stops believing it holds the lock.
-//     NewClient (the harness's client library) reports these itself; a
+//     The harness's lock client (lockclient) reports these itself; a
 //     design whose service speaks other messages keeps that client and
-//     translates its requests with a Protocol (NewProtocolClient).
+//     translates its requests with a Protocol (ClientProtocol).
 //
 // A design's processes must be deterministic (see internal/detlint): no
 // goroutines, channels, machine clocks, global randomness or map order
@@ -47,11 +48,14 @@ type Design interface {
 	// Nodes). It is called at the node's boot and at every restart: a
 	// restarted process keeps only what it synced to its disk.
 	NewServer(i int, run DesignRun) process.Process
-	// NewClient returns a client process running cfg's workload. cfg comes
-	// filled in: Servers are the service's nodes, Store the store, Observer
-	// the run's, and the run's planted bug injected (Mutant.InjectClient).
-	// Called at boot and at every restart.
-	NewClient(cfg ClientConfig, run DesignRun) process.Process
+	// ClientProtocol returns the client side of the design's protocol for
+	// one client process, or nil if the service speaks the reference's
+	// messages (AcquireRequest, RenewRequest, ReleaseRequest, LockReply).
+	// The harness runs the workload over its own lock client, which sends
+	// its requests through the Protocol. cfg comes filled in: Servers are
+	// the service's nodes, Observer the run's, and the run's planted bug
+	// injected. Called at boot and at every restart.
+	ClientProtocol(cfg ClientConfig, run DesignRun) Protocol
 }
 
 // DesignInfo describes a design to the harness.
@@ -119,86 +123,18 @@ type Leader interface {
 	IsLeader() (leads bool, term uint64)
 }
 
-// Names of the built-in designs.
-const (
-	DesignReplicated = "replicated"
-	DesignSingleNode = "single-node"
-	DesignLeaseOnly  = "lease-only"
-	DesignRedlock    = "redlock"
-)
+// Mutant names a planted bug: values for the reference's injection points
+// (lockservice/reference's variant.go), so the harness can prove it
+// catches the bugs real lock services have shipped. The zero value is the
+// reference. The catalogue and the injections are lockservice/mutants':
+// every component of a run is built with the same Mutant's injections
+// (mutants.Inject*), which touch only the components the bug concerns.
+type Mutant string
 
-// BuiltinDesigns returns the designs shipped with the harness: the
-// reference and its contrasts.
-func BuiltinDesigns() []Design {
-	return []Design{
-		replicatedDesign{name: DesignReplicated,
-			description: "the reference: a lock state machine replicated over Raft, fencing token = the granting entry's log index, fenced store"},
-		singleNodeDesign{},
-		replicatedDesign{name: DesignLeaseOnly, unfenced: true,
-			description: "contrast: the reference service, but the store ignores tokens — leases alone protect it"},
-		RedlockDesign{},
-	}
-}
-
-// replicatedDesign is the reference service, and lease-only: the same
-// service with a store that does not fence.
-type replicatedDesign struct {
-	name, description string
-	unfenced          bool
-}
-
-func (d replicatedDesign) Info() DesignInfo {
-	return DesignInfo{Name: d.name, Description: d.description, UnfencedStore: d.unfenced, Leader: true}
-}
-
-func (d replicatedDesign) Nodes(replicas int) ([]string, error) {
-	if replicas != 3 && replicas != 5 {
-		return nil, fmt.Errorf("replicas must be 3 or 5 for the %s design, got %d", d.name, replicas)
-	}
-	return numberedNodes(replicas), nil
-}
-
-func (d replicatedDesign) NewServer(_ int, run DesignRun) process.Process {
-	cfg := DefaultReplicaConfig(run.Servers)
-	cfg.Limits, cfg.Observer = run.Limits, run.Observer
-	run.Mutant.InjectReplica(&cfg)
-	if run.IngressDepth > 0 {
-		cfg.IngressDepth = run.IngressDepth
-	}
-	return NewReplica(cfg)
-}
-
-func (replicatedDesign) NewClient(cfg ClientConfig, _ DesignRun) process.Process {
-	return NewClient(cfg)
-}
-
-// singleNodeDesign is one synced lock server, "lock".
-type singleNodeDesign struct{}
-
-func (singleNodeDesign) Info() DesignInfo {
-	return DesignInfo{Name: DesignSingleNode, SyncedDecisions: true,
-		Description: "contrast: one lock server that syncs every decision; nobody gets a lock while it is down"}
-}
-
-func (singleNodeDesign) Nodes(replicas int) ([]string, error) {
-	if replicas != 0 {
-		return nil, fmt.Errorf("replicas is only for the replicated design")
-	}
-	return []string{"lock"}, nil
-}
-
-func (singleNodeDesign) NewServer(_ int, run DesignRun) process.Process {
-	cfg := ServerConfig{Limits: run.Limits, Observer: run.Observer}
-	run.Mutant.InjectServer(&cfg)
-	return NewServer(cfg)
-}
-
-func (singleNodeDesign) NewClient(cfg ClientConfig, _ DesignRun) process.Process {
-	return NewClient(cfg)
-}
-
-// numberedNodes returns n1…nN.
-func numberedNodes(n int) []string {
+// NumberedNodes returns n1…nN: the node names of a design whose nodes are
+// alike (the reference's replicas, Redlock's independent nodes), which the
+// nemesis's "@replica:N" selector counts.
+func NumberedNodes(n int) []string {
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("n%d", i+1)

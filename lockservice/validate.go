@@ -19,7 +19,7 @@ func DefaultLimits() Limits {
 	return Limits{MaxNameBytes: 128, MinTTL: 10 * time.Millisecond, MaxTTL: 10 * time.Minute}
 }
 
-func (l Limits) checkNames(resource, client string) error {
+func (l Limits) CheckNames(resource, client string) error {
 	switch {
 	case resource == "":
 		return fmt.Errorf("lockservice: empty resource name")
@@ -35,7 +35,7 @@ func (l Limits) checkNames(resource, client string) error {
 
 // CheckAcquire validates an acquire request.
 func (l Limits) CheckAcquire(r AcquireRequest) error {
-	if err := l.checkNames(r.Resource, r.Client); err != nil {
+	if err := l.CheckNames(r.Resource, r.Client); err != nil {
 		return err
 	}
 	switch {
@@ -51,7 +51,7 @@ func (l Limits) CheckAcquire(r AcquireRequest) error {
 
 // CheckHeld validates a renew or release of token by client.
 func (l Limits) CheckHeld(resource, client string, token uint64) error {
-	if err := l.checkNames(resource, client); err != nil {
+	if err := l.CheckNames(resource, client); err != nil {
 		return err
 	}
 	if token == 0 {
@@ -62,7 +62,7 @@ func (l Limits) CheckHeld(resource, client string, token uint64) error {
 
 // CheckWrite validates a store write.
 func (l Limits) CheckWrite(r WriteRequest) error {
-	if err := l.checkNames(r.Resource, r.Client); err != nil {
+	if err := l.CheckNames(r.Resource, r.Client); err != nil {
 		return err
 	}
 	if r.Token == 0 {

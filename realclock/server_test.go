@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencesim/fencesim/filedisk"
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/reference"
 	"github.com/fencesim/fencesim/process"
 	"github.com/fencesim/fencesim/realclock"
 )
@@ -43,7 +44,7 @@ func (ev *events) Observe(e lockservice.Event) { *ev = append(*ev, e) }
 type incarnation struct {
 	e   *executor
 	env *realEnv
-	srv *lockservice.Server
+	srv *reference.Server
 }
 
 // boot starts a server on dir, as a node's runtime does at every (re)start.
@@ -62,7 +63,7 @@ func boot(t *testing.T, dir string, obs lockservice.Observer) *incarnation {
 			rng:     rand.New(rand.NewPCG(1, 2)),
 			replies: make(chan lockservice.LockReply, 16),
 		},
-		srv: lockservice.NewServer(lockservice.ServerConfig{Limits: lockservice.DefaultLimits(), Observer: obs}),
+		srv: reference.NewServer(reference.ServerConfig{Limits: lockservice.DefaultLimits(), Observer: obs}),
 	}
 	t.Cleanup(in.stop)
 	e.do(func() { in.srv.Start(in.env) })

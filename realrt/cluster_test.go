@@ -10,6 +10,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/reference"
 	"github.com/fencesim/fencesim/process"
 	"github.com/fencesim/fencesim/realrt"
 	"github.com/fencesim/fencesim/wire"
@@ -81,7 +82,7 @@ func (c *lockClient) Receive(env process.Env, from process.NodeID, m process.Mes
 	}
 }
 
-// lockCluster is three lockservice.Replica nodes and a client node on
+// lockCluster is three reference.Replica nodes and a client node on
 // loopback, over the TCP transport and the wire codec.
 type lockCluster struct {
 	t        testing.TB
@@ -139,7 +140,7 @@ func (lc *lockCluster) start(id process.NodeID, p process.Process) {
 
 // startReplica boots (or reboots, on its data directory) a replica.
 func (lc *lockCluster) startReplica(id process.NodeID) {
-	lc.start(id, lockservice.NewReplica(lockservice.DefaultReplicaConfig(lc.replicas)))
+	lc.start(id, reference.NewReplica(reference.DefaultReplicaConfig(lc.replicas)))
 }
 
 func (lc *lockCluster) stop(id process.NodeID) {
@@ -184,7 +185,7 @@ func expect(t testing.TB, what string, a answer, want lockservice.Status) {
 }
 
 // TestReplicatedLockOverTCP runs the reference lock service — three
-// lockservice.Replica processes, the code the simulator checks — on the
+// reference.Replica processes, the code the simulator checks — on the
 // real runtime: they elect a leader and grant a lock; the leader is
 // stopped and the survivors keep the grant (a rival is refused), release
 // it and grant again with a larger token; the old leader restarts from its

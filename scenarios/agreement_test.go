@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -131,7 +132,7 @@ func propertiesOf(v checker.Verdict) []string {
 // client the token was not granted to.
 func TestTokenReuseIsDiagnosedAsReissue(t *testing.T) {
 	spec := huntScenario("swarm")
-	spec.Mutant = string(lockservice.MutTokenReuseOnReacquire)
+	spec.Mutant = string(mutants.MutTokenReuseOnReacquire)
 	for seed := uint64(1); seed <= 3; seed++ {
 		res, err := Run(spec, seed, RunOptions{})
 		if err != nil {
@@ -156,8 +157,8 @@ func TestReplicaAgreementCatchesMutants(t *testing.T) {
 		scenario string
 		seed     uint64
 	}{
-		{lockservice.MutQuorumOffByOne, "swarm", 2},
-		{lockservice.MutTokenUnsynced, "restart-all-replicas", 1},
+		{mutants.MutQuorumOffByOne, "swarm", 2},
+		{mutants.MutTokenUnsynced, "restart-all-replicas", 1},
 	} {
 		t.Run(string(c.mutant), func(t *testing.T) {
 			spec := huntScenario(c.scenario)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/designs"
 )
 
 // BenchmarkKleppmannGCPause measures one whole run of the scenario, checker
@@ -29,7 +29,7 @@ func BenchmarkKleppmannGCPause(b *testing.B) {
 // quietSpec is a 5-replica, 10-client, 3-resource run of 60 simulated
 // seconds with no faults: the service's own cost.
 func quietSpec() Spec {
-	s := Spec{Version: SpecVersion, Name: "bench-5x10", Expect: Expectation{Verdict: "pass"}, Design: lockservice.DesignReplicated,
+	s := Spec{Version: SpecVersion, Name: "bench-5x10", Expect: Expectation{Verdict: "pass"}, Design: designs.DesignReplicated,
 		Replicas: 5, LatencyMin: Duration(500e3), LatencyMean: Duration(1e6), LatencyMax: Duration(5e6),
 		Duration: Duration(60e9), StepLimit: 50_000_000}
 	for i := range 10 {

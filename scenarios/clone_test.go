@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/designs"
 )
 
 // renamedDesign is a built-in design under another name, with the same
@@ -21,7 +22,7 @@ func (d renamedDesign) Info() lockservice.DesignInfo {
 }
 
 func init() {
-	for _, c := range []struct{ of, name string }{{lockservice.DesignSingleNode, "single-node-clone"}, {lockservice.DesignReplicated, "replicated-clone"}} {
+	for _, c := range []struct{ of, name string }{{designs.DesignSingleNode, "single-node-clone"}, {designs.DesignReplicated, "replicated-clone"}} {
 		d, _ := LookupDesign(c.of)
 		if err := RegisterDesign(renamedDesign{d, c.name}); err != nil {
 			panic(err)
@@ -50,7 +51,7 @@ func TestDesignsAreAskedNotNamed(t *testing.T) {
 		orig := c.spec
 		orig.Replicas = c.replicas
 		if c.clone == "single-node-clone" {
-			orig.Design = lockservice.DesignSingleNode
+			orig.Design = designs.DesignSingleNode
 		}
 		clone := orig
 		clone.Design = c.clone

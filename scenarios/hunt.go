@@ -6,6 +6,7 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/mutants"
 )
 
 // Hunted is what a hunt found.
@@ -26,17 +27,17 @@ type Hunted struct {
 // where the swarm's random mix tells it only a few seeds per hundred.
 func HuntScenario(m lockservice.Mutant) string {
 	switch m {
-	case lockservice.MutClientNoDriftMargin:
+	case mutants.MutClientNoDriftMargin:
 		return "lost-grant-reply"
-	case lockservice.MutExpiryWallclock:
+	case mutants.MutExpiryWallclock:
 		return "clock-jump-on-leader"
-	case lockservice.MutReleaseNoOwnerCheck:
+	case mutants.MutReleaseNoOwnerCheck:
 		return "late-release"
-	case lockservice.MutRenewAfterExpiry, lockservice.MutStoreNoFence:
+	case mutants.MutRenewAfterExpiry, mutants.MutStoreNoFence:
 		return "kleppmann-gc-pause"
-	case lockservice.MutStoreFenceVolatile:
+	case mutants.MutStoreFenceVolatile:
 		return "kleppmann-gc-pause-store-crash"
-	case lockservice.MutTokenUnsynced:
+	case mutants.MutTokenUnsynced:
 		return "restart-all-replicas"
 	}
 	return "swarm"

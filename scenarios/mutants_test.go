@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/mutants"
 )
 
 // judge returns the property that shows res missing what the reference
@@ -65,22 +66,22 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	hunts []hunt
 	props []string
 }{
-	lockservice.MutAckBeforeCommit:       {[]hunt{{"swarm", 5}}, []string{"S4", "S5", "S7", "S8"}},
-	lockservice.MutClientNoDriftMargin:   {[]hunt{{"swarm", 60}, {"lost-grant-reply", 3}}, []string{"L1"}},
-	lockservice.MutExpiryWallclock:       {[]hunt{{"clock-jump-on-leader", 5}}, []string{"L1"}},
-	lockservice.MutNoRetryDedup:          {[]hunt{{"swarm", 15}}, []string{"S7", "S2", "S5"}},
-	lockservice.MutQuorumOffByOne:        {[]hunt{{"swarm", 10}}, []string{"S1", "S2", "S4", "S5", "S7", "S9", "S10", "L1"}},
-	lockservice.MutReleaseNoOwnerCheck:   {[]hunt{{"late-release", 3}}, []string{"S7", "L1"}},
-	lockservice.MutRenewAfterExpiry:      {[]hunt{{"kleppmann-gc-pause", 3}}, []string{"S6", "S7"}},
-	lockservice.MutStaleLeaderGrants:     {[]hunt{{"swarm", 5}}, []string{"S2", "S7"}},
-	lockservice.MutStoreFenceStrictGT:    {[]hunt{{"swarm", 5}}, []string{"S8", "liveness"}},
-	lockservice.MutStoreFenceVolatile:    {[]hunt{{"kleppmann-gc-pause-store-crash", 3}}, []string{"S3", "S5", "S8"}},
-	lockservice.MutStoreNoFence:          {[]hunt{{"swarm", 80}, {"kleppmann-gc-pause", 3}}, []string{"S3", "S8"}},
-	lockservice.MutTokenLocalCounter:     {[]hunt{{"swarm", 10}}, []string{"S1", "S4", "S5", "S6", "S7"}},
-	lockservice.MutTokenReuseOnReacquire: {[]hunt{{"swarm", 5}}, []string{"S1", "S4", "S5", "S7"}},
-	lockservice.MutTokenUnsynced:         {[]hunt{{"restart-all-replicas", 3}, {"lock-server-restart", 3}}, []string{"S1", "S4", "S5", "S7", "S9", "S10"}},
-	lockservice.MutTokenWallclock:        {[]hunt{{"swarm", 5}}, []string{"S1", "S4", "S5", "S7"}},
-	lockservice.MutWaitSkipsLeaseCheck:   {[]hunt{{"swarm", 5}}, []string{"L1"}},
+	mutants.MutAckBeforeCommit:       {[]hunt{{"swarm", 5}}, []string{"S4", "S5", "S7", "S8"}},
+	mutants.MutClientNoDriftMargin:   {[]hunt{{"swarm", 60}, {"lost-grant-reply", 3}}, []string{"L1"}},
+	mutants.MutExpiryWallclock:       {[]hunt{{"clock-jump-on-leader", 5}}, []string{"L1"}},
+	mutants.MutNoRetryDedup:          {[]hunt{{"swarm", 15}}, []string{"S7", "S2", "S5"}},
+	mutants.MutQuorumOffByOne:        {[]hunt{{"swarm", 10}}, []string{"S1", "S2", "S4", "S5", "S7", "S9", "S10", "L1"}},
+	mutants.MutReleaseNoOwnerCheck:   {[]hunt{{"late-release", 3}}, []string{"S7", "L1"}},
+	mutants.MutRenewAfterExpiry:      {[]hunt{{"kleppmann-gc-pause", 3}}, []string{"S6", "S7"}},
+	mutants.MutStaleLeaderGrants:     {[]hunt{{"swarm", 5}}, []string{"S2", "S7"}},
+	mutants.MutStoreFenceStrictGT:    {[]hunt{{"swarm", 5}}, []string{"S8", "liveness"}},
+	mutants.MutStoreFenceVolatile:    {[]hunt{{"kleppmann-gc-pause-store-crash", 3}}, []string{"S3", "S5", "S8"}},
+	mutants.MutStoreNoFence:          {[]hunt{{"swarm", 80}, {"kleppmann-gc-pause", 3}}, []string{"S3", "S8"}},
+	mutants.MutTokenLocalCounter:     {[]hunt{{"swarm", 10}}, []string{"S1", "S4", "S5", "S6", "S7"}},
+	mutants.MutTokenReuseOnReacquire: {[]hunt{{"swarm", 5}}, []string{"S1", "S4", "S5", "S7"}},
+	mutants.MutTokenUnsynced:         {[]hunt{{"restart-all-replicas", 3}, {"lock-server-restart", 3}}, []string{"S1", "S4", "S5", "S7", "S9", "S10"}},
+	mutants.MutTokenWallclock:        {[]hunt{{"swarm", 5}}, []string{"S1", "S4", "S5", "S7"}},
+	mutants.MutWaitSkipsLeaseCheck:   {[]hunt{{"swarm", 5}}, []string{"L1"}},
 }
 
 // run sweeps spec with mutant over seeds 1..budget until the first run that
@@ -107,7 +108,7 @@ func (h hunt) run(t *testing.T, mutant lockservice.Mutant) (seed uint64, propert
 // shows that the reference is not, on the same seeds of the same
 // scenarios.
 func TestMutantsAreCaught(t *testing.T) {
-	for _, m := range lockservice.Mutants() {
+	for _, m := range mutants.Mutants() {
 		plan, ok := mutantHunts[m.Name]
 		if !ok {
 			t.Errorf("mutant %s has no hunt: add it to mutantHunts", m.Name)
@@ -162,7 +163,7 @@ func TestReferenceOnHuntSeeds(t *testing.T) {
 // TestMutantsAreDeterministic: a planted bug is replayed exactly from its
 // seed, as the reference is (TestDeterminism).
 func TestMutantsAreDeterministic(t *testing.T) {
-	for _, m := range lockservice.Mutants() {
+	for _, m := range mutants.Mutants() {
 		t.Run(string(m.Name), func(t *testing.T) {
 			t.Parallel()
 			spec, _ := Lookup("swarm")
@@ -200,7 +201,7 @@ func TestMutantSurvey(t *testing.T) {
 	var mu sync.Mutex
 	var lines []string
 	t.Run("all", func(t *testing.T) {
-		for _, m := range lockservice.Mutants() {
+		for _, m := range mutants.Mutants() {
 			if only != "" && string(m.Name) != only {
 				continue
 			}

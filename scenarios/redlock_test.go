@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/fencesim/fencesim/checker"
-	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/designs"
 	"github.com/fencesim/fencesim/nemesis"
 )
 
@@ -63,14 +63,14 @@ func TestRedlockFailsWhereTheReferencePasses(t *testing.T) {
 			if !ok1 || !ok2 {
 				t.Fatalf("missing scenario %s or %s", c.redlock, c.reference)
 			}
-			if red.Design != "redlock" || ref.Design != lockservice.DesignReplicated {
+			if red.Design != "redlock" || ref.Design != designs.DesignReplicated {
 				t.Fatalf("designs %q and %q, want redlock and replicated", red.Design, ref.Design)
 			}
 			if !sameRun(red, ref) {
 				t.Fatalf("%s and %s differ in more than their design", c.redlock, c.reference)
 			}
 			swapped := red
-			swapped.Name, swapped.Design, swapped.Expect = red.Name+"-on-reference", lockservice.DesignReplicated, Expectation{Verdict: "pass"}
+			swapped.Name, swapped.Design, swapped.Expect = red.Name+"-on-reference", designs.DesignReplicated, Expectation{Verdict: "pass"}
 			for seed := uint64(1); seed <= 100; seed++ {
 				r := runSeed(t, red, seed)
 				got := properties(r.Verdict)

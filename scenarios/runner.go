@@ -11,7 +11,10 @@ import (
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/fencedstore"
+	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/nemesis"
+	"github.com/fencesim/fencesim/scenarios/workload"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -304,9 +307,9 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	}
 	ignoreTokens := spec.Store.IgnoreTokens || info.UnfencedStore
 	if err := add(storeNode, func() sim.Process {
-		cfg := lockservice.StoreConfig{Limits: run.Limits, IgnoreTokens: ignoreTokens, Observer: obs}
-		run.Mutant.InjectStore(&cfg)
-		return lockservice.NewFencedStore(cfg)
+		cfg := fencedstore.StoreConfig{Limits: run.Limits, IgnoreTokens: ignoreTokens, Observer: obs}
+		mutants.InjectStore(run.Mutant, &cfg)
+		return fencedstore.NewFencedStore(cfg)
 	}); err != nil {
 		return Result{}, err
 	}
@@ -314,12 +317,12 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		return Result{}, fmt.Errorf("scenario %q: the store got node id %d, want %d", spec.Name, ids[storeNode], run.Store)
 	}
 	for _, c := range spec.Clients {
-		cfg := lockservice.DefaultClientConfig(c.Name, serverIDs, run.Store, c.Resource)
+		cfg := workload.DefaultConfig(c.Name, serverIDs, run.Store, c.Resource)
 		cfg.TTL, cfg.StartDelay, cfg.WorkDuration = time.Duration(c.TTL), time.Duration(c.StartDelay), time.Duration(c.WorkDuration)
 		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM = c.Cycles, c.WritesPerHold, c.DriftBoundPPM
 		cfg.Observer = obs
-		run.Mutant.InjectClient(&cfg)
-		if err := add(c.Name, func() sim.Process { return design.NewClient(cfg, run) }); err != nil {
+		mutants.InjectClient(run.Mutant, &cfg.ClientConfig)
+		if err := add(c.Name, func() sim.Process { return workload.New(cfg, design.ClientProtocol(cfg.ClientConfig, run)) }); err != nil {
 			return Result{}, err
 		}
 	}

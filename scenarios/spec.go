@@ -20,6 +20,8 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/designs"
+	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/nemesis"
 )
 
@@ -50,7 +52,7 @@ type Spec struct {
 	// default); excess requests are shed as Overloaded.
 	IngressDepth int `json:"ingress_depth,omitempty"`
 	// Mutant plants a bug in every component of the run (see
-	// lockservice.Mutants); "" is the reference.
+	// mutants.Mutants); "" is the reference.
 	Mutant string    `json:"mutant,omitempty"`
 	Store  StoreSpec `json:"store"`
 	// Latency bounds one-way message latency (exponential between them).
@@ -167,15 +169,15 @@ type ClientSpec struct {
 // same for every design (faults aim at it as "@store" or "store").
 const storeNode = "store"
 
-// designs holds every design scenarios can name: the built-ins and those
+// registry holds every design scenarios can name: the built-ins and those
 // registered by RegisterDesign.
-var designs = struct {
+var registry = struct {
 	sync.RWMutex
 	byName map[string]lockservice.Design
 }{byName: map[string]lockservice.Design{}}
 
 func init() {
-	for _, d := range lockservice.BuiltinDesigns() {
+	for _, d := range designs.BuiltinDesigns() {
 		if err := RegisterDesign(d); err != nil {
 			panic(err)
 		}
@@ -195,21 +197,21 @@ func RegisterDesign(d lockservice.Design) error {
 	if name == "" || strings.ContainsAny(name, " \t\n/") {
 		return fmt.Errorf("scenarios: design name %q must be a non-empty kebab-case word", name)
 	}
-	designs.Lock()
-	defer designs.Unlock()
-	if _, dup := designs.byName[name]; dup {
+	registry.Lock()
+	defer registry.Unlock()
+	if _, dup := registry.byName[name]; dup {
 		return fmt.Errorf("scenarios: design %q is already registered", name)
 	}
-	designs.byName[name] = d
+	registry.byName[name] = d
 	return nil
 }
 
 // Designs describes every design scenarios can name, sorted by name.
 func Designs() []lockservice.DesignInfo {
-	designs.RLock()
-	defer designs.RUnlock()
+	registry.RLock()
+	defer registry.RUnlock()
 	var out []lockservice.DesignInfo
-	for _, d := range designs.byName { //detlint:sorted sorted below
+	for _, d := range registry.byName { //detlint:sorted sorted below
 		out = append(out, d.Info())
 	}
 	slices.SortFunc(out, func(a, b lockservice.DesignInfo) int { return strings.Compare(a.Name, b.Name) })
@@ -227,9 +229,9 @@ func designNames() []string {
 
 // LookupDesign finds a design by name.
 func LookupDesign(name string) (lockservice.Design, bool) {
-	designs.RLock()
-	defer designs.RUnlock()
-	d, ok := designs.byName[name]
+	registry.RLock()
+	defer registry.RUnlock()
+	d, ok := registry.byName[name]
 	return d, ok
 }
 
@@ -285,7 +287,7 @@ func (s *Spec) Validate() error {
 	case s.design() == nil:
 		return fail("unknown design %q (known: %v)", s.Design, designNames())
 	case !validMutant(s.Mutant):
-		_, err := lockservice.ParseMutant(s.Mutant)
+		_, err := mutants.ParseMutant(s.Mutant)
 		return fail("%v", err)
 	case s.IngressDepth < 0:
 		return fail("ingress_depth must be ≥ 0 (0: the default)")
@@ -401,6 +403,6 @@ func Names() []string {
 }
 
 func validMutant(m string) bool {
-	_, err := lockservice.ParseMutant(m)
+	_, err := mutants.ParseMutant(m)
 	return err == nil
 }

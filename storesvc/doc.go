@@ -1,7 +1,7 @@
 // Package storesvc serves the fenced store over HTTP: the storage a lock
 // protects, which refuses a write whose fencing token is below the highest
 // it has accepted for that key (T_max). It runs the simulator's store —
-// lockservice.FencedStore, the same Start and Receive code, fed the same
+// fencedstore.FencedStore, the same Start and Receive code, fed the same
 // WriteRequest and ReadRequest messages — hosted by the real runtime
 // (realrt) on a file disk (filedisk), so the store's Sync is an fsync and
 // its reply, which the store sends only after that Sync, is what the HTTP

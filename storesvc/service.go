@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencesim/fencesim/filedisk"
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/fencedstore"
 	"github.com/fencesim/fencesim/process"
 	"github.com/fencesim/fencesim/realrt"
 	"github.com/fencesim/fencesim/wire"
@@ -102,7 +103,7 @@ const (
 // Service is the fenced store behind its HTTP API.
 type Service struct {
 	cfg   Config
-	store *lockservice.FencedStore
+	store *fencedstore.FencedStore
 	node  *realrt.Node
 	http  *http.Server
 	reg   *prometheus.Registry
@@ -126,7 +127,7 @@ func Open(cfg Config) (*Service, error) {
 		return nil, errors.New("storesvc: Config.DataDir is empty; give the store's data directory")
 	}
 	s := &Service{cfg: cfg, reg: prometheus.NewRegistry()}
-	s.store = lockservice.NewFencedStore(lockservice.StoreConfig{Limits: lockservice.DefaultLimits()})
+	s.store = fencedstore.NewFencedStore(fencedstore.StoreConfig{Limits: lockservice.DefaultLimits()})
 	node, err := realrt.Start(realrt.Config{
 		ID: storeID, Name: "store", DataDir: cfg.DataDir, Disk: cfg.Disk,
 		// realrt listens for peers; the store has none, so it gets a

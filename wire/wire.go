@@ -20,9 +20,9 @@
 //	 4 lockservice.LockReply
 //	 5 lockservice.WriteRequest     6 WriteReply
 //	 7 lockservice.ReadRequest      8 ReadReply
-//	 9 lockservice.RaftMessage (a raft.Message with its entries)
-//	40 lockservice.RedlockSet      41 RedlockExtend     42 RedlockDel
-//	43 lockservice.RedlockReply
+//	 9 reference.RaftMessage (a raft.Message with its entries)
+//	40 redlock.RedlockSet      41 RedlockExtend     42 RedlockDel
+//	43 redlock.RedlockReply
 //
 // Decoding never panics and never allocates more than the input's length
 // justifies, whatever the bytes (FuzzDecode checks it): a peer that sends
@@ -37,6 +37,8 @@ import (
 
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/raft"
+	"github.com/fencesim/fencesim/lockservice/redlock"
+	"github.com/fencesim/fencesim/lockservice/reference"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -108,21 +110,21 @@ func (Codec) AppendMessage(b []byte, m process.Message) ([]byte, error) {
 		b = binary.AppendVarint(b, m.Value)
 		b = binary.AppendUvarint(b, m.Token)
 		b = appendString(b, m.Err)
-	case lockservice.RaftMessage:
+	case reference.RaftMessage:
 		b = append(b, TagRaftMessage)
 		b = appendRaft(b, &m.M)
-	case lockservice.RedlockSet:
+	case redlock.RedlockSet:
 		b = append(b, TagRedlockSet)
 		b = appendRedlock(b, m.Resource, m.Value, m.TTL, m.Attempt)
-	case lockservice.RedlockExtend:
+	case redlock.RedlockExtend:
 		b = append(b, TagRedlockExtend)
 		b = appendRedlock(b, m.Resource, m.Value, m.TTL, m.Attempt)
-	case lockservice.RedlockDel:
+	case redlock.RedlockDel:
 		b = append(b, TagRedlockDel)
 		b = appendString(b, m.Resource)
 		b = binary.AppendUvarint(b, m.Value)
 		b = binary.AppendUvarint(b, m.Attempt)
-	case lockservice.RedlockReply:
+	case redlock.RedlockReply:
 		b = append(b, TagRedlockReply)
 		b = binary.AppendUvarint(b, m.Attempt)
 		b = appendBool(b, m.OK)
@@ -220,15 +222,15 @@ func (Codec) DecodeMessage(b []byte) (process.Message, error) {
 	case TagReadReply:
 		m = lockservice.ReadReply{Request: r.uvarint(), Value: r.varint(), Token: r.uvarint(), Err: r.string()}
 	case TagRaftMessage:
-		m = lockservice.RaftMessage{M: r.raft()}
+		m = reference.RaftMessage{M: r.raft()}
 	case TagRedlockSet:
-		m = lockservice.RedlockSet{Resource: r.string(), Value: r.uvarint(), TTL: time.Duration(r.varint()), Attempt: r.uvarint()}
+		m = redlock.RedlockSet{Resource: r.string(), Value: r.uvarint(), TTL: time.Duration(r.varint()), Attempt: r.uvarint()}
 	case TagRedlockExtend:
-		m = lockservice.RedlockExtend{Resource: r.string(), Value: r.uvarint(), TTL: time.Duration(r.varint()), Attempt: r.uvarint()}
+		m = redlock.RedlockExtend{Resource: r.string(), Value: r.uvarint(), TTL: time.Duration(r.varint()), Attempt: r.uvarint()}
 	case TagRedlockDel:
-		m = lockservice.RedlockDel{Resource: r.string(), Value: r.uvarint(), Attempt: r.uvarint()}
+		m = redlock.RedlockDel{Resource: r.string(), Value: r.uvarint(), Attempt: r.uvarint()}
 	case TagRedlockReply:
-		m = lockservice.RedlockReply{Attempt: r.uvarint(), OK: r.bool(), Holder: r.uvarint()}
+		m = redlock.RedlockReply{Attempt: r.uvarint(), OK: r.bool(), Holder: r.uvarint()}
 	default:
 		return nil, fmt.Errorf("%w: unknown type tag %d", errCorrupt, tag)
 	}

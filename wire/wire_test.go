@@ -18,6 +18,8 @@ import (
 
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/raft"
+	"github.com/fencesim/fencesim/lockservice/redlock"
+	"github.com/fencesim/fencesim/lockservice/reference"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -45,16 +47,16 @@ func samples() []process.Message {
 		lockservice.ReadRequest{Resource: "r", Client: "c", Request: max64},
 		lockservice.ReadReply{Request: 1, Value: -5, Token: max64, Err: ""},
 		lockservice.ReadReply{Err: "no such resource"},
-		lockservice.RaftMessage{M: raft.Message{Type: raft.MsgVote, From: 1, To: 3, Term: max64, LogTerm: 1 << 63, Index: max64 - 1}},
-		lockservice.RaftMessage{M: raft.Message{Type: raft.MsgApp, From: 2, To: 1, Term: 5, LogTerm: 4, Index: 10, Commit: 9,
+		reference.RaftMessage{M: raft.Message{Type: raft.MsgVote, From: 1, To: 3, Term: max64, LogTerm: 1 << 63, Index: max64 - 1}},
+		reference.RaftMessage{M: raft.Message{Type: raft.MsgApp, From: 2, To: 1, Term: 5, LogTerm: 4, Index: 10, Commit: 9,
 			Entries: []raft.Entry{{Term: 5, Index: 11, Data: nil}, {Term: 5, Index: 12, Data: []byte{}}, {Term: 5, Index: 13, Data: []byte("cmd\x00\xff")}, {Term: max64, Index: max64, Data: bytes.Repeat([]byte{7}, 1000)}}}},
-		lockservice.RaftMessage{M: raft.Message{Type: raft.MsgAppResp, From: max64, To: 1 << 63, Term: 5, Index: 3, LogTerm: 2, Reject: true, RejectHint: max64}},
-		lockservice.RaftMessage{M: raft.Message{Type: raft.MsgHeartbeatResp}},
-		lockservice.RedlockSet{Resource: "r", Value: max64, TTL: time.Second, Attempt: 1 << 63},
-		lockservice.RedlockExtend{Resource: "r", Value: 1, TTL: -time.Second, Attempt: max64},
-		lockservice.RedlockDel{Resource: "r", Value: max64, Attempt: 3},
-		lockservice.RedlockReply{Attempt: max64, OK: true, Holder: max64},
-		lockservice.RedlockReply{Attempt: 0, OK: false, Holder: 0},
+		reference.RaftMessage{M: raft.Message{Type: raft.MsgAppResp, From: max64, To: 1 << 63, Term: 5, Index: 3, LogTerm: 2, Reject: true, RejectHint: max64}},
+		reference.RaftMessage{M: raft.Message{Type: raft.MsgHeartbeatResp}},
+		redlock.RedlockSet{Resource: "r", Value: max64, TTL: time.Second, Attempt: 1 << 63},
+		redlock.RedlockExtend{Resource: "r", Value: 1, TTL: -time.Second, Attempt: max64},
+		redlock.RedlockDel{Resource: "r", Value: max64, Attempt: 3},
+		redlock.RedlockReply{Attempt: max64, OK: true, Holder: max64},
+		redlock.RedlockReply{Attempt: 0, OK: false, Holder: 0},
 	}
 }
 
@@ -96,14 +98,14 @@ func TestRoundTrip(t *testing.T) {
 // decoded Raft entry must not alias it.
 func TestDecodedDataIsCopied(t *testing.T) {
 	var c Codec
-	m := lockservice.RaftMessage{M: raft.Message{Type: raft.MsgApp, Entries: []raft.Entry{{Term: 1, Index: 1, Data: []byte("abc")}}}}
+	m := reference.RaftMessage{M: raft.Message{Type: raft.MsgApp, Entries: []raft.Entry{{Term: 1, Index: 1, Data: []byte("abc")}}}}
 	b, _ := c.AppendMessage(nil, m)
 	got, err := c.DecodeMessage(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clear(b)
-	if d := got.(lockservice.RaftMessage).M.Entries[0].Data; string(d) != "abc" {
+	if d := got.(reference.RaftMessage).M.Entries[0].Data; string(d) != "abc" {
 		t.Fatalf("entry data %q changed with the input buffer", d)
 	}
 }
@@ -231,7 +233,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 func BenchmarkAppendDecodeRaftApp(b *testing.B) {
-	m := lockservice.RaftMessage{M: raft.Message{Type: raft.MsgApp, From: 1, To: 2, Term: 5, Index: 100, LogTerm: 5, Commit: 99,
+	m := reference.RaftMessage{M: raft.Message{Type: raft.MsgApp, From: 1, To: 2, Term: 5, Index: 100, LogTerm: 5, Commit: 99,
 		Entries: []raft.Entry{{Term: 5, Index: 101, Data: make([]byte, 40)}}}}
 	var c Codec
 	var buf []byte

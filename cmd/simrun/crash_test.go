@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/designs"
 	"github.com/fencesim/fencesim/scenarios"
 	"github.com/fencesim/fencesim/sim"
 )
@@ -22,17 +23,20 @@ func (d crashingDesign) Info() lockservice.DesignInfo {
 	return i
 }
 
-func (d crashingDesign) NewClient(cfg lockservice.ClientConfig, run lockservice.DesignRun) sim.Process {
-	return crashingClient{}
+func (d crashingDesign) ClientProtocol(lockservice.ClientConfig, lockservice.DesignRun) lockservice.Protocol {
+	return crashingProtocol{}
 }
 
-type crashingClient struct{}
+// crashingProtocol panics as its client starts.
+type crashingProtocol struct{}
 
-func (crashingClient) Start(sim.Env)                            { panic("client: planted panic") }
-func (crashingClient) Receive(sim.Env, sim.NodeID, sim.Message) { panic("unreachable") }
+func (crashingProtocol) Start(lockservice.ProtocolHost)       { panic("client: planted panic") }
+func (crashingProtocol) Request(sim.NodeID, sim.Message)      { panic("unreachable") }
+func (crashingProtocol) Receive(sim.NodeID, sim.Message) bool { panic("unreachable") }
+func (crashingProtocol) Observe(lockservice.Event)            { panic("unreachable") }
 
 var registerCrashing = sync.OnceValue(func() error {
-	ref, _ := scenarios.LookupDesign(lockservice.DesignReplicated)
+	ref, _ := scenarios.LookupDesign(designs.DesignReplicated)
 	return scenarios.RegisterDesign(crashingDesign{Design: ref})
 })
 

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/scenarios"
 )
 
@@ -52,11 +53,11 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "simrun hunt: -mutant and -all exclude each other")
 		return exitUsage
 	case *all:
-		for _, m := range lockservice.Mutants() {
+		for _, m := range mutants.Mutants() {
 			targets = append(targets, m.Name)
 		}
 	case *mutant != "":
-		m, err := lockservice.ParseMutant(*mutant)
+		m, err := mutants.ParseMutant(*mutant)
 		if err != nil {
 			fmt.Fprintf(stderr, "simrun hunt: -mutant: %v\n", err)
 			return exitUsage

@@ -6,14 +6,14 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/scenarios"
 )
 
 func cmdList(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simrun list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	mutants := fs.Bool("mutants", false, "list the planted bugs instead")
+	listMutants := fs.Bool("mutants", false, "list the planted bugs instead")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -22,9 +22,9 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	if *mutants {
+	if *listMutants {
 		fmt.Fprintln(tw, "MUTANT\tDESCRIPTION")
-		for _, m := range lockservice.Mutants() {
+		for _, m := range mutants.Mutants() {
 			fmt.Fprintf(tw, "%s\t%s\n", m.Name, m.Description)
 		}
 		tw.Flush()

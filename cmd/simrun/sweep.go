@@ -22,7 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fencesim/fencesim/checker"
-	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/scenarios"
 )
 
@@ -74,7 +74,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		specs = []scenarios.Spec{spec}
 	}
 	if *mutant != "" {
-		if _, err := lockservice.ParseMutant(*mutant); err != nil {
+		if _, err := mutants.ParseMutant(*mutant); err != nil {
 			fmt.Fprintf(stderr, "simrun sweep: -mutant: %v\n", err)
 			return exitUsage
 		}

@@ -7,8 +7,8 @@
 // at a time for a lease (timed by the server's monotonic clock) and
 // numbers every grant from a counter: the counter is the fencing token the
 // clients send to the store. It speaks its own three messages (Lock,
-// Unlock, Reply); Protocol translates the harness's workload client's lock
-// requests into them.
+// Unlock, Reply); Protocol translates the harness's lock client's requests
+// (lockservice/lockclient) into them.
 //
 // What it leaves out, on purpose, so the harness has something to find:
 // its state lives in memory only. A crash of the server forgets the
@@ -16,7 +16,7 @@
 // while the old holder still believes it holds the lock — the test
 // TestServerCrashIsCaught shows the checker catching it (S4–S7). A real
 // design syncs its counter and leases to disk before it answers (see
-// lockservice.Server).
+// reference.Server in lockservice/reference).
 package ownlock
 
 import (
@@ -51,9 +51,9 @@ func (Design) NewServer(_ int, run lockservice.DesignRun) process.Process {
 	return &Server{obs: run.Observer}
 }
 
-// NewClient runs the harness's workload client over this lock's protocol.
-func (Design) NewClient(cfg lockservice.ClientConfig, _ lockservice.DesignRun) process.Process {
-	return lockservice.NewProtocolClient(cfg, &Protocol{})
+// ClientProtocol is how the harness's lock client speaks to this lock.
+func (Design) ClientProtocol(lockservice.ClientConfig, lockservice.DesignRun) lockservice.Protocol {
+	return &Protocol{}
 }
 
 // Lock asks for Resource on behalf of Owner for TTL; with Token it extends
@@ -157,33 +157,33 @@ func (s *Server) expire(resource string, now time.Duration) {
 	}
 }
 
-// Protocol is the client side: it turns the workload's AcquireRequest,
+// Protocol is the client side: it turns the lock client's AcquireRequest,
 // RenewRequest and ReleaseRequest into Lock and Unlock, and Replies into
-// the LockReply the workload expects.
+// the LockReply the lock client expects.
 type Protocol struct {
-	h       *lockservice.ProtocolHost
+	h       lockservice.ProtocolHost
 	pending uint64 // the request id awaiting a Reply (0: none)
 	op      lockservice.Op
 }
 
 // Start keeps the host.
-func (p *Protocol) Start(h *lockservice.ProtocolHost) { p.h = h }
+func (p *Protocol) Start(h lockservice.ProtocolHost) { p.h = h }
 
 // Request sends the lock's own message. A retry (same request id, after
-// the workload's timeout) sends it again: the server answers the holder's
+// the lock client's timeout) sends it again: the server answers the holder's
 // repeated Lock with the same grant.
 func (p *Protocol) Request(to process.NodeID, msg process.Message) {
-	c := p.h.Config
+	c := p.h.Config()
 	switch m := msg.(type) {
 	case lockservice.AcquireRequest:
 		p.pending, p.op = m.Request, lockservice.OpAcquire
-		p.h.Env.Send(to, Lock{Resource: m.Resource, Owner: m.Client, TTL: m.TTL, ID: m.Request})
+		p.h.Env().Send(to, Lock{Resource: m.Resource, Owner: m.Client, TTL: m.TTL, ID: m.Request})
 	case lockservice.RenewRequest:
 		p.pending, p.op = m.Request, lockservice.OpRenew
-		p.h.Env.Send(to, Lock{Resource: m.Resource, Owner: m.Client, TTL: c.TTL, Token: m.Token, ID: m.Request})
+		p.h.Env().Send(to, Lock{Resource: m.Resource, Owner: m.Client, TTL: c.TTL, Token: m.Token, ID: m.Request})
 	case lockservice.ReleaseRequest:
 		p.pending, p.op = m.Request, lockservice.OpRelease
-		p.h.Env.Send(to, Unlock{Resource: m.Resource, Owner: m.Client, Token: m.Token, ID: m.Request})
+		p.h.Env().Send(to, Unlock{Resource: m.Resource, Owner: m.Client, Token: m.Token, ID: m.Request})
 	}
 }
 

@@ -26,9 +26,24 @@ var layers = []struct {
 		why:     "the contract is a leaf: a real runtime implements it without building the simulator",
 	},
 	{
+		pattern: "./lockservice",
+		allowed: []string{"process"},
+		why:     "the plug-in contract is what a lock author imports: the process contract and the standard library, never Raft, the reference or the simulator",
+	},
+	{
+		pattern: "./lockservice/reference",
+		allowed: []string{"process", "lockservice", "lockservice/raft", "lockservice/internal/record"},
+		why:     "the reference is a lock service like any plug-in: the contract, Raft and its records, nothing of the harness, the catalogue of planted bugs or the simulator",
+	},
+	{
 		pattern: "./lockservice/...",
 		allowed: []string{"process"},
 		why:     "the lock service is written against the contract only, so that it runs on a real clock and disk unchanged (fault controls stay in sim and nemesis)",
+	},
+	{
+		pattern: "./scenarios/workload",
+		allowed: []string{"process", "lockservice", "lockservice/lockclient", "lockservice/internal/record"},
+		why:     "the workload drives the lock client like an application would: nothing of the simulator, the reference or the harness",
 	},
 	{
 		pattern: "./filedisk",
@@ -47,8 +62,8 @@ var layers = []struct {
 	},
 	{
 		pattern: "./wire",
-		allowed: []string{"process", "lockservice", "lockservice/raft"},
-		why:     "the wire codec encodes the lock service's messages; it must not drag in the simulator",
+		allowed: []string{"process", "lockservice", "lockservice/raft", "lockservice/reference", "lockservice/redlock", "lockservice/internal/record"},
+		why:     "the wire codec encodes the lock service's messages (the contract's, Raft's as the reference sends them, Redlock's); it must not drag in the simulator",
 	},
 }
 

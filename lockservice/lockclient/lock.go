@@ -1,0 +1,471 @@
+package lockclient
+
+import (
+	"context"
+	"encoding/binary"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/internal/record"
+	"github.com/fencesim/fencesim/process"
+)
+
+// Handler is what a Lock tells the code that uses it (the harness's
+// workload): each call comes from inside the event that caused it, after
+// the Lock has reported it to the observer.
+type Handler interface {
+	// Granted: the acquire was granted; the lock is held (Holding) until
+	// Lost, or until Release.
+	Granted()
+	// Lost: the client stopped believing it holds the lock without
+	// releasing it: its watchdog fired ("watchdog"), a renewal was refused
+	// ("renew-refused"), or the caller said so through Lose. The Lock is
+	// idle.
+	Lost(reason string)
+	// Released: the release was answered, or given up after its retries
+	// (the lease then expires on its own). The Lock is idle.
+	Released()
+	// Failed: the service refused the acquire as invalid; the Lock is idle
+	// and stopped, and another acquire would fail the same way.
+	Failed()
+}
+
+// lockPhase is where the Lock is between an acquire and its end.
+type lockPhase uint8
+
+const (
+	lockIdle lockPhase = iota
+	lockAcquiring
+	lockHolding
+	lockReleasing
+)
+
+// Lock is the lock client library: one client's lock on one resource. It
+// is the acquirer (retries with the same request id, redirects, jittered
+// backoff), the lease renewer, the watchdog (the client stops believing it
+// holds the lock at request start + TTL·(1−ρ) − margin on its own clock)
+// and the release handler. It speaks the reference's messages
+// (AcquireRequest, RenewRequest, ReleaseRequest, LockReply) through the
+// node's Send, reports the client events the checker needs (calls, returns
+// and belief ends of acquire, renew and release), and tells its Handler
+// what happened. Each action emits one slog event with the client and
+// request id as correlation id.
+type Lock struct {
+	cfg   lockservice.ClientConfig
+	h     Handler
+	env   process.Env
+	proto lockservice.Protocol // nil: the reference's messages, sent as they are
+	host  *protocolHost
+
+	incarnation uint64 // from disk: request ids stay unique across restarts
+	nextReq     uint64
+	target      int // index in Servers of the node requests go to
+	phase       lockPhase
+
+	// acquirer
+	acqReq      uint64
+	acqStart    time.Duration // monotonic, for the watchdog
+	acqStartReq uint64        // the request acqStart was taken for
+	// the lease as the client believes it
+	token    uint64
+	deadline time.Duration // monotonic: the watchdog's limit
+	// renewer
+	renewReq     uint64
+	renewStart   time.Duration
+	renewPending bool // the last renewal got no answer yet
+	// release handler
+	relReq      uint64
+	relAttempts int
+
+	// timeout times lock-service requests (acquire, release).
+	timeout, renewTimer, watchdog clockwork.Timer
+
+	// The timers' callbacks, bound once: a method value made at each
+	// arming would be an allocation per timer.
+	sendAcquireFn, retryAcquireFn, sendRenewFn, watchdogFiredFn, resendReleaseFn, releaseTimedOutFn func()
+}
+
+// NewLock returns a Lock for cfg's client and resource, reporting to h.
+// With a Protocol p (a design's ClientProtocol), its lock requests go to p
+// and p's replies come back as the service's would; nil sends the
+// reference's messages to cfg.Servers. Every restart of the client process
+// needs a new one (and a new Protocol).
+func NewLock(cfg lockservice.ClientConfig, p lockservice.Protocol, h Handler) *Lock {
+	if cfg.Observer == nil {
+		cfg.Observer = lockservice.NopObserver{}
+	}
+	l := &Lock{cfg: cfg, h: h, proto: p}
+	if p != nil {
+		l.host = &protocolHost{l: l}
+		l.host.deliverFn = l.host.deliver
+	}
+	l.sendAcquireFn, l.retryAcquireFn, l.sendRenewFn = l.sendAcquire, l.retryAcquire, l.sendRenew
+	l.watchdogFiredFn, l.resendReleaseFn, l.releaseTimedOutFn = l.watchdogFired, l.resendRelease, l.releaseTimedOut
+	return l
+}
+
+const incarnationKey = "incarnation"
+
+// Start bumps the client's incarnation on disk (synced, so request ids
+// never repeat after a crash). Call it from the process's Start, before
+// anything else of the Lock.
+func (l *Lock) Start(env process.Env) {
+	l.env = env
+	if l.proto != nil {
+		l.host.env = env
+		l.proto.Start(l.host)
+	}
+	rec := record.Slotted{Key: incarnationKey}
+	if b, ok := rec.Load(env.Disk()); ok && len(b) == 8 {
+		l.incarnation = binary.BigEndian.Uint64(b)
+	}
+	l.incarnation++
+	rec.Store(env.Disk(), binary.BigEndian.AppendUint64(nil, l.incarnation))
+	env.Disk().Sync()
+}
+
+// NewRequest returns a request id unique for this client across restarts:
+// the Lock's requests take theirs from here, and so may the caller's own
+// (the workload's store requests).
+func (l *Lock) NewRequest() uint64 {
+	l.nextReq++
+	return l.incarnation<<32 | l.nextReq
+}
+
+// Token is the fencing token of the lock the client believes it holds (of
+// the last grant once it no longer does).
+func (l *Lock) Token() uint64 { return l.token }
+
+// Held reports whether the client believes it holds the lock: granted,
+// neither lost nor released, whatever the clock says since (see Holding).
+func (l *Lock) Held() bool { return l.phase == lockHolding }
+
+// Holding reports whether the watchdog still allows using the lock: held,
+// and its deadline not reached on the client's clock.
+func (l *Lock) Holding() bool {
+	return l.phase == lockHolding && l.now() < l.deadline
+}
+
+// observe reports an event about this client's own operations, shown to
+// the Protocol first.
+func (l *Lock) observe(e lockservice.Event) {
+	e.Client, e.Resource = l.cfg.Name, l.cfg.Resource
+	if l.proto != nil {
+		l.proto.Observe(e)
+	}
+	l.cfg.Observer.Observe(e)
+}
+
+// send sends a lock request to the service node to, or hands it to the
+// Protocol.
+func (l *Lock) send(to process.NodeID, msg process.Message) {
+	if l.proto != nil {
+		l.proto.Request(to, msg)
+		return
+	}
+	l.env.Send(to, msg)
+}
+
+func (l *Lock) now() time.Duration { return l.env.Clock().Monotonic() }
+
+// Log emits one event with the client, the request id and the resource. It
+// builds nothing unless the logger takes the record: without a trace,
+// logging costs one Enabled call.
+func (l *Lock) Log(event string, req uint64, attrs ...slog.Attr) {
+	lg := l.env.Log()
+	if !lg.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	lg.LogAttrs(context.Background(), slog.LevelInfo, event, append([]slog.Attr{
+		slog.String("client", l.cfg.Name), slog.Uint64("req", req), slog.String("resource", l.cfg.Resource)}, attrs...)...)
+}
+
+// logStatus is Log for the event named prefix + st, which it spells out
+// only if the record is taken.
+func (l *Lock) logStatus(prefix string, st lockservice.Status, req uint64, attrs ...slog.Attr) {
+	if l.env.Log().Enabled(context.Background(), slog.LevelInfo) {
+		l.Log(prefix+st.String(), req, attrs...)
+	}
+}
+
+// rearm (re)arms *t to run f after d on env's monotonic clock. f is one of
+// the callbacks bound at construction, so arming allocates only the timer:
+// a new timer rather than a Reset of the old one, because a timer's
+// creation order decides which of the clock's timers a drift change
+// re-arms first.
+func rearm(env process.Env, t *clockwork.Timer, d time.Duration, f func()) {
+	if *t != nil {
+		(*t).Stop()
+	}
+	*t = env.Clock().AfterFunc(d, f)
+}
+
+func stop(t clockwork.Timer) {
+	if t != nil {
+		t.Stop()
+	}
+}
+
+func (l *Lock) backoff() time.Duration {
+	span := l.cfg.BackoffMax - l.cfg.BackoffMin
+	if span <= 0 {
+		return l.cfg.BackoffMin
+	}
+	return l.cfg.BackoffMin + time.Duration(l.env.Rand().Int64N(int64(span)+1))
+}
+
+// --- acquirer ---
+
+// Acquire starts acquiring the lock with a new request; the Handler hears
+// Granted once it is (or Failed), after as many retries and backoffs as
+// it takes.
+func (l *Lock) Acquire() {
+	l.phase = lockAcquiring
+	l.acqReq = l.NewRequest()
+	l.sendAcquire()
+}
+
+func (l *Lock) sendAcquire() {
+	if l.acqStartReq != l.acqReq {
+		// The lease is measured from the first send of this request id: a
+		// retry is deduplicated, so the grant it is answered with may have
+		// started when the first copy arrived.
+		l.acqStart, l.acqStartReq = l.now(), l.acqReq
+		l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpAcquire, Request: l.acqReq})
+	}
+	l.send(l.server(), lockservice.AcquireRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, TTL: l.cfg.TTL, Request: l.acqReq})
+	l.Log("acquire.sent", l.acqReq, slog.Int("to", int(l.server())))
+	rearm(l.env, &l.timeout, l.cfg.RequestTimeout, l.retryAcquireFn)
+}
+
+// retryAcquire resends the acquire elsewhere, with the same id: the last
+// server did not answer in time.
+func (l *Lock) retryAcquire() {
+	l.rotate()
+	l.sendAcquire()
+}
+
+// server is the node lock requests go to now.
+func (l *Lock) server() process.NodeID { return l.cfg.Servers[l.target] }
+
+// rotate moves to the next server: the current one did not answer.
+func (l *Lock) rotate() { l.target = (l.target + 1) % len(l.cfg.Servers) }
+
+// redirect follows a NotLeader answer: to the leader it names, else to the
+// next server. It reports whether the leader was named.
+func (l *Lock) redirect(m lockservice.LockReply) bool {
+	if i := slices.Index(l.cfg.Servers, m.Leader); m.Leader != lockservice.NoLeader && i >= 0 {
+		l.target = i
+		return true
+	}
+	l.rotate()
+	return false
+}
+
+// retryDelay is how long to wait before following a redirect: at once to
+// a named leader, after a backoff while an election is on.
+func (l *Lock) retryDelay(named bool) time.Duration {
+	if named {
+		return 0
+	}
+	return l.backoff()
+}
+
+func (l *Lock) onAcquireReply(m lockservice.LockReply) {
+	stop(l.timeout)
+	if m.Status != lockservice.NotLeader { // a redirect is not an answer: the call goes on
+		l.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpAcquire, Request: m.Request, Token: m.Token, Status: m.Status})
+	}
+	switch m.Status {
+	case lockservice.Granted:
+		l.token = m.Token
+		l.extend(l.acqStart, m.TTL)
+		l.phase = lockHolding
+		l.Log("acquire.granted", m.Request, slog.Uint64("token", m.Token))
+		rearm(l.env, &l.renewTimer, l.cfg.TTL/3, l.sendRenewFn)
+		l.h.Granted()
+	case lockservice.Busy, lockservice.Overloaded, lockservice.Stale:
+		l.logStatus("acquire.", m.Status, m.Request)
+		l.acqReq = l.NewRequest() // a definitive answer: the next attempt is new
+		rearm(l.env, &l.timeout, l.backoff(), l.sendAcquireFn)
+	case lockservice.NotLeader:
+		named := l.redirect(m)
+		l.Log("acquire.redirect", m.Request, slog.Int("leader", int(m.Leader)))
+		rearm(l.env, &l.timeout, l.retryDelay(named), l.sendAcquireFn) // same id
+	default:
+		l.Log("acquire.failed", m.Request, slog.String("status", m.Status.String()), slog.String("err", m.Err))
+		l.Stop()
+		l.h.Failed()
+	}
+}
+
+// --- watchdog ---
+
+// extend moves the watchdog's deadline to start + ttl·(1−ρ) − margin,
+// start being when the request that (re)granted the lease was sent: the
+// server's lease began no earlier than that, and the client's clock may run
+// up to ρ slower than the server's.
+func (l *Lock) extend(start, ttl time.Duration) {
+	if l.cfg.Watchdog != nil {
+		l.deadline = l.cfg.Watchdog(start, l.now(), ttl)
+	} else {
+		l.deadline = start + ttl - time.Duration(int64(ttl)/1_000_000*l.cfg.DriftBoundPPM) - l.cfg.Margin
+	}
+	rearm(l.env, &l.watchdog, l.deadline-l.now(), l.watchdogFiredFn)
+}
+
+func (l *Lock) watchdogFired() {
+	if l.phase != lockHolding {
+		return
+	}
+	l.Log("watchdog.expired", 0, slog.Uint64("token", l.token))
+	l.Lose("watchdog")
+}
+
+// Stop stops every timer of the Lock and leaves it idle: the caller gives
+// up its workload.
+func (l *Lock) Stop() {
+	for _, t := range []clockwork.Timer{l.timeout, l.renewTimer, l.watchdog} {
+		stop(t)
+	}
+	l.phase = lockIdle
+}
+
+// Lose stops believing the lock is held, without releasing it (the client
+// is not the holder any more as far as it can tell: its watchdog, or the
+// store refusing its token): the renewer stops, and the Handler hears Lost
+// with reason.
+func (l *Lock) Lose(reason string) {
+	l.observe(lockservice.Event{Kind: lockservice.EvBeliefEnd, Token: l.token, Reason: reason})
+	stop(l.renewTimer)
+	stop(l.watchdog)
+	l.phase = lockIdle
+	l.h.Lost(reason)
+}
+
+// --- renewer ---
+
+func (l *Lock) sendRenew() {
+	if l.phase != lockHolding {
+		return
+	}
+	if l.renewPending {
+		l.rotate() // the last renewal went unanswered
+	}
+	l.renewPending = true
+	l.renewReq = l.NewRequest()
+	l.renewStart = l.now()
+	l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpRenew, Request: l.renewReq, Token: l.token})
+	l.send(l.server(), lockservice.RenewRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, Token: l.token, Request: l.renewReq})
+	l.Log("renew.sent", l.renewReq, slog.Uint64("token", l.token))
+	// Renew again at a third of the TTL; a lost renewal is covered by the next.
+	rearm(l.env, &l.renewTimer, l.cfg.TTL/3, l.sendRenewFn)
+}
+
+func (l *Lock) onRenewReply(m lockservice.LockReply) {
+	l.renewPending = false
+	l.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRenew, Request: m.Request, Token: m.Token, Status: m.Status})
+	if m.Status == lockservice.NotLeader {
+		l.redirect(m)
+		l.Log("renew.redirect", m.Request, slog.Int("leader", int(m.Leader)))
+		return // the next renewal goes to the new target
+	}
+	if m.Status == lockservice.Overloaded || m.Status == lockservice.Stale {
+		// Shed at the ingress, or overtaken by the client's own later
+		// requests: the lease stands as it was; the next renewal tries
+		// again and the watchdog still bounds the belief.
+		l.Log("renew.overloaded", m.Request, slog.Uint64("token", l.token))
+		return
+	}
+	if m.Status == lockservice.Renewed && m.Token == l.token {
+		l.extend(l.renewStart, m.TTL)
+		l.Log("renew.ok", m.Request, slog.Uint64("token", l.token))
+		return
+	}
+	l.Log("renew.lost", m.Request, slog.Uint64("token", l.token), slog.String("status", m.Status.String()))
+	l.Lose("renew-refused")
+}
+
+// --- release handler ---
+
+// Release gives the lock up: the client stops believing it holds it at
+// once, and sends the release (retried elsewhere, at most releaseAttempts
+// times); the Handler hears Released when it is answered or given up.
+func (l *Lock) Release() {
+	stop(l.renewTimer)
+	stop(l.watchdog)
+	l.phase = lockReleasing
+	l.relReq = l.NewRequest()
+	l.relAttempts = 0
+	l.observe(lockservice.Event{Kind: lockservice.EvBeliefEnd, Token: l.token, Reason: "releasing"})
+	l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpRelease, Request: l.relReq, Token: l.token})
+	l.resendRelease()
+}
+
+// releaseAttempts bounds the release handler's retries; after them the
+// lease expires on its own.
+const releaseAttempts = 3
+
+func (l *Lock) resendRelease() {
+	l.relAttempts++
+	l.send(l.server(), lockservice.ReleaseRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, Token: l.token, Request: l.relReq})
+	l.Log("release.sent", l.relReq, slog.Uint64("token", l.token))
+	rearm(l.env, &l.timeout, l.cfg.RequestTimeout, l.releaseTimedOutFn)
+}
+
+// releaseTimedOut retries the release elsewhere, then gives up: the lease
+// expires on its own.
+func (l *Lock) releaseTimedOut() {
+	if l.relAttempts < releaseAttempts {
+		l.rotate()
+		l.resendRelease()
+		return
+	}
+	l.Log("release.timeout", l.relReq)
+	l.phase = lockIdle
+	l.h.Released()
+}
+
+func (l *Lock) onReleaseReply(m lockservice.LockReply) {
+	stop(l.timeout)
+	if m.Status == lockservice.NotLeader && l.relAttempts < releaseAttempts {
+		named := l.redirect(m)
+		rearm(l.env, &l.timeout, l.retryDelay(named), l.resendReleaseFn)
+		return
+	}
+	l.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRelease, Request: m.Request, Token: l.token, Status: m.Status})
+	l.logStatus("release.", m.Status, m.Request, slog.Uint64("token", l.token))
+	l.phase = lockIdle
+	l.h.Released()
+}
+
+// Receive takes a message that reached the client and reports whether it
+// was the Lock's: the Protocol's messages, and the lock service's replies.
+// Others (the store's replies) are the caller's.
+func (l *Lock) Receive(from process.NodeID, msg process.Message) bool {
+	if l.proto != nil && l.proto.Receive(from, msg) {
+		return true
+	}
+	if m, ok := msg.(lockservice.LockReply); ok {
+		l.onReply(m)
+		return true
+	}
+	return false
+}
+
+// onReply routes a lock service's reply by request id: stale and
+// duplicated replies match nothing and are dropped.
+func (l *Lock) onReply(m lockservice.LockReply) {
+	switch {
+	case l.phase == lockAcquiring && m.Request == l.acqReq:
+		l.onAcquireReply(m)
+	case l.phase == lockHolding && m.Request == l.renewReq:
+		l.onRenewReply(m)
+	case l.phase == lockReleasing && m.Request == l.relReq:
+		l.onReleaseReply(m)
+	}
+}

@@ -1,0 +1,519 @@
+package reference
+
+import (
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/internal/record"
+	"github.com/fencesim/fencesim/lockservice/raft"
+	"github.com/fencesim/fencesim/process"
+)
+
+// ReplicaConfig configures one replica of the replicated lock service.
+type ReplicaConfig struct {
+	// Peers are every replica of the group, this one included (3 or 5).
+	Peers []process.NodeID
+	// TickInterval is the Raft tick on the replica's monotonic clock.
+	TickInterval time.Duration
+	// ElectionTick and HeartbeatTick are in ticks (see raft.Config).
+	ElectionTick, HeartbeatTick int
+	// IngressDepth bounds the client requests a replica has proposed and
+	// not yet answered; beyond it requests are shed at once as Overloaded.
+	IngressDepth int
+	Limits       lockservice.Limits
+	Observer     lockservice.Observer
+
+	// The injection points (variant.go); the zero values are the reference.
+
+	// Quorum is Raft's quorum for n voters (raft.Config.Quorum). nil: a
+	// majority.
+	Quorum func(n int) int
+	// Table: the lock table's rules.
+	Table TableRules
+	// Tokens is where grants' tokens come from. nil: the granting entry's
+	// log index.
+	Tokens TokenSource
+	// LeaseTimers time the leader's leases. nil: one timer per lease on
+	// the monotonic clock.
+	LeaseTimers LeaseTimers
+	// Grants lets the leader decide part of an acquire outside the log.
+	// nil: the log decides.
+	Grants GrantRule
+	// Predict answers an acquire the leader has just proposed at index,
+	// before it commits, from the leader's applied table (false: no early
+	// answer). nil: a client is answered only once its entry applies.
+	Predict func(t *LockTable, c Command, index uint64) (lockservice.LockReply, bool)
+	// UnsafeNoFsync writes term, vote and log but does not sync them
+	// before the messages that depend on them (etcd's --unsafe-no-fsync).
+	UnsafeNoFsync bool
+}
+
+// DefaultReplicaConfig: 10 ms ticks, elections after 100–200 ms of
+// silence, heartbeats every 20 ms, 64 requests in flight per replica.
+func DefaultReplicaConfig(peers []process.NodeID) ReplicaConfig {
+	return ReplicaConfig{Peers: peers, TickInterval: 10 * time.Millisecond, ElectionTick: 10, HeartbeatTick: 2,
+		IngressDepth: 64, Limits: lockservice.DefaultLimits()}
+}
+
+// RaftMessage carries a Raft message between replicas.
+type RaftMessage struct{ M raft.Message }
+
+// Fingerprint folds the message's header into the trace hash.
+func (m RaftMessage) Fingerprint() uint64 {
+	r := m.M
+	var last uint64
+	if n := len(r.Entries); n > 0 {
+		last = r.Entries[n-1].Index<<20 | r.Entries[n-1].Term
+	}
+	var rej uint64
+	if r.Reject {
+		rej = 1 << 63
+	}
+	return fold(9, uint64(r.Type)<<56|uint64(r.From)<<28|uint64(r.To), r.Term<<32|r.LogTerm, r.Index^r.Commit<<32, last^rej^uint64(len(r.Entries))<<40)
+}
+
+// waiter is a client to answer once the entry at its index applies.
+type waiter struct {
+	to      process.NodeID
+	client  string
+	request uint64
+}
+
+// leaderLease is a lease the leader times (ReplicaConfig.LeaseTimers):
+// when it is due the leader proposes CmdExpire.
+type leaderLease struct {
+	token, since uint64
+}
+
+// Replica is one member of the replicated lock service. Lock commands go
+// through the Raft log; the fencing token of a grant is the log index of the
+// committed entry that granted it, so it grows with the log and is never
+// reissued, across crashes and leader changes. Answers go out only after
+// the entry commits and applies. Leases are timed by the leader's monotonic
+// clock alone: it proposes CmdExpire when its timer fires, and a new leader
+// restarts every lease at its full TTL (it may extend a lease, never
+// shorten it).
+type Replica struct {
+	cfg  ReplicaConfig
+	env  process.Env
+	node *raft.Node
+
+	table   *LockTable
+	started map[string]uint64 // resource → index of the grant/renewal that last started its lease
+	applied uint64
+
+	log           diskLog        // the persisted log's segments
+	persistedHard raft.HardState // the hard state last written
+	names         nameTable      // resource and client names of applied commands
+	// hsBuf is reused to encode the hard state (the disk keeps its own
+	// copy), so that persisting allocates nothing.
+	hsBuf     [3*binary.MaxVarintLen64 + 1]byte
+	hardState record.Slotted
+	pending   map[uint64][]waiter // by log index, leader only
+	inflight  int                 // client proposals not yet applied
+	leases    map[string]leaderLease
+	// decided: index → term of the acquires this process, leading,
+	// granted itself (LeaderGrants), until they apply. Only this process
+	// knows: the log does not say so.
+	decided map[uint64]uint64
+	timers  LeaseTimers
+	leader  bool
+	// ledTerm is the last term this process reported winning (EvElected).
+	ledTerm uint64
+	ticker  clockwork.Timer
+}
+
+// NewReplica returns a replica process; every restart needs a new one.
+func NewReplica(cfg ReplicaConfig) *Replica {
+	if cfg.Observer == nil {
+		cfg.Observer = lockservice.NopObserver{}
+	}
+	return &Replica{cfg: cfg}
+}
+
+const hardStateKey = "raft/hardstate"
+
+// Start loads term, vote and log from disk, rebuilds the lock table by
+// replaying the committed log, and starts ticking.
+func (r *Replica) Start(env process.Env) {
+	r.env = env
+	r.table = NewLockTable()
+	r.started = map[string]uint64{}
+	r.pending = map[uint64][]waiter{}
+	r.leases = map[string]leaderLease{}
+	r.decided = map[uint64]uint64{}
+	r.timers = r.cfg.LeaseTimers
+	if r.timers == nil {
+		r.timers = monotonicTimers{}
+	}
+	r.table.Rules = r.cfg.Table
+	var hs raft.HardState
+	r.hardState = record.Slotted{Key: hardStateKey}
+	if b, ok := r.hardState.Load(env.Disk()); ok {
+		var err error
+		if hs, err = decodeHardState(b); err != nil {
+			panic(fmt.Sprintf("lockservice: sealed raft hard state does not decode: %v", err))
+		}
+	}
+	entries, dlog := loadLog(env.Disk(), segmentEntries)
+	entries = dlog.keepTerms(env.Disk(), entries, hs.Term)
+	r.log = dlog
+	r.persistedHard = hs
+	peers := make([]raft.ID, len(r.cfg.Peers))
+	for i, p := range r.cfg.Peers {
+		peers[i] = raftID(p)
+	}
+	rc := raft.Config{
+		ID: raftID(env.ID()), Peers: peers, ElectionTick: r.cfg.ElectionTick, HeartbeatTick: r.cfg.HeartbeatTick,
+		Rand: env.Rand(), PreVote: true, CheckQuorum: true, HardState: hs, Entries: entries, Quorum: r.cfg.Quorum,
+	}
+	node, err := raft.New(rc)
+	if err != nil {
+		panic(fmt.Sprintf("lockservice: replica %s: %v", env.Name(), err))
+	}
+	r.node = node
+	env.Log().Info("replica.start", slog.Uint64("term", hs.Term), slog.Uint64("commit", hs.Commit), slog.Int("log", len(entries)))
+	r.flush()
+	r.tick()
+}
+
+// raftID maps a node to a Raft id (Raft reserves 0 for "none").
+func raftID(id process.NodeID) raft.ID { return raft.ID(id) + 1 }
+func nodeID(id raft.ID) process.NodeID { return process.NodeID(id) - 1 }
+
+// tick starts the Raft ticker: one timer, re-armed from its own callback
+// (a tick every TickInterval of the replica's monotonic clock, counted from
+// when the last one ran, so a paused replica ticks once when it wakes).
+func (r *Replica) tick() {
+	r.ticker = r.env.Clock().AfterFunc(r.cfg.TickInterval, r.onTick)
+}
+
+func (r *Replica) onTick() {
+	r.node.Tick()
+	r.flush()
+	r.timers.Tick(r.env)
+	r.ticker.Reset(r.cfg.TickInterval)
+}
+
+// Receive handles Raft traffic and client requests.
+func (r *Replica) Receive(env process.Env, from process.NodeID, msg process.Message) {
+	switch m := msg.(type) {
+	case RaftMessage:
+		if err := r.node.Step(m.M); err != nil {
+			env.Log().Warn("replica.bad-raft-message", slog.String("err", err.Error()))
+		}
+		r.flush()
+	case lockservice.AcquireRequest:
+		if err := r.cfg.Limits.CheckAcquire(m); err != nil {
+			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
+			return
+		}
+		r.serve(from, m.Client, m.Request, Command{Kind: CmdAcquire, Resource: m.Resource, Client: m.Client, TTL: m.TTL, Request: m.Request})
+	case lockservice.RenewRequest:
+		if err := r.cfg.Limits.CheckHeld(m.Resource, m.Client, m.Token); err != nil {
+			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
+			return
+		}
+		r.serve(from, m.Client, m.Request, Command{Kind: CmdRenew, Resource: m.Resource, Client: m.Client, Token: m.Token, Request: m.Request})
+	case lockservice.ReleaseRequest:
+		if err := r.cfg.Limits.CheckHeld(m.Resource, m.Client, m.Token); err != nil {
+			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
+			return
+		}
+		r.serve(from, m.Client, m.Request, Command{Kind: CmdRelease, Resource: m.Resource, Client: m.Client, Token: m.Token, Request: m.Request})
+	default:
+		env.Log().Warn("replica.unknown-message", slog.String("type", fmt.Sprintf("%T", msg)))
+	}
+}
+
+// serve answers a client request: a redirect from a follower, a replay from
+// the dedup table, an Overloaded shed at the ingress bound, or a proposal
+// answered once it applies.
+func (r *Replica) serve(from process.NodeID, client string, request uint64, c Command) {
+	env := r.env
+	if r.node.Role() != raft.Leader {
+		lead := lockservice.NoLeader
+		if l := r.node.Lead(); l != 0 {
+			lead = nodeID(l)
+		}
+		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.NotLeader, Leader: lead})
+		return
+	}
+	if rep, ok := r.table.Seen(client, request); ok && r.table.replays(c.Kind) {
+		env.Send(from, rep) // applied already: a retry or a duplicate
+		return
+	}
+	if r.inflight >= r.cfg.IngressDepth {
+		env.Log().Info("replica.shed", slog.String("client", client), slog.Uint64("req", request), slog.Int("inflight", r.inflight))
+		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.Overloaded})
+		return
+	}
+	decision := LogDecides
+	if c.Kind == CmdAcquire {
+		decision = r.stampAcquire(&c)
+	}
+	if decision == LeaderExpires {
+		r.expireHolder(c)
+	}
+	index, term, err := r.node.Propose(encodeCommand(c))
+	if err != nil {
+		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.NotLeader, Leader: lockservice.NoLeader})
+		return
+	}
+	if decision == LeaderGrants {
+		r.decided[index] = term
+	}
+	r.inflight++
+	r.pending[index] = append(r.pending[index], waiter{to: from, client: client, request: request})
+	r.flush()
+	if r.cfg.Predict != nil && c.Kind == CmdAcquire {
+		if rep, ok := r.cfg.Predict(r.table, c, index); ok {
+			env.Send(from, rep)
+		}
+	}
+}
+
+// stampAcquire fills in what the leader decides of an acquire when it
+// proposes it, and says who decides the grant: nothing and the log in the
+// reference, which proposes an acquire as the client sent it.
+func (r *Replica) stampAcquire(c *Command) GrantDecision {
+	if r.cfg.Tokens != nil {
+		c.Token = r.cfg.Tokens.Stamp(r.env)
+	}
+	if r.cfg.Grants == nil {
+		return LogDecides
+	}
+	return r.cfg.Grants.Decide(r.env, r.table, *c)
+}
+
+// expireHolder proposes the expiry of another client's lease on c's
+// resource, as the leader's applied table has it (LeaderExpires).
+func (r *Replica) expireHolder(c Command) {
+	if l, held := r.table.Lease(c.Resource); held && l.Holder != c.Client {
+		if _, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: c.Resource, Token: l.Token, Since: r.started[c.Resource]})); err == nil {
+			r.flush()
+		}
+	}
+}
+
+// flush carries out every Ready: persist term, vote and entries and sync
+// them, then send the messages that depend on them, then apply what
+// committed.
+func (r *Replica) flush() {
+	for r.node.HasReady() {
+		rd := r.node.Ready()
+		if rd.MustSync {
+			r.persist(rd)
+		}
+		for _, m := range rd.Messages {
+			r.env.Send(nodeID(m.To), RaftMessage{M: m})
+		}
+		for _, e := range rd.CommittedEntries {
+			r.apply(e)
+		}
+		r.node.Advance()
+		r.leadership(r.node.Role() == raft.Leader)
+	}
+}
+
+// elected reports a won election once per term and process; a restarted
+// process that leads the same term again reports it again (the recorder
+// keeps one record per node and term).
+func (r *Replica) elected() {
+	if term := r.node.Term(); term != r.ledTerm {
+		r.ledTerm = term
+		r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvElected, Node: r.env.Name(), Term: term})
+	}
+}
+
+func (r *Replica) persist(rd raft.Ready) {
+	d := r.env.Disk()
+	r.log.append(d, rd.Entries) // may replace a conflicting suffix
+	if rd.HardState != r.persistedHard {
+		r.hardState.Store(d, appendHardState(r.hsBuf[:0], rd.HardState))
+		r.persistedHard = rd.HardState
+	}
+	if !r.cfg.UnsafeNoFsync {
+		d.Sync()
+	}
+}
+
+// leadership reacts to gaining or losing the lead.
+func (r *Replica) leadership(leader bool) {
+	if leader {
+		r.elected() // also a new term led without a step down in between
+	}
+	if leader == r.leader {
+		return
+	}
+	r.leader = leader
+	if leader {
+		// Restart every lease at its full TTL: the new leader cannot know
+		// how much of it the old one had measured.
+		for _, l := range r.table.Leases() {
+			r.arm(l.Resource, l.Token, r.started[l.Resource], l.TTL)
+		}
+		r.env.Log().Info("replica.leader", slog.Uint64("term", r.node.Term()), slog.Int("leases", len(r.leases)))
+		return
+	}
+	for _, res := range r.leaseResources() {
+		r.disarm(res)
+	}
+	// Clients waiting on this replica retry elsewhere with the same ids.
+	clear(r.pending)
+	if r.cfg.Grants != nil {
+		r.cfg.Grants.StepDown()
+	}
+	r.inflight = 0
+	r.env.Log().Info("replica.follower", slog.Uint64("term", r.node.Term()))
+}
+
+func (r *Replica) leaseResources() []string { return sortedKeys(r.leases) }
+
+// apply applies one committed entry to the table, on every replica alike,
+// and answers the waiting client if this replica is the one it asked.
+func (r *Replica) apply(e raft.Entry) {
+	if e.Index <= r.applied {
+		return
+	}
+	r.applied = e.Index
+	waiters := r.pending[e.Index]
+	delete(r.pending, e.Index)
+	if len(waiters) > 0 {
+		r.inflight -= len(waiters)
+	}
+	r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvEntryApplied, Node: r.env.Name(), Index: e.Index, Term: e.Term, Digest: CommandDigest(e.Data)})
+	if e.Data == nil {
+		return // a new leader's empty entry
+	}
+	c, err := decodeCommandNames(e.Data, &r.names)
+	if err != nil {
+		panic(err.Error())
+	}
+	var rep lockservice.LockReply
+	obs := r.cfg.Observer
+	switch c.Kind {
+	case CmdAcquire:
+		// A second entry of a request (a copy proposed while the first was
+		// in flight) only replays its reply: it must not restart the lease,
+		// nor re-arm a timer on a resource that may have changed hands.
+		_, replay := r.table.Seen(c.Client, c.Request)
+		replay = replay && r.table.replays(CmdAcquire)
+		token := e.Index
+		if r.cfg.Tokens != nil {
+			token = r.cfg.Tokens.Token(c.Token, e.Index)
+		}
+		if term, ok := r.decided[e.Index]; ok {
+			delete(r.decided, e.Index)
+			if term == e.Term && !replay && !r.table.stale(c.Client, c.Request) {
+				r.takeOver(c)
+			}
+		}
+		prev, held := r.table.Lease(c.Resource)
+		rep = r.table.Acquire(lockservice.AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request}, 0, token)
+		if rep.Status == lockservice.Granted && !replay {
+			if !held || prev.Token != rep.Token { // not the holder's own grant standing
+				obs.Observe(lockservice.Event{Kind: lockservice.EvGranted, Resource: c.Resource, Client: c.Client, Token: rep.Token, Index: e.Index})
+			}
+			r.started[c.Resource] = e.Index
+			if r.leader {
+				r.arm(c.Resource, rep.Token, e.Index, c.TTL)
+			}
+		}
+		if r.cfg.Grants != nil && r.leader && !replay {
+			r.cfg.Grants.Applied(r.env, c, rep)
+		}
+	case CmdRenew:
+		_, replay := r.table.Seen(c.Client, c.Request) // as for CmdAcquire
+		rep = r.table.Renew(lockservice.RenewRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request}, 0)
+		if rep.Status == lockservice.Renewed && !replay {
+			obs.Observe(lockservice.Event{Kind: lockservice.EvRenewed, Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request})
+			r.started[c.Resource] = e.Index
+			if r.leader {
+				r.arm(c.Resource, rep.Token, e.Index, rep.TTL)
+			}
+		}
+	case CmdRelease:
+		var ended *Lease
+		rep, ended = r.table.Release(lockservice.ReleaseRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request})
+		if ended != nil {
+			obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released", Index: e.Index})
+			r.disarm(c.Resource)
+		}
+	case CmdExpire:
+		if r.started[c.Resource] == c.Since {
+			if l, ok := r.table.ExpireToken(c.Resource, c.Token); ok {
+				obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired", Index: e.Index})
+				r.disarm(c.Resource)
+			}
+		}
+		return
+	default:
+		panic(fmt.Sprintf("lockservice: unknown command kind %d at index %d", c.Kind, e.Index))
+	}
+	for _, w := range waiters {
+		if w.client == c.Client && w.request == c.Request {
+			r.env.Send(w.to, rep)
+		}
+	}
+}
+
+// takeOver silently ends another client's lease on c's resource before
+// c's acquire is applied, on the replica whose GrantRule decided the grant
+// outside the log (LeaderGrants).
+func (r *Replica) takeOver(c Command) {
+	l, held := r.table.Lease(c.Resource)
+	if !held || l.Holder == c.Client {
+		return
+	}
+	r.table.ExpireToken(c.Resource, l.Token)
+	r.disarm(c.Resource)
+}
+
+// arm (re)starts the leader's timer for the lease started at index since.
+func (r *Replica) arm(resource string, token, since uint64, ttl time.Duration) {
+	r.disarm(resource)
+	r.timers.Arm(r.env, resource, ttl, func() { r.leaseDue(resource, token, since) })
+	r.leases[resource] = leaderLease{token: token, since: since}
+}
+
+// leaseDue proposes the end of the lease the leader timed.
+func (r *Replica) leaseDue(resource string, token, since uint64) {
+	delete(r.leases, resource)
+	if r.node.Role() != raft.Leader {
+		return
+	}
+	r.env.Log().Info("replica.lease-due", slog.String("resource", resource), slog.Uint64("token", token))
+	if _, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: resource, Token: token, Since: since})); err == nil {
+		r.flush()
+	}
+}
+
+func (r *Replica) disarm(resource string) {
+	if _, ok := r.leases[resource]; ok {
+		r.timers.Disarm(resource)
+		delete(r.leases, resource)
+	}
+}
+
+// IsLeader reports whether the replica believes it leads, and its term.
+func (r *Replica) IsLeader() (bool, uint64) {
+	if r.node == nil {
+		return false, 0
+	}
+	return r.node.Role() == raft.Leader, r.node.Term()
+}
+
+// Table exposes the replica's applied state for tests and the harness.
+func (r *Replica) Table() *LockTable { return r.table }
+
+// fold folds a message's fields into its fingerprint, as the lock
+// protocol's messages do.
+func fold(kind, a, b, c, d uint64) uint64 {
+	return process.Mix(process.Mix(process.Mix(process.Mix(kind, a), b), c), d)
+}

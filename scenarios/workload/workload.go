@@ -1,0 +1,261 @@
+// Package workload is the harness's client workload: cycles of acquire →
+// fenced writes → read → release against the fenced store, run over the
+// lock client library (lockclient), which it drives through a small API
+// (Acquire, Holding, Token, Lose, Release, and the Handler it implements).
+// The lock client knows nothing of the workload; a real application would
+// use it the same way.
+package workload
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/lockclient"
+	"github.com/fencesim/fencesim/process"
+)
+
+// Config configures a client's workload: the lock client's configuration
+// and what the client does with the lock.
+type Config struct {
+	lockservice.ClientConfig
+	Store         process.NodeID // the fenced store
+	StartDelay    time.Duration  // before the first acquire
+	Cycles        int            // acquire/work/release cycles to run; 0: until the run ends
+	WritesPerHold int
+	// WorkDuration is the time between the watchdog check that starts a unit
+	// of work and the write that ends it: a pause inside it is exactly
+	// Kleppmann's stale-holder case.
+	WorkDuration time.Duration
+	ThinkTime    time.Duration // between cycles
+}
+
+// DefaultConfig returns a workload of one cycle, two writes per hold, over
+// lockservice.DefaultClientConfig's client (a 1 s lease).
+func DefaultConfig(name string, servers []process.NodeID, store process.NodeID, resource string) Config {
+	return Config{
+		ClientConfig: lockservice.DefaultClientConfig(name, servers, resource),
+		Store:        store,
+		Cycles:       1, WritesPerHold: 2, WorkDuration: 20 * time.Millisecond, ThinkTime: 50 * time.Millisecond,
+	}
+}
+
+// Client is a client process running the harness's workload over a
+// lockclient.Lock:
+// cycles of acquire → fenced writes → read → release against the fenced
+// store, with a pause of WorkDuration before each write and ThinkTime
+// between cycles.
+type Client struct {
+	cfg  Config
+	env  process.Env
+	lock *lockclient.Lock
+	done bool
+
+	cycle int
+	// work
+	writesDone int
+	storeReq   uint64
+	storeRead  bool
+
+	// storeTimer times the outstanding store operation, so a late store
+	// reply never cancels a lock request's retry; workTimer the pauses.
+	storeTimer, workTimer clockwork.Timer
+
+	// The timers' callbacks, bound once.
+	beginCycleFn, sendWriteFn, storeTimedOutFn func()
+}
+
+// New returns a client process running cfg's workload, its lock requests
+// sent through p (a design's ClientProtocol; nil: the reference's
+// messages). Every restart needs a new one, and a new Protocol.
+func New(cfg Config, p lockservice.Protocol) *Client {
+	if cfg.Observer == nil {
+		cfg.Observer = lockservice.NopObserver{}
+	}
+	c := &Client{cfg: cfg}
+	c.lock = lockclient.NewLock(cfg.ClientConfig, p, c)
+	c.beginCycleFn, c.sendWriteFn, c.storeTimedOutFn = c.beginCycle, c.sendWrite, c.storeTimedOut
+	return c
+}
+
+// Start starts the Lock and schedules the first cycle.
+func (c *Client) Start(env process.Env) {
+	c.env = env
+	c.lock.Start(env)
+	rearm(c.env, &c.workTimer, c.cfg.StartDelay, c.beginCycleFn)
+}
+
+// observe reports an event about this client's own operations.
+func (c *Client) observe(e lockservice.Event) {
+	e.Client, e.Resource = c.cfg.Name, c.cfg.Resource
+	c.cfg.Observer.Observe(e)
+}
+
+// Done reports whether the client finished its workload.
+func (c *Client) Done() bool { return c.done }
+
+// Holding reports whether the client's watchdog still allows using the
+// lock.
+func (c *Client) Holding() bool { return c.lock.Holding() }
+
+func (c *Client) beginCycle() {
+	if c.cfg.Cycles > 0 && c.cycle >= c.cfg.Cycles {
+		c.done = true
+		c.lock.Log("client.done", 0)
+		return
+	}
+	c.cycle++
+	c.lock.Acquire()
+}
+
+// Granted starts the work of a hold.
+func (c *Client) Granted() {
+	c.writesDone = 0
+	c.beginWork()
+}
+
+// Lost moves on to the next cycle after ThinkTime, without releasing.
+func (c *Client) Lost(string) { rearm(c.env, &c.workTimer, c.cfg.ThinkTime, c.beginCycleFn) }
+
+// Released moves on to the next cycle after ThinkTime.
+func (c *Client) Released() { rearm(c.env, &c.workTimer, c.cfg.ThinkTime, c.beginCycleFn) }
+
+// Failed ends the workload: the service refuses what it asks.
+func (c *Client) Failed() { c.stop() }
+
+// stop ends the workload: every timer stops.
+func (c *Client) stop() {
+	stop(c.storeTimer)
+	stop(c.workTimer)
+	c.done = true
+}
+
+// --- work against the fenced store ---
+
+// beginWork checks the watchdog and starts one unit of work that ends with
+// a fenced write, or reads and releases once the writes are done.
+func (c *Client) beginWork() {
+	if !c.lock.Holding() {
+		c.lock.Log("work.abandoned", 0, slog.Uint64("token", c.lock.Token()))
+		c.lock.Lose("watchdog")
+		return
+	}
+	if c.writesDone >= c.cfg.WritesPerHold {
+		c.sendRead()
+		return
+	}
+	rearm(c.env, &c.workTimer, c.cfg.WorkDuration, c.sendWriteFn)
+}
+
+func (c *Client) sendWrite() {
+	c.storeReq = c.lock.NewRequest()
+	c.storeRead = false
+	token := c.lock.Token()
+	value := int64(c.env.ID())<<48 | int64(c.storeReq&(1<<48-1))
+	c.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpWrite, Request: c.storeReq, Token: token, Value: value})
+	c.env.Send(c.cfg.Store, lockservice.WriteRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: token, Value: value, Request: c.storeReq})
+	c.lock.Log("write.sent", c.storeReq, slog.Uint64("token", token), slog.Int64("value", value))
+	rearm(c.env, &c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
+}
+
+func (c *Client) sendRead() {
+	c.storeReq = c.lock.NewRequest()
+	c.storeRead = true
+	c.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpRead, Request: c.storeReq})
+	c.env.Send(c.cfg.Store, lockservice.ReadRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Request: c.storeReq})
+	c.lock.Log("read.sent", c.storeReq)
+	rearm(c.env, &c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
+}
+
+// storeTimedOut gives up on the outstanding store operation: its outcome is
+// unknown (the checker treats it as either) and the client moves on.
+func (c *Client) storeTimedOut() {
+	c.lock.Log("store.timeout", c.storeReq)
+	c.storeReq = 0
+	c.afterStoreOp(!c.storeRead)
+}
+
+func (c *Client) onWriteReply(m lockservice.WriteReply) {
+	if m.Request != c.storeReq || c.storeRead {
+		return
+	}
+	stop(c.storeTimer)
+	c.storeReq = 0
+	if m.Err != "" {
+		c.lock.Log("write.invalid", m.Request, slog.String("err", m.Err))
+		c.lock.Stop()
+		c.stop()
+		return
+	}
+	token := c.lock.Token()
+	c.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpWrite, Request: m.Request, Token: token, Accepted: m.Accepted})
+	c.lock.Log("write.reply", m.Request, slog.Uint64("token", token), slog.Bool("accepted", m.Accepted), slog.Uint64("highest", m.Highest))
+	if !c.lock.Held() {
+		return // the lock was lost while the write was out; recorded, nothing more
+	}
+	if !m.Accepted {
+		// The store has seen a newer token: someone else holds the lock.
+		c.lock.Lose("fenced-out")
+		return
+	}
+	c.afterStoreOp(true)
+}
+
+func (c *Client) onReadReply(m lockservice.ReadReply) {
+	if m.Request != c.storeReq || !c.storeRead {
+		return
+	}
+	stop(c.storeTimer)
+	c.storeReq = 0
+	if m.Err == "" {
+		c.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRead, Request: m.Request, Value: m.Value, Token: m.Token})
+	}
+	c.lock.Log("read.reply", m.Request, slog.Int64("value", m.Value), slog.Uint64("token", m.Token))
+	c.afterStoreOp(false)
+}
+
+// afterStoreOp continues the cycle once a store operation has ended.
+func (c *Client) afterStoreOp(wasWrite bool) {
+	if !c.lock.Held() {
+		return
+	}
+	if wasWrite && c.writesDone < c.cfg.WritesPerHold {
+		c.writesDone++
+		c.beginWork()
+		return
+	}
+	c.lock.Release()
+}
+
+// Receive offers msg to the Lock (the protocol's messages, the lock
+// service's replies), and takes the store's replies.
+func (c *Client) Receive(_ process.Env, from process.NodeID, msg process.Message) {
+	if c.lock.Receive(from, msg) {
+		return
+	}
+	switch m := msg.(type) {
+	case lockservice.WriteReply:
+		c.onWriteReply(m)
+	case lockservice.ReadReply:
+		c.onReadReply(m)
+	}
+}
+
+// rearm (re)arms *t to run f after d on env's monotonic clock: a new timer
+// rather than a Reset of the old one, as the lock client does, because a
+// timer's creation order decides which of the clock's timers a drift
+// change re-arms first.
+func rearm(env process.Env, t *clockwork.Timer, d time.Duration, f func()) {
+	if *t != nil {
+		(*t).Stop()
+	}
+	*t = env.Clock().AfterFunc(d, f)
+}
+
+func stop(t clockwork.Timer) {
+	if t != nil {
+		t.Stop()
+	}
+}
