@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,13 +48,13 @@ func TestTokenJSON(t *testing.T) {
 // 413, and never reaches the backend.
 func TestBadInput(t *testing.T) {
 	m := lockapitest.NewMem()
-	reached := 0
-	m.Hook = func(_ context.Context, op string) error {
+	var reached atomic.Int32
+	m.SetHook(func(_ context.Context, op string) error {
 		if op != "ready" {
-			reached++
+			reached.Add(1)
 		}
 		return nil
-	}
+	})
 	_, base := lockapitest.Serve(t, m, lockapi.Config{MaxBodyBytes: 512})
 	acq := base + "/v1/locks/r/acquire"
 	cases := []struct {
@@ -91,8 +92,8 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: %+v, want field %q named in the message", c.name, e, c.field)
 		}
 	}
-	if reached != 0 {
-		t.Errorf("%d bad requests reached the backend", reached)
+	if n := reached.Load(); n != 0 {
+		t.Errorf("%d bad requests reached the backend", n)
 	}
 	if r := lockapitest.Do(t, "GET", acq, ""); r.Status != 405 {
 		t.Errorf("GET on acquire: %d, want 405", r.Status)
@@ -105,13 +106,13 @@ func TestBadInput(t *testing.T) {
 func TestNotLeaderRedirects(t *testing.T) {
 	m := lockapitest.NewMem()
 	leader := "http://127.0.0.1:1"
-	m.Hook = func(context.Context, string) error { return &lockapi.NotLeaderError{Leader: leader} }
+	m.SetHook(func(context.Context, string) error { return &lockapi.NotLeaderError{Leader: leader} })
 	_, base := lockapitest.Serve(t, m, lockapi.Config{})
 	r := lockapitest.Do(t, "POST", base+"/v1/locks/r/acquire?x=1", `{"client":"a","ttl_ms":1000,"request_id":"q"}`)
 	if r.Status != 307 || r.Header.Get("Location") != leader+"/v1/locks/r/acquire?x=1" || r.Error(t).Leader != leader {
 		t.Fatalf("not leader: %d Location %q %s", r.Status, r.Header.Get("Location"), r.Body)
 	}
-	leader = ""
+	m.SetHook(func(context.Context, string) error { return &lockapi.NotLeaderError{} })
 	r = lockapitest.Do(t, "POST", base+"/v1/locks/r/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q"}`)
 	if r.Status != 503 || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("no leader: %d Retry-After %q %s", r.Status, r.Header.Get("Retry-After"), r.Body)
@@ -122,8 +123,7 @@ func TestNotLeaderRedirects(t *testing.T) {
 // never a grant; backend overload is 429.
 func TestBackendDownFailsClosed(t *testing.T) {
 	m := lockapitest.NewMem()
-	var fail error = errors.New("connection refused")
-	m.Hook = func(context.Context, string) error { return fail }
+	m.SetHook(func(context.Context, string) error { return errors.New("connection refused") })
 	_, base := lockapitest.Serve(t, m, lockapi.Config{})
 	r := lockapitest.Do(t, "POST", base+"/v1/locks/r/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q"}`)
 	if r.Status != 503 || r.Header.Get("Retry-After") != "1" || r.Error(t).Error != lockapi.CodeUnavailable {
@@ -132,7 +132,9 @@ func TestBackendDownFailsClosed(t *testing.T) {
 	if r := lockapitest.Do(t, "GET", base+"/readyz", ""); r.Status != 503 || !strings.Contains(r.Body, "connection refused") {
 		t.Fatalf("readyz with backend down: %d %s", r.Status, r.Body)
 	}
-	fail = &lockapi.OverloadedError{RetryAfter: 2500 * time.Millisecond}
+	m.SetHook(func(context.Context, string) error {
+		return &lockapi.OverloadedError{RetryAfter: 2500 * time.Millisecond}
+	})
 	r = lockapitest.Do(t, "POST", base+"/v1/locks/r/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q"}`)
 	if r.Status != 429 || r.Header.Get("Retry-After") != "3" || r.Error(t).RetryAfterMs != 2500 {
 		t.Fatalf("backend overloaded: %d %v %s", r.Status, r.Header, r.Body)
@@ -147,7 +149,7 @@ type blocker struct {
 
 func newBlocker(m *lockapitest.Mem) *blocker {
 	b := &blocker{arrived: make(chan struct{}, 100), release: make(chan struct{})}
-	m.Hook = func(ctx context.Context, op string) error {
+	m.SetHook(func(ctx context.Context, op string) error {
 		if op != "acquire" {
 			return nil
 		}
@@ -158,7 +160,7 @@ func newBlocker(m *lockapitest.Mem) *blocker {
 			return ctx.Err()
 		}
 		return nil
-	}
+	})
 	return b
 }
 

@@ -14,7 +14,9 @@ const (
 	MaxRequestIDLen = 64
 )
 
-func validName(s string, max int) bool {
+// ValidName reports whether s is a valid resource or client name (max
+// MaxNameLen) or request id (max MaxRequestIDLen).
+func ValidName(s string, max int) bool {
 	if len(s) == 0 || len(s) > max {
 		return false
 	}
@@ -35,7 +37,7 @@ func invalid(field, format string, args ...any) *apiError {
 }
 
 func checkName(field, v string, max int) *apiError {
-	if !validName(v, max) {
+	if !ValidName(v, max) {
 		return invalid(field, "must be 1..%d characters of [A-Za-z0-9._-], got %q", max, truncate(v, 40))
 	}
 	return nil

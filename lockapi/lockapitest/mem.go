@@ -15,13 +15,21 @@ import (
 // Mem is an in-memory lockapi.Backend: one process, no durability. Several
 // servers may share one Mem, like stateless instances over one Redis.
 type Mem struct {
-	mu    sync.Mutex
-	now   time.Duration // advanced by Advance; the lease clock
-	locks map[string]*memLease
-	fence map[string]uint64
-	// Hook, if set, runs before every operation (outside the lock) and may
-	// block or return an error that the operation then returns.
-	Hook func(ctx context.Context, op string) error
+	mu     sync.Mutex
+	now    time.Duration // advanced by Advance; the lease clock
+	locks  map[string]*memLease
+	fence  map[string]uint64
+	hookMu sync.Mutex
+	hook   func(ctx context.Context, op string) error
+}
+
+// SetHook installs f (nil: none) to run before every operation, outside
+// the backend's lock; it may block, or return an error that the operation
+// then returns ("acquire", "renew", "release", "get", "ready").
+func (m *Mem) SetHook(f func(ctx context.Context, op string) error) {
+	m.hookMu.Lock()
+	m.hook = f
+	m.hookMu.Unlock()
 }
 
 type memLease struct {
@@ -51,11 +59,14 @@ func (m *Mem) SetFence(resource string, t uint64) {
 	m.mu.Unlock()
 }
 
-func (m *Mem) hook(ctx context.Context, op string) error {
-	if m.Hook == nil {
+func (m *Mem) runHook(ctx context.Context, op string) error {
+	m.hookMu.Lock()
+	f := m.hook
+	m.hookMu.Unlock()
+	if f == nil {
 		return nil
 	}
-	return m.Hook(ctx, op)
+	return f(ctx, op)
 }
 
 // live returns resource's unexpired lease; caller holds mu.
@@ -70,7 +81,7 @@ func (m *Mem) live(resource string) *memLease {
 
 // Acquire implements lockapi.Backend.
 func (m *Mem) Acquire(ctx context.Context, resource, client string, ttl time.Duration, requestID string) (lockapi.Lease, error) {
-	if err := m.hook(ctx, "acquire"); err != nil {
+	if err := m.runHook(ctx, "acquire"); err != nil {
 		return lockapi.Lease{}, err
 	}
 	m.mu.Lock()
@@ -99,7 +110,7 @@ var errExhausted error = exhausted{}
 
 // Renew implements lockapi.Backend.
 func (m *Mem) Renew(ctx context.Context, resource, client string, token uint64, ttl time.Duration) (lockapi.Lease, error) {
-	if err := m.hook(ctx, "renew"); err != nil {
+	if err := m.runHook(ctx, "renew"); err != nil {
 		return lockapi.Lease{}, err
 	}
 	m.mu.Lock()
@@ -114,7 +125,7 @@ func (m *Mem) Renew(ctx context.Context, resource, client string, token uint64, 
 
 // Release implements lockapi.Backend.
 func (m *Mem) Release(ctx context.Context, resource, client string, token uint64) error {
-	if err := m.hook(ctx, "release"); err != nil {
+	if err := m.runHook(ctx, "release"); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -129,7 +140,7 @@ func (m *Mem) Release(ctx context.Context, resource, client string, token uint64
 
 // Get implements lockapi.Backend.
 func (m *Mem) Get(ctx context.Context, resource string) (lockapi.LockState, error) {
-	if err := m.hook(ctx, "get"); err != nil {
+	if err := m.runHook(ctx, "get"); err != nil {
 		return lockapi.LockState{}, err
 	}
 	m.mu.Lock()
@@ -142,4 +153,4 @@ func (m *Mem) Get(ctx context.Context, resource string) (lockapi.LockState, erro
 }
 
 // Ready implements lockapi.Backend.
-func (m *Mem) Ready(ctx context.Context) error { return m.hook(ctx, "ready") }
+func (m *Mem) Ready(ctx context.Context) error { return m.runHook(ctx, "ready") }
