@@ -115,7 +115,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.BackoffMax == 0 {
 		cfg.BackoffMax = time.Second
 	}
-	hc := http.Client{Transport: http.DefaultTransport}
+	// The default transport keeps 2 idle connections per host: a client
+	// with more concurrent locks than that would open and close a TCP
+	// connection per request (and run out of ephemeral ports under load).
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	hc := http.Client{Transport: tr}
 	if cfg.HTTP != nil {
 		hc = *cfg.HTTP
 	}
