@@ -69,6 +69,9 @@ func run(ctx context.Context, args []string, env map[string]string, stderr io.Wr
 	addr := cfg.RedisAddr
 	if addr == "" {
 		mr := miniredis.NewMiniRedis()
+		// miniredis freezes TTLs unless told to follow the clock: without
+		// this a lease would never expire.
+		mr.ClockTTL(true)
 		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
 			log.Error("embedded redis", slog.Any("err", err))
 			return 1

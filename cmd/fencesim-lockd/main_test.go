@@ -14,6 +14,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/fencesim/fencesim/internal/redistest"
+	"github.com/fencesim/fencesim/lockapi/lockapitest"
 	"github.com/fencesim/fencesim/lockapi/lockclient"
 )
 
@@ -169,10 +170,28 @@ func TestTwoInstancesRealRedis(t *testing.T) {
 	twoInstances(t, redistest.Start(t).Addr)
 }
 
-// TestEmbeddedRedisWarns: with no FENCESIM_REDIS_ADDR it serves from an
-// embedded Redis and says loudly that nothing is durable.
-func TestEmbeddedRedisWarns(t *testing.T) {
-	_, stop, stderr := instance(t, map[string]string{})
+// TestEmbeddedRedis: with no FENCESIM_REDIS_ADDR it serves from an
+// embedded Redis whose leases expire in real time, and says loudly that
+// nothing is durable.
+func TestEmbeddedRedis(t *testing.T) {
+	base, stop, stderr := instance(t, map[string]string{})
+	// A lease nobody renews (a raw request, not the client)...
+	r := lockapitest.Do(t, "POST", base+"/v1/locks/r/acquire", `{"client":"gone","ttl_ms":100,"request_id":"q"}`)
+	if r.Status != 200 {
+		t.Fatalf("acquire: %d %s", r.Status, r.Body)
+	}
+	// ...expires in real time, so another client gets the lock soon.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	b, _ := lockclient.New(lockclient.Config{Endpoints: []string{base}, Name: "b"})
+	lb, err := b.Acquire(ctx, "r", time.Second)
+	if err != nil {
+		t.Fatalf("the 100ms lease did not expire: %v", err)
+	}
+	if lb.Token() != 2 {
+		t.Fatalf("token %d, want 2", lb.Token())
+	}
+	lb.Release(ctx)
 	if code := stop(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
