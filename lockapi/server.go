@@ -353,14 +353,8 @@ func (s *Server) acquire(r *http.Request, resource string) (any, *apiError) {
 
 func (s *Server) renew(r *http.Request, resource string) (any, *apiError) {
 	var req RenewRequest
-	if e := s.decode(r, &req); e != nil {
+	if e := s.decodeHolder(r, &req, &req.Client, &req.Token); e != nil {
 		return nil, e
-	}
-	if e := checkName("client", req.Client, MaxNameLen); e != nil {
-		return nil, e
-	}
-	if req.Token == 0 {
-		return nil, invalid("token", "is required (a decimal string, never 0)")
 	}
 	ttl, e := s.checkTTL(req.TTLms)
 	if e != nil {
@@ -376,14 +370,8 @@ func (s *Server) renew(r *http.Request, resource string) (any, *apiError) {
 
 func (s *Server) release(r *http.Request, resource string) (any, *apiError) {
 	var req ReleaseRequest
-	if e := s.decode(r, &req); e != nil {
+	if e := s.decodeHolder(r, &req, &req.Client, &req.Token); e != nil {
 		return nil, e
-	}
-	if e := checkName("client", req.Client, MaxNameLen); e != nil {
-		return nil, e
-	}
-	if req.Token == 0 {
-		return nil, invalid("token", "is required (a decimal string, never 0)")
 	}
 	if err := s.backend.Release(r.Context(), resource, req.Client, uint64(req.Token)); err != nil {
 		return nil, s.backendError(r, err)
@@ -401,4 +389,19 @@ func (s *Server) get(r *http.Request, resource string) (any, *apiError) {
 		resp.Holder, resp.Token, resp.TTLms = st.Holder, Token(st.Token), st.TTL.Milliseconds()
 	}
 	return resp, nil
+}
+
+// decodeHolder decodes a renew or release body into v and checks the
+// holder's identity in it: the client name and a non-zero token.
+func (s *Server) decodeHolder(r *http.Request, v any, client *string, tok *Token) *apiError {
+	if e := s.decode(r, v); e != nil {
+		return e
+	}
+	if e := checkName("client", *client, MaxNameLen); e != nil {
+		return e
+	}
+	if *tok == 0 {
+		return invalid("token", "is required (a decimal string, never 0)")
+	}
+	return nil
 }
