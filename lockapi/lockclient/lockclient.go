@@ -154,6 +154,10 @@ func (c *Client) Name() string { return c.cfg.Name }
 type StatusError struct {
 	Status int
 	Body   lockapi.ErrorResponse
+	// Unanswered: an earlier attempt of the same request got no answer,
+	// so it may have taken effect (a release answered "not holder" after
+	// it had in fact released).
+	Unanswered bool
 }
 
 func (e *StatusError) Error() string {
@@ -186,6 +190,7 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any) (
 	start = time.Now()
 	backoff := c.cfg.BackoffMin
 	redirects := 0
+	unanswered := false
 	for attempt := 0; ; attempt++ {
 		base := *c.endpoint.Load()
 		status, hdr, resp, err := c.attempt(ctx, method, base+path, payload)
@@ -196,6 +201,7 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any) (
 				return start, fmt.Errorf("lockclient: %s %s: %w (last attempt: %v)", method, path, ctx.Err(), err)
 			}
 			c.rotate(base)
+			unanswered = true
 			wait = c.jitter(backoff)
 		case status == http.StatusOK:
 			if out != nil {
@@ -223,7 +229,7 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any) (
 				wait = hint + time.Duration(mrand.Int64N(int64(hint/2)+1))
 			}
 		default:
-			se := &StatusError{Status: status}
+			se := &StatusError{Status: status, Unanswered: unanswered}
 			if json.Unmarshal(resp, &se.Body) != nil {
 				se.Body.Message = string(resp)
 			}
@@ -461,12 +467,17 @@ func (l *Lock) renewer(granted time.Time) {
 
 // Release stops renewal and frees the lease (retried until ctx ends). Lost
 // is closed afterwards either way. An error matching ErrNotHolder means
-// the lease had already expired or been taken over.
+// the lease had already expired or been taken over; "not holder" for a
+// retry after an unanswered attempt is success (that attempt released).
 func (l *Lock) Release(ctx context.Context) error {
 	l.stop()
 	<-l.done
 	_, err := l.c.call(ctx, http.MethodPost, "/v1/locks/"+url.PathEscape(l.resource)+"/release",
 		lockapi.ReleaseRequest{Client: l.c.cfg.Name, Token: lockapi.Token(l.token)}, nil)
 	l.lose()
+	var se *StatusError
+	if errors.As(err, &se) && se.Unanswered && errors.Is(err, ErrNotHolder) {
+		return nil
+	}
 	return err
 }

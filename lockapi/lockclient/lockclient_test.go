@@ -162,6 +162,35 @@ func TestLostReplyRetriesWithSameID(t *testing.T) {
 	l.Release(ctxT(t, 5*time.Second))
 }
 
+// TestReleaseWithLostReply: the release is applied but its reply lost;
+// the retry hears "not holder", which after an unanswered attempt means
+// released, so Release reports success.
+func TestReleaseWithLostReply(t *testing.T) {
+	m := lockapitest.NewMem()
+	var cut atomic.Bool
+	base := serveWrapped(t, m, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if strings.HasSuffix(req.URL.Path, "/release") && cut.CompareAndSwap(false, true) {
+				h.ServeHTTP(discard{}, req)
+				conn, _, _ := http.NewResponseController(w).Hijack()
+				conn.Close()
+				return
+			}
+			h.ServeHTTP(w, req)
+		})
+	})
+	l, err := newClient(t, base).Acquire(ctxT(t, 5*time.Second), "r", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatalf("release whose first reply was lost: %v", err)
+	}
+	if st, _ := m.Get(context.Background(), "r"); st.Held || !cut.Load() {
+		t.Fatalf("state %+v, cut %v: want released by the first attempt", st, cut.Load())
+	}
+}
+
 type discard struct{}
 
 func (discard) Header() http.Header         { return http.Header{} }
