@@ -40,6 +40,15 @@ var layers = []struct {
 		allowed: []string{"process"},
 		why:     "the real clock implements the contract; it must not drag in the simulator",
 	},
+	{
+		pattern: "./lockapi/...",
+		why:     "the HTTP lock API is generic over its Backend: a Redis or Raft backend plugs in from outside, the API depends on neither",
+	},
+	{
+		pattern: "./lockd",
+		allowed: []string{"lockapi"},
+		why:     "the Redis backend is a lockapi.Backend and nothing else of fencesim",
+	},
 }
 
 // TestLayers fails when a package depends on a fencesim package its layer
