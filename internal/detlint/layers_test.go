@@ -65,6 +65,15 @@ var layers = []struct {
 		allowed: []string{"process", "lockservice", "lockservice/raft", "lockservice/reference", "lockservice/redlock", "lockservice/internal/record"},
 		why:     "the wire codec encodes the lock service's messages (the contract's, Raft's as the reference sends them, Redlock's); it must not drag in the simulator",
 	},
+	{
+		pattern: "./lockapi/...",
+		why:     "the HTTP lock API is generic over its Backend: a Redis or Raft backend plugs in from outside, the API depends on neither",
+	},
+	{
+		pattern: "./lockd",
+		allowed: []string{"lockapi"},
+		why:     "the Redis backend is a lockapi.Backend and nothing else of fencesim",
+	},
 }
 
 // TestLayers fails when a package depends on a fencesim package its layer
