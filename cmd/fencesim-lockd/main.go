@@ -1,0 +1,156 @@
+// Command fencesim-lockd serves the lock API (package lockapi) over Redis
+// (package lockd): seed 000's design. Instances are stateless; run two or
+// more over one Redis behind a load balancer. Configuration comes from the
+// environment only (fencesim-lockd -h lists it); SIGTERM drains.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencesim/fencesim/lockapi"
+	"github.com/fencesim/fencesim/lockd"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], environ(), os.Stderr, nil))
+}
+
+func environ() map[string]string {
+	m := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// run is the whole program: it returns the exit code (0 clean drain, 1
+// runtime failure, 2 bad configuration). ready, if set, gets the bound
+// address once the listener is open.
+func run(ctx context.Context, args []string, env map[string]string, stderr io.Writer, ready func(addr string)) int {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help":
+			usage(stderr)
+			return 0
+		default:
+			fmt.Fprintf(stderr, "fencesim-lockd takes no arguments (got %q); configure it with the environment:\n\n", a)
+			usage(stderr)
+			return 2
+		}
+	}
+	cfg, err := loadConfig(env)
+	if err != nil {
+		fmt.Fprintf(stderr, "fencesim-lockd: %v\n", err)
+		return 2
+	}
+	var h slog.Handler = slog.NewTextHandler(stderr, nil)
+	if cfg.LogFormat == "json" {
+		h = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(h)
+
+	addr := cfg.RedisAddr
+	if addr == "" {
+		mr := miniredis.NewMiniRedis()
+		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+			log.Error("embedded redis", slog.Any("err", err))
+			return 1
+		}
+		defer mr.Close()
+		addr = mr.Addr()
+		log.Warn("FENCESIM_REDIS_ADDR is empty: using an embedded in-memory Redis; locks and fence tokens are lost when this process exits and no second instance can share them — set FENCESIM_REDIS_ADDR for anything but a quick start")
+	}
+	rdb := redis.NewClient(&redis.Options{
+		Addr: addr, Password: cfg.RedisPassword, DB: cfg.RedisDB,
+		PoolSize: cfg.RedisPoolSize, PoolTimeout: cfg.RedisTimeout,
+		DialTimeout: cfg.RedisTimeout, ReadTimeout: cfg.RedisTimeout, WriteTimeout: cfg.RedisTimeout,
+		// No blind retries below the API: a script whose reply was lost is
+		// retried by the client with its request id, where the lock
+		// semantics are known.
+		MaxRetries: -1,
+	})
+	defer rdb.Close()
+	backend := lockd.New(rdb, lockd.Options{Prefix: cfg.KeyPrefix, RetryAfter: cfg.RetryAfter, Logger: log})
+
+	if code := checkRedis(ctx, cfg, backend, log); code != 0 {
+		return code
+	}
+
+	l, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		log.Error("listen", slog.String("FENCESIM_LISTEN", cfg.Listen), slog.Any("err", err))
+		return 1
+	}
+	scfg := cfg.serverConfig()
+	scfg.Logger = log
+	srv := lockapi.NewServer(backend, scfg)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	log.Info("fencesim-lockd serving", slog.String("addr", l.Addr().String()), slog.String("redis", addr))
+	if ready != nil {
+		ready(l.Addr().String())
+	}
+
+	select {
+	case err := <-served:
+		log.Error("serve", slog.Any("err", err))
+		return 1
+	case <-ctx.Done():
+	}
+	log.Info("fencesim-lockd draining", slog.Duration("timeout", cfg.DrainTimeout))
+	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(dctx); err != nil {
+		log.Error("drain cut short: in-flight requests were aborted", slog.Any("err", err))
+		return 1
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("serve", slog.Any("err", err))
+		return 1
+	}
+	log.Info("fencesim-lockd drained")
+	return 0
+}
+
+// checkRedis pings Redis and checks its durability at boot. An unreachable
+// Redis is not fatal (the instance serves 503 and /readyz says why until
+// Redis answers: instances and Redis may start in any order), but a Redis
+// that does not fsync every write is a loud warning, or a refusal with
+// FENCESIM_REQUIRE_DURABLE.
+func checkRedis(ctx context.Context, cfg config, b *lockd.Backend, log *slog.Logger) int {
+	pctx, cancel := context.WithTimeout(ctx, 2*cfg.RedisTimeout)
+	defer cancel()
+	if err := b.Ready(pctx); err != nil {
+		log.Warn("Redis not reachable at boot; serving 503 until it is", slog.Any("err", err))
+		if cfg.RequireDurable {
+			log.Error("FENCESIM_REQUIRE_DURABLE=true: refusing to start without checking Redis's persistence", slog.Any("err", err))
+			return 2
+		}
+		return 0
+	}
+	if err := b.CheckDurability(pctx); err != nil {
+		if cfg.RequireDurable {
+			log.Error("FENCESIM_REQUIRE_DURABLE=true: refusing to start", slog.Any("err", err))
+			return 2
+		}
+		log.Warn("FENCE TOKENS ARE NOT DURABLE", slog.Any("err", err))
+	}
+	return 0
+}

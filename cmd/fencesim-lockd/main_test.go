@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/fencesim/fencesim/internal/redistest"
+	"github.com/fencesim/fencesim/lockapi/lockclient"
+)
+
+// syncBuffer is a stderr that tests may read while run writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestBadConfigExits2NamingTheVariable(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		want []string
+	}{
+		{map[string]string{"FENCESIM_TTL_MIN": "soon"}, []string{`FENCESIM_TTL_MIN="soon"`, "not a duration"}},
+		{map[string]string{"FENCESIM_TTL_MIN": "2s", "FENCESIM_TTL_MAX": "1s"}, []string{"FENCESIM_TTL_MAX=1s", "FENCESIM_TTL_MIN (2s)..24h"}},
+		{map[string]string{"FENCESIM_MAX_INFLIGHT": "0"}, []string{"FENCESIM_MAX_INFLIGHT=0", "1..100000"}},
+		{map[string]string{"FENCESIM_MAX_INFLIGHT": "lots"}, []string{`FENCESIM_MAX_INFLIGHT="lots"`, "not a int"}},
+		{map[string]string{"FENCESIM_MIN_INFLIGHT": "500"}, []string{"FENCESIM_MIN_INFLIGHT=500", "FENCESIM_MAX_INFLIGHT (256)"}},
+		{map[string]string{"FENCESIM_LISTEN": "7070"}, []string{"FENCESIM_LISTEN=7070", "host:port"}},
+		{map[string]string{"FENCESIM_REDIS_ADDR": "redis"}, []string{"FENCESIM_REDIS_ADDR=redis", "host:port"}},
+		{map[string]string{"FENCESIM_DRAIN_DELAY": "20s"}, []string{"FENCESIM_DRAIN_DELAY=20s", "FENCESIM_DRAIN_TIMEOUT (10s)"}},
+		{map[string]string{"FENCESIM_REQUIRE_DURABLE": "maybe"}, []string{"FENCESIM_REQUIRE_DURABLE", "true or false"}},
+		{map[string]string{"FENCESIM_KEY_PREFIX": "a b"}, []string{"FENCESIM_KEY_PREFIX=a b", "[A-Za-z0-9._:-]"}},
+		{map[string]string{"FENCESIM_TTL_MAXX": "1m"}, []string{"FENCESIM_TTL_MAXX", "unknown variable"}},
+		{map[string]string{"FENCESIM_LOG_FORMAT": "xml"}, []string{"FENCESIM_LOG_FORMAT=xml", "text or json"}},
+	}
+	for _, c := range cases {
+		var stderr bytes.Buffer
+		if code := run(context.Background(), nil, c.env, &stderr, nil); code != 2 {
+			t.Errorf("%v: exit %d, want 2; stderr:\n%s", c.env, code, stderr.String())
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stderr.String(), w) {
+				t.Errorf("%v: stderr lacks %q:\n%s", c.env, w, stderr.String())
+			}
+		}
+	}
+}
+
+func TestHelpListsEveryVariable(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, nil, &out, nil); code != 0 {
+		t.Fatalf("-h exit %d", code)
+	}
+	for v := range varNames() {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("-h lacks %s", v)
+		}
+	}
+	if code := run(context.Background(), []string{"-listen=x"}, nil, &out, nil); code != 2 {
+		t.Errorf("an argument: exit %d, want 2", code)
+	}
+}
+
+// instance runs fencesim-lockd in-process; stop drains it and returns its
+// exit code.
+func instance(t *testing.T, env map[string]string) (base string, stop func() int, stderr *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	env["FENCESIM_LISTEN"] = "127.0.0.1:0"
+	addr := make(chan string, 1)
+	code := make(chan int, 1)
+	stderr = &syncBuffer{}
+	go func() { code <- run(ctx, nil, env, stderr, func(a string) { addr <- a }) }()
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case c := <-code:
+		t.Fatalf("exited %d before serving:\n%s", c, stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("not serving after 10s")
+	}
+	var once sync.Once
+	exit := -1
+	stop = func() int {
+		once.Do(func() {
+			cancel()
+			select {
+			case exit = <-code:
+			case <-time.After(15 * time.Second):
+				t.Error("did not drain within 15s")
+			}
+		})
+		return exit
+	}
+	t.Cleanup(func() { stop() })
+	return base, stop, stderr
+}
+
+// twoInstances: two fencesim-lockd over one Redis; a client using both
+// sees strictly increasing tokens, and each drains with exit 0.
+func twoInstances(t *testing.T, redisAddr string) {
+	env := func() map[string]string {
+		return map[string]string{"FENCESIM_REDIS_ADDR": redisAddr, "FENCESIM_TTL_MIN": "10ms"}
+	}
+	a, stopA, _ := instance(t, env())
+	b, stopB, _ := instance(t, env())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ca, err := lockclient.New(lockclient.Config{Endpoints: []string{a}, Name: "via-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, _ := lockclient.New(lockclient.Config{Endpoints: []string{b}, Name: "via-b"})
+	var last uint64
+	for i := range 30 {
+		c := []*lockclient.Client{ca, cb}[i%2]
+		l, err := c.Acquire(ctx, "invoice-42", 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Token() <= last {
+			t.Fatalf("cycle %d via %s: token %d after %d", i, c.Name(), l.Token(), last)
+		}
+		last = l.Token()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := stopA(); code != 0 {
+		t.Fatalf("instance a exit %d after drain", code)
+	}
+	// b still serves after a is gone: nothing lived in a.
+	l, err := cb.Acquire(ctx, "invoice-42", 2*time.Second)
+	if err != nil || l.Token() <= last {
+		t.Fatalf("after a left: %v token %d, want > %d", err, l.Token(), last)
+	}
+	l.Release(ctx)
+	if code := stopB(); code != 0 {
+		t.Fatalf("instance b exit %d after drain", code)
+	}
+}
+
+func TestTwoInstancesMiniredis(t *testing.T) {
+	twoInstances(t, miniredis.RunT(t).Addr())
+}
+
+func TestTwoInstancesRealRedis(t *testing.T) {
+	twoInstances(t, redistest.Start(t).Addr)
+}
+
+// TestEmbeddedRedisWarns: with no FENCESIM_REDIS_ADDR it serves from an
+// embedded Redis and says loudly that nothing is durable.
+func TestEmbeddedRedisWarns(t *testing.T) {
+	_, stop, stderr := instance(t, map[string]string{})
+	if code := stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, w := range []string{"embedded in-memory Redis", "FENCE TOKENS ARE NOT DURABLE"} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("log lacks %q:\n%s", w, stderr.String())
+		}
+	}
+}
+
+func TestRequireDurableRefusesMiniredis(t *testing.T) {
+	var stderr bytes.Buffer
+	env := map[string]string{"FENCESIM_REDIS_ADDR": miniredis.RunT(t).Addr(), "FENCESIM_REQUIRE_DURABLE": "true", "FENCESIM_LISTEN": "127.0.0.1:0"}
+	if code := run(context.Background(), nil, env, &stderr, nil); code != 2 {
+		t.Fatalf("exit %d, want 2:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "NOT durable") && !strings.Contains(stderr.String(), "do NOT survive") {
+		t.Fatalf("stderr does not say why:\n%s", stderr.String())
+	}
+}
+
+// TestSIGTERMDrains runs the real binary entry point (this test binary
+// re-executed as main) and sends it SIGTERM: it drains and exits 0.
+func TestSIGTERMDrains(t *testing.T) {
+	if os.Getenv("FENCESIM_LOCKD_AS_MAIN") == "1" {
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMain$")
+	cmd.Env = append(os.Environ(), "FENCESIM_LOCKD_AS_MAIN=1", "FENCESIM_LISTEN=127.0.0.1:0", "FENCESIM_DRAIN_DELAY=50ms")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "fencesim-lockd serving"); time.Sleep(10 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("exited (%v) before serving:\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("not serving after 10s:\n%s", stderr.String())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("no exit 10s after SIGTERM")
+	}
+	if !strings.Contains(stderr.String(), "fencesim-lockd drained") {
+		t.Fatalf("no drain in the log:\n%s", stderr.String())
+	}
+}
+
+// TestMain doubles as the program's main when re-executed by
+// TestSIGTERMDrains.
+func TestMain(m *testing.M) {
+	if os.Getenv("FENCESIM_LOCKD_AS_MAIN") == "1" {
+		os.Unsetenv("FENCESIM_LOCKD_AS_MAIN")
+		os.Args = os.Args[:1]
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}

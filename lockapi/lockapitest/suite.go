@@ -1,0 +1,297 @@
+package lockapitest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencesim/fencesim/lockapi"
+)
+
+// Harness is what Suite needs from a backend under test.
+type Harness struct {
+	// Backends are two instances over one shared state (two lockd
+	// processes over one Redis, two handles on one Mem).
+	Backends [2]lockapi.Backend
+	// Advance lets leases age by d: a fast-forward (Mem, miniredis) or a
+	// sleep (a real Redis).
+	Advance func(d time.Duration)
+	// SetFence sets a resource's last issued token.
+	SetFence func(resource string, t uint64)
+}
+
+// Serve starts a lockapi server over b on a free loopback port and returns
+// it with its base URL; it is shut down when the test ends.
+func Serve(t testing.TB, b lockapi.Backend, cfg lockapi.Config) (*lockapi.Server, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := lockapi.NewServer(b, cfg)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return s, "http://" + l.Addr().String()
+}
+
+// Reply is an HTTP answer with its body read.
+type Reply struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// Error decodes the body as an ErrorResponse.
+func (r Reply) Error(t testing.TB) lockapi.ErrorResponse {
+	t.Helper()
+	var e lockapi.ErrorResponse
+	if err := json.Unmarshal([]byte(r.Body), &e); err != nil {
+		t.Fatalf("status %d body %q is not an ErrorResponse: %v", r.Status, r.Body, err)
+	}
+	return e
+}
+
+// Lease decodes the body as a LeaseResponse, failing unless 200.
+func (r Reply) Lease(t testing.TB) lockapi.LeaseResponse {
+	t.Helper()
+	if r.Status != 200 {
+		t.Fatalf("status %d %s, want 200", r.Status, r.Body)
+	}
+	var l lockapi.LeaseResponse
+	if err := json.Unmarshal([]byte(r.Body), &l); err != nil {
+		t.Fatalf("body %q: %v", r.Body, err)
+	}
+	return l
+}
+
+// noRedirect is a client that reports 307s instead of following them.
+var noRedirect = &http.Client{
+	Timeout:       10 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// Do sends one request (body "" = none) and reads the reply.
+func Do(t testing.TB, method, url, body string) Reply {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Reply{Status: resp.StatusCode, Header: resp.Header, Body: string(b)}
+}
+
+func acquire(t testing.TB, base, res, client, reqID string, ttlMs int) Reply {
+	t.Helper()
+	return Do(t, "POST", base+"/v1/locks/"+res+"/acquire",
+		`{"client":"`+client+`","ttl_ms":`+itoa(ttlMs)+`,"request_id":"`+reqID+`"}`)
+}
+
+func renew(t testing.TB, base, res, client string, tok lockapi.Token, ttlMs int) Reply {
+	t.Helper()
+	return Do(t, "POST", base+"/v1/locks/"+res+"/renew",
+		`{"client":"`+client+`","token":"`+tok.String()+`","ttl_ms":`+itoa(ttlMs)+`}`)
+}
+
+func release(t testing.TB, base, res, client string, tok lockapi.Token) Reply {
+	t.Helper()
+	return Do(t, "POST", base+"/v1/locks/"+res+"/release", `{"client":"`+client+`","token":"`+tok.String()+`"}`)
+}
+
+func itoa(i int) string { return lockapi.Token(uint64(i)).String() }
+
+func wantStatus(t testing.TB, what string, r Reply, status int, code string) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("%s: status %d %s, want %d %s", what, r.Status, r.Body, status, code)
+	}
+	if code != "" {
+		if e := r.Error(t); e.Error != code {
+			t.Fatalf("%s: error %q, want %q (%s)", what, e.Error, code, r.Body)
+		}
+	}
+}
+
+// Suite runs the lock API contract against a backend, over HTTP on
+// loopback. Each subtest gets a fresh harness.
+func Suite(t *testing.T, newHarness func(t *testing.T) Harness) {
+	start := func(t *testing.T) (Harness, string, string) {
+		h := newHarness(t)
+		_, a := Serve(t, h.Backends[0], lockapi.Config{})
+		_, b := Serve(t, h.Backends[1], lockapi.Config{})
+		return h, a, b
+	}
+
+	t.Run("grant-held-renew-release", func(t *testing.T) {
+		_, a, _ := start(t)
+		l := acquire(t, a, "r", "alice", "q1", 5000).Lease(t)
+		if l.Token == 0 || l.TTLms != 5000 {
+			t.Fatalf("lease %+v, want a token and ttl 5000", l)
+		}
+		r := acquire(t, a, "r", "bob", "q1", 5000)
+		wantStatus(t, "bob while alice holds", r, 409, lockapi.CodeHeld)
+		if e := r.Error(t); e.Holder != "alice" || e.RetryAfterMs <= 0 || e.RetryAfterMs > 5000 {
+			t.Fatalf("held reply %+v, want holder alice and a retry hint in (0, 5000]", e)
+		}
+		g := Do(t, "GET", a+"/v1/locks/r", "")
+		var st lockapi.LockResponse
+		if err := json.Unmarshal([]byte(g.Body), &st); err != nil || !st.Held || st.Holder != "alice" || st.Token != l.Token || st.LastToken != l.Token {
+			t.Fatalf("GET: %d %s, want held by alice with token %d", g.Status, g.Body, l.Token)
+		}
+		if rl := renew(t, a, "r", "alice", l.Token, 8000).Lease(t); rl.Token != l.Token || rl.TTLms != 8000 {
+			t.Fatalf("renew %+v", rl)
+		}
+		wantStatus(t, "release", release(t, a, "r", "alice", l.Token), 200, "")
+		wantStatus(t, "release twice", release(t, a, "r", "alice", l.Token), 409, lockapi.CodeNotHolder)
+		l2 := acquire(t, a, "r", "bob", "q2", 5000).Lease(t)
+		if l2.Token <= l.Token {
+			t.Fatalf("token after release %d, want > %d", l2.Token, l.Token)
+		}
+		g = Do(t, "GET", a+"/v1/locks/never-used", "")
+		if g.Status != 200 || !strings.Contains(g.Body, `"held":false`) || !strings.Contains(g.Body, `"last_token":"0"`) {
+			t.Fatalf("GET unused: %d %s", g.Status, g.Body)
+		}
+	})
+
+	t.Run("idempotent-retry", func(t *testing.T) {
+		_, a, b := start(t)
+		l := acquire(t, a, "r", "alice", "req-7", 5000).Lease(t)
+		// The same request arriving again, even through the other
+		// instance (a retry after a lost reply): the same token.
+		if l2 := acquire(t, b, "r", "alice", "req-7", 5000).Lease(t); l2.Token != l.Token {
+			t.Fatalf("retry got token %d, want %d", l2.Token, l.Token)
+		}
+		// A new request by the same client is a second acquire: held.
+		wantStatus(t, "new request id", acquire(t, a, "r", "alice", "req-8", 5000), 409, lockapi.CodeHeld)
+		// Another client reusing the id gets nothing.
+		wantStatus(t, "other client same id", acquire(t, a, "r", "bob", "req-7", 5000), 409, lockapi.CodeHeld)
+	})
+
+	t.Run("owner-checks", func(t *testing.T) {
+		_, a, _ := start(t)
+		l := acquire(t, a, "r", "alice", "q", 5000).Lease(t)
+		wantStatus(t, "renew by another client", renew(t, a, "r", "bob", l.Token, 5000), 409, lockapi.CodeNotHolder)
+		wantStatus(t, "renew with another token", renew(t, a, "r", "alice", l.Token+1, 5000), 409, lockapi.CodeNotHolder)
+		wantStatus(t, "release by another client", release(t, a, "r", "bob", l.Token), 409, lockapi.CodeNotHolder)
+		wantStatus(t, "release with another token", release(t, a, "r", "alice", l.Token+1), 409, lockapi.CodeNotHolder)
+		wantStatus(t, "renew unheld", renew(t, a, "other", "alice", l.Token, 5000), 409, lockapi.CodeNotHolder)
+		wantStatus(t, "still held", acquire(t, a, "r", "bob", "q", 5000), 409, lockapi.CodeHeld)
+	})
+
+	t.Run("expiry", func(t *testing.T) {
+		h, a, _ := start(t)
+		l := acquire(t, a, "r", "alice", "q", 100).Lease(t)
+		h.Advance(250 * time.Millisecond)
+		l2 := acquire(t, a, "r", "bob", "q", 5000).Lease(t)
+		if l2.Token <= l.Token {
+			t.Fatalf("token after expiry %d, want > %d", l2.Token, l.Token)
+		}
+		wantStatus(t, "stale renew", renew(t, a, "r", "alice", l.Token, 5000), 409, lockapi.CodeNotHolder)
+		wantStatus(t, "stale release", release(t, a, "r", "alice", l.Token), 409, lockapi.CodeNotHolder)
+		// The expired holder's retry of its old request is not idempotent
+		// any more: bob holds it now.
+		wantStatus(t, "stale retry", acquire(t, a, "r", "alice", "q", 5000), 409, lockapi.CodeHeld)
+	})
+
+	t.Run("two-instances-tokens-increase", func(t *testing.T) {
+		_, a, b := start(t)
+		var last lockapi.Token
+		for i := range 40 {
+			acq, rel := a, b
+			if i%2 == 1 {
+				acq, rel = b, a
+			}
+			l := acquire(t, acq, "shared", "c"+itoa(i%3), "q"+itoa(i), 5000).Lease(t)
+			if l.Token <= last {
+				t.Fatalf("cycle %d: token %d after %d", i, l.Token, last)
+			}
+			last = l.Token
+			wantStatus(t, "release on the other instance", release(t, rel, "shared", "c"+itoa(i%3), l.Token), 200, "")
+		}
+		// Concurrent clients on both instances, one lock: every grant a
+		// distinct token, and no two holders at once.
+		var mu sync.Mutex
+		seen := map[lockapi.Token]bool{}
+		holders := 0
+		var wg sync.WaitGroup
+		deadline := time.Now().Add(10 * time.Second)
+		for w := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				base := []string{a, b}[w%2]
+				name := "w" + itoa(w)
+				for n := 0; n < 5 && time.Now().Before(deadline); {
+					r := acquire(t, base, "hot", name, "q"+itoa(n), 5000)
+					if r.Status == 409 {
+						continue
+					}
+					l := r.Lease(t)
+					mu.Lock()
+					holders++
+					dup := seen[l.Token]
+					seen[l.Token] = true
+					if holders != 1 || dup {
+						t.Errorf("token %d: holders %d, duplicate %v", l.Token, holders, dup)
+					}
+					holders--
+					mu.Unlock()
+					wantStatus(t, "release", release(t, base, "hot", name, l.Token), 200, "")
+					n++
+				}
+			}()
+		}
+		wg.Wait()
+		if len(seen) != 30 {
+			t.Fatalf("%d grants, want 30 (deadline hit?)", len(seen))
+		}
+	})
+
+	t.Run("tokens-beyond-2^53", func(t *testing.T) {
+		h, a, _ := start(t)
+		h.SetFence("big", 1<<53)
+		r := acquire(t, a, "big", "alice", "q", 5000)
+		if !strings.Contains(r.Body, `"token":"9007199254740993"`) {
+			t.Fatalf("acquire after 2^53: %d %s, want token \"9007199254740993\" as a string", r.Status, r.Body)
+		}
+		wantStatus(t, "release 2^53+1", release(t, a, "big", "alice", r.Lease(t).Token), 200, "")
+		h.SetFence("top", ^uint64(0)-1)
+		r = acquire(t, a, "top", "alice", "q", 5000)
+		if !strings.Contains(r.Body, `"token":"18446744073709551615"`) {
+			t.Fatalf("acquire after 2^64-2: %d %s, want token \"18446744073709551615\"", r.Status, r.Body)
+		}
+		top := r.Lease(t).Token
+		renew(t, a, "top", "alice", top, 5000).Lease(t)
+		wantStatus(t, "release 2^64-1", release(t, a, "top", "alice", top), 200, "")
+		// Exhausted: fail closed rather than wrap around to a token a
+		// fenced resource would reject (or worse, accept).
+		wantStatus(t, "acquire past 2^64-1", acquire(t, a, "top", "bob", "q", 5000), 503, lockapi.CodeUnavailable)
+	})
+}

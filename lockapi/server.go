@@ -1,0 +1,404 @@
+package lockapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Config is the server's policy. Zero fields take the defaults of
+// DefaultConfig.
+type Config struct {
+	MinTTL, MaxTTL time.Duration // accepted ttl_ms range
+	MaxBodyBytes   int64         // larger bodies get 413 before they are buffered
+	Limiter        LimiterConfig // bounded ingress
+	// RetryAfter is the hint sent with 429 and 503 (Retry-After in whole
+	// seconds, rounded up; retry_after_ms exact).
+	RetryAfter time.Duration
+	// RequestTimeout bounds each backend call; past it the request fails
+	// closed with 503.
+	RequestTimeout time.Duration
+	// DrainDelay is how long Shutdown keeps answering 503 (readyz false)
+	// before it stops accepting connections, so a load balancer sees the
+	// instance leave before its connections are refused.
+	DrainDelay                                                time.Duration
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	Logger                                                    *slog.Logger
+}
+
+// DefaultConfig is a production-shaped policy.
+func DefaultConfig() Config {
+	return Config{
+		MinTTL: 100 * time.Millisecond, MaxTTL: 5 * time.Minute,
+		MaxBodyBytes: 4 << 10,
+		Limiter:      LimiterConfig{Min: 8, Max: 256, Target: 50 * time.Millisecond},
+		RetryAfter:   100 * time.Millisecond, RequestTimeout: 2 * time.Second,
+		ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	def := func(v *time.Duration, dv time.Duration) {
+		if *v == 0 {
+			*v = dv
+		}
+	}
+	def(&c.MinTTL, d.MinTTL)
+	def(&c.MaxTTL, d.MaxTTL)
+	def(&c.RetryAfter, d.RetryAfter)
+	def(&c.RequestTimeout, d.RequestTimeout)
+	def(&c.ReadHeaderTimeout, d.ReadHeaderTimeout)
+	def(&c.ReadTimeout, d.ReadTimeout)
+	def(&c.WriteTimeout, d.WriteTimeout)
+	def(&c.IdleTimeout, d.IdleTimeout)
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = d.MaxBodyBytes
+	}
+	if c.Limiter.Max == 0 {
+		c.Limiter = d.Limiter
+	}
+	if c.Limiter.Target == 0 {
+		c.Limiter.Target = d.Limiter.Target
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Server serves the lock API over a Backend.
+type Server struct {
+	cfg      Config
+	backend  Backend
+	limiter  *Limiter
+	reg      *prometheus.Registry
+	m        *metrics
+	http     *http.Server
+	draining atomic.Bool
+}
+
+// NewServer returns a server over b. Its metrics live on a registry of
+// their own (Registry), so several servers can run in one process.
+func NewServer(b Backend, cfg Config) *Server {
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, backend: b, limiter: NewLimiter(cfg.Limiter), reg: prometheus.NewRegistry()}
+	s.m = newMetrics(s)
+	if mb, ok := b.(MetricsBackend); ok {
+		for _, c := range mb.Collectors() {
+			s.reg.MustRegister(c)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/locks/{resource}/acquire", s.lockOp("acquire", s.acquire))
+	mux.Handle("POST /v1/locks/{resource}/renew", s.lockOp("renew", s.renew))
+	mux.Handle("POST /v1/locks/{resource}/release", s.lockOp("release", s.release))
+	mux.Handle("GET /v1/locks/{resource}", s.lockOp("get", s.get))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	s.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
+		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
+		MaxHeaderBytes: 16 << 10,
+		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return s
+}
+
+// Handler is the API's handler (for tests and embedding).
+func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// Registry is the server's Prometheus registry.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Limiter is the server's admission limiter.
+func (s *Server) Limiter() *Limiter { return s.limiter }
+
+// Serve accepts connections on l until Shutdown; it returns
+// http.ErrServerClosed after a clean shutdown.
+func (s *Server) Serve(l net.Listener) error { return s.http.Serve(l) }
+
+// Shutdown drains: /readyz turns 503 and new lock requests get 503 with
+// Retry-After for DrainDelay, then the listener closes and in-flight
+// requests finish. If ctx ends first, the remaining connections are closed
+// and ctx's error returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	s.cfg.Logger.Info("lockapi.drain.start", slog.Duration("delay", s.cfg.DrainDelay), slog.Int("in_flight", s.limiter.InFlight()))
+	if s.cfg.DrainDelay > 0 {
+		t := time.NewTimer(s.cfg.DrainDelay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		s.http.Close()
+	}
+	s.cfg.Logger.Info("lockapi.drain.done", slog.Any("err", err))
+	return err
+}
+
+// Draining reports whether Shutdown has begun.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	type ready struct {
+		Ready    bool     `json:"ready"`
+		Reason   string   `json:"reason,omitempty"`
+		Warnings []string `json:"warnings,omitempty"`
+	}
+	var warn []string
+	if wb, ok := s.backend.(WarningBackend); ok {
+		warn = wb.Warnings()
+	}
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, ready{Reason: "draining", Warnings: warn})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	if err := s.backend.Ready(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, ready{Reason: "backend: " + err.Error(), Warnings: warn})
+		return
+	}
+	writeJSON(w, http.StatusOK, ready{Ready: true, Warnings: warn})
+}
+
+// apiError is a non-2xx answer; reason labels the rejection metric.
+type apiError struct {
+	status   int
+	reason   string
+	body     ErrorResponse
+	location string // 307
+}
+
+// opFunc handles one admitted lock request: a 200 body or an apiError.
+type opFunc func(r *http.Request, resource string) (any, *apiError)
+
+// lockOp wraps a lock operation in draining check, admission, a backend
+// deadline, metrics and the JSON answer.
+func (s *Server) lockOp(op string, h opFunc) http.Handler {
+	om := s.m.op(op)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			om.rejected("draining")
+			s.writeError(w, s.retryLater(503, "draining", CodeDraining, "instance is draining; retry on another"))
+			return
+		}
+		if !s.limiter.TryAcquire() {
+			s.m.shed.Inc()
+			s.writeError(w, s.retryLater(429, "shed", CodeOverloaded, "too many requests in flight; retry later"))
+			return
+		}
+		start := time.Now()
+		resource := r.PathValue("resource")
+		var body any
+		var aerr *apiError
+		if e := checkName("resource", resource, MaxNameLen); e != nil {
+			aerr = e
+		} else {
+			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+			body, aerr = h(r.WithContext(ctx), resource)
+			cancel()
+		}
+		lat := time.Since(start)
+		s.limiter.Done(lat, aerr != nil && aerr.reason == "overloaded")
+		if aerr != nil {
+			om.rejected(aerr.reason)
+			om.observe("rejected", lat)
+			s.writeError(w, aerr)
+			return
+		}
+		om.observe("ok", lat)
+		writeJSON(w, http.StatusOK, body)
+	})
+}
+
+func (s *Server) retryLater(status int, reason, code, msg string) *apiError {
+	return &apiError{status: status, reason: reason, body: ErrorResponse{
+		Error: code, Message: msg, RetryAfterMs: s.cfg.RetryAfter.Milliseconds(),
+	}}
+}
+
+func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
+	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
+		secs := int64((e.body.RetryAfterMs + 999) / 1000)
+		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	}
+	if e.location != "" {
+		w.Header().Set("Location", e.location)
+	}
+	writeJSON(w, e.status, e.body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// decode reads one JSON object of at most MaxBodyBytes with no unknown
+// fields and nothing after it.
+func (s *Server) decode(r *http.Request, v any) *apiError {
+	body := http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = terr
+			if err == nil {
+				return invalid("body", "must be exactly one JSON object, found data after it")
+			}
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	var mbe *http.MaxBytesError
+	var ute *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &mbe):
+		return &apiError{status: http.StatusRequestEntityTooLarge, reason: "too_large", body: ErrorResponse{
+			Error: CodeTooLarge, Message: "body exceeds " + strconv.FormatInt(mbe.Limit, 10) + " bytes",
+		}}
+	case errors.Is(err, errTokenFormat):
+		return invalid("token", "%v", err)
+	case errors.As(err, &ute):
+		return invalid(ute.Field, "must be a JSON %s, got %s", ute.Type, ute.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return invalid(f, "unknown field")
+	case errors.As(err, &se), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return invalid("body", "malformed JSON: %v", err)
+	default:
+		return invalid("body", "%v", err)
+	}
+}
+
+// backendError maps a Backend error to the answer; anything untyped fails
+// closed as 503.
+func (s *Server) backendError(r *http.Request, err error) *apiError {
+	var held *HeldError
+	var over *OverloadedError
+	var nl *NotLeaderError
+	switch {
+	case errors.As(err, &held):
+		return &apiError{status: http.StatusConflict, reason: "held", body: ErrorResponse{
+			Error: CodeHeld, Message: "resource is held by another lease", Holder: held.Holder,
+			RetryAfterMs: held.RetryAfter.Milliseconds(),
+		}}
+	case errors.Is(err, ErrNotHolder):
+		return &apiError{status: http.StatusConflict, reason: "not_holder", body: ErrorResponse{
+			Error: CodeNotHolder, Message: "client does not hold this resource with this token (expired, released or taken over)",
+		}}
+	case errors.As(err, &over):
+		e := s.retryLater(http.StatusTooManyRequests, "overloaded", CodeOverloaded, "backend overloaded; retry later")
+		if over.RetryAfter > 0 {
+			e.body.RetryAfterMs = over.RetryAfter.Milliseconds()
+		}
+		return e
+	case errors.As(err, &nl) && nl.Leader != "":
+		return &apiError{status: http.StatusTemporaryRedirect, reason: "not_leader", location: nl.Leader + r.URL.RequestURI(),
+			body: ErrorResponse{Error: CodeNotLeader, Message: "not the leader", Leader: nl.Leader}}
+	case errors.As(err, &nl):
+		return s.retryLater(http.StatusServiceUnavailable, "not_leader", CodeUnavailable, "no leader known; retry later")
+	default:
+		s.cfg.Logger.Warn("lockapi.backend.error", slog.String("path", r.URL.Path), slog.Any("err", err))
+		return s.retryLater(http.StatusServiceUnavailable, "unavailable", CodeUnavailable, "backend unavailable: "+err.Error())
+	}
+}
+
+func (s *Server) acquire(r *http.Request, resource string) (any, *apiError) {
+	var req AcquireRequest
+	if e := s.decode(r, &req); e != nil {
+		return nil, e
+	}
+	if e := checkName("client", req.Client, MaxNameLen); e != nil {
+		return nil, e
+	}
+	if e := checkName("request_id", req.RequestID, MaxRequestIDLen); e != nil {
+		return nil, e
+	}
+	ttl, e := s.checkTTL(req.TTLms)
+	if e != nil {
+		return nil, e
+	}
+	l, err := s.backend.Acquire(r.Context(), resource, req.Client, ttl, req.RequestID)
+	if err != nil {
+		return nil, s.backendError(r, err)
+	}
+	s.m.grants.WithLabelValues("acquire").Inc()
+	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds()}, nil
+}
+
+func (s *Server) renew(r *http.Request, resource string) (any, *apiError) {
+	var req RenewRequest
+	if e := s.decode(r, &req); e != nil {
+		return nil, e
+	}
+	if e := checkName("client", req.Client, MaxNameLen); e != nil {
+		return nil, e
+	}
+	if req.Token == 0 {
+		return nil, invalid("token", "is required (a decimal string, never 0)")
+	}
+	ttl, e := s.checkTTL(req.TTLms)
+	if e != nil {
+		return nil, e
+	}
+	l, err := s.backend.Renew(r.Context(), resource, req.Client, uint64(req.Token), ttl)
+	if err != nil {
+		return nil, s.backendError(r, err)
+	}
+	s.m.grants.WithLabelValues("renew").Inc()
+	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds()}, nil
+}
+
+func (s *Server) release(r *http.Request, resource string) (any, *apiError) {
+	var req ReleaseRequest
+	if e := s.decode(r, &req); e != nil {
+		return nil, e
+	}
+	if e := checkName("client", req.Client, MaxNameLen); e != nil {
+		return nil, e
+	}
+	if req.Token == 0 {
+		return nil, invalid("token", "is required (a decimal string, never 0)")
+	}
+	if err := s.backend.Release(r.Context(), resource, req.Client, uint64(req.Token)); err != nil {
+		return nil, s.backendError(r, err)
+	}
+	return ReleaseResponse{Released: true}, nil
+}
+
+func (s *Server) get(r *http.Request, resource string) (any, *apiError) {
+	st, err := s.backend.Get(r.Context(), resource)
+	if err != nil {
+		return nil, s.backendError(r, err)
+	}
+	resp := LockResponse{Resource: resource, Held: st.Held, LastToken: Token(st.LastToken)}
+	if st.Held {
+		resp.Holder, resp.Token, resp.TTLms = st.Holder, Token(st.Token), st.TTL.Milliseconds()
+	}
+	return resp, nil
+}

@@ -1,0 +1,75 @@
+package lockapi
+
+// The JSON bodies of the API. Durations travel as integer milliseconds
+// (ttl_ms), tokens as decimal strings (see Token).
+
+// AcquireRequest is the body of POST /v1/locks/{resource}/acquire.
+// RequestID makes retries idempotent: the same client retrying the same
+// request id gets the same token back instead of "held" by itself.
+type AcquireRequest struct {
+	Client    string `json:"client"`
+	TTLms     int64  `json:"ttl_ms"`
+	RequestID string `json:"request_id"`
+}
+
+// RenewRequest is the body of POST /v1/locks/{resource}/renew.
+type RenewRequest struct {
+	Client string `json:"client"`
+	Token  Token  `json:"token"`
+	TTLms  int64  `json:"ttl_ms"`
+}
+
+// ReleaseRequest is the body of POST /v1/locks/{resource}/release.
+type ReleaseRequest struct {
+	Client string `json:"client"`
+	Token  Token  `json:"token"`
+}
+
+// LeaseResponse answers a successful acquire or renew: the lease lasts
+// TTLms from no earlier than when the request was sent.
+type LeaseResponse struct {
+	Token Token `json:"token"`
+	TTLms int64 `json:"ttl_ms"`
+}
+
+// ReleaseResponse answers a successful release.
+type ReleaseResponse struct {
+	Released bool `json:"released"`
+}
+
+// LockResponse answers GET /v1/locks/{resource}. When Held, Holder, Token
+// and TTLms describe the current lease; LastToken is the highest token ever
+// issued for the resource (0: never), so a fenced resource can be primed.
+type LockResponse struct {
+	Resource  string `json:"resource"`
+	Held      bool   `json:"held"`
+	Holder    string `json:"holder,omitempty"`
+	Token     Token  `json:"token,omitempty"`
+	TTLms     int64  `json:"ttl_ms,omitempty"`
+	LastToken Token  `json:"last_token"`
+}
+
+// ErrorResponse is every non-2xx body.
+type ErrorResponse struct {
+	Error   string `json:"error"` // a Code* constant
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`  // invalid: the offending field
+	Holder  string `json:"holder,omitempty"` // held: the current holder
+	// RetryAfterMs is the server's hint (held: the lease's remaining time;
+	// overloaded/unavailable: as Retry-After, in ms).
+	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
+	Leader       string `json:"leader,omitempty"` // not_leader: the leader's base URL
+}
+
+// Error codes of ErrorResponse.Error.
+const (
+	CodeInvalid     = "invalid"
+	CodeTooLarge    = "too_large"
+	CodeHeld        = "held"
+	CodeNotHolder   = "not_holder"
+	CodeOverloaded  = "overloaded"
+	CodeDraining    = "draining"
+	CodeUnavailable = "unavailable"
+	CodeNotLeader   = "not_leader"
+	CodeNotFound    = "not_found"
+)

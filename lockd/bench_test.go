@@ -1,0 +1,148 @@
+package lockd
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencesim/fencesim/internal/redistest"
+	"github.com/fencesim/fencesim/lockapi"
+	"github.com/fencesim/fencesim/lockapi/lockapitest"
+	"github.com/fencesim/fencesim/lockapi/lockclient"
+)
+
+// BenchmarkCycles measures acquire→release cycles/s on loopback, the
+// anchor's measure (docs: /work/shared/anchors/lock-services.md): raw =
+// the lockd Lua scripts called directly on Redis by go-redis; lockd = the
+// same through the HTTP API (lockclient → lockapi server → Backend), so
+// lockd/raw is what the HTTP service costs. Per-worker: one lock per
+// worker; shared: every worker contends for one lock and retries at once
+// when it is held (the anchor's best case for one contended lock). Cycles
+// counts completed cycles; p50/p99 are per cycle, failed attempts
+// included.
+//
+//	go test -run '^$' -bench Cycles -benchtime 2s ./lockd
+func BenchmarkCycles(b *testing.B) {
+	backends := []struct {
+		name string
+		addr func(b *testing.B) string
+	}{
+		{"miniredis", func(b *testing.B) string { return miniredis.RunT(b).Addr() }},
+		{"redis-fsync-always", func(b *testing.B) string { return redistest.Start(b).Addr }},
+	}
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			addr := be.addr(b)
+			for _, mode := range []string{"per-worker", "shared"} {
+				for _, workers := range []int{1, 8, 64} {
+					for _, sys := range []string{"raw", "lockd"} {
+						b.Run(sys+"/"+mode+"/"+strconv.Itoa(workers), func(b *testing.B) {
+							runCycles(b, addr, sys, mode == "shared", workers)
+						})
+					}
+				}
+			}
+		})
+	}
+}
+
+// cycler does one acquire→release cycle for worker w; granted false means
+// the lock was held (shared mode) and the attempt is to be repeated.
+type cycler func(ctx context.Context, w, n int, resource string) (granted bool, err error)
+
+func runCycles(b *testing.B, addr, sys string, shared bool, workers int) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2 * workers, MaxRetries: -1})
+	b.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	rdb.FlushAll(ctx)
+	var cycle cycler
+	switch sys {
+	case "raw":
+		cycle = func(ctx context.Context, w, n int, res string) (bool, error) {
+			keys := []string{"fencesim:{" + res + "}:lock", "fencesim:{" + res + "}:fence"}
+			client := "w" + strconv.Itoa(w)
+			r, err := acquireScript.Run(ctx, rdb, keys, client, strconv.Itoa(n), 10000).Slice()
+			if err != nil {
+				return false, err
+			}
+			if g, _ := r[0].(int64); g == 0 {
+				return false, nil
+			}
+			tok, _ := r[1].(string)
+			ok, err := releaseScript.Run(ctx, rdb, keys[:1], client, tok).Int()
+			if err == nil && ok != 1 {
+				err = errors.New("release refused")
+			}
+			return true, err
+		}
+	case "lockd":
+		_, base := lockapitest.Serve(b, New(rdb, Options{}), lockapi.Config{Limiter: lockapi.LimiterConfig{Min: 1024, Max: 1024}})
+		clients := make([]*lockclient.Client, workers)
+		for i := range clients {
+			c, err := lockclient.New(lockclient.Config{Endpoints: []string{base}, Name: "w" + strconv.Itoa(i)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			clients[i] = c
+		}
+		cycle = func(ctx context.Context, w, n int, res string) (bool, error) {
+			l, err := clients[w].TryAcquire(ctx, res, 10*time.Second)
+			if errors.Is(err, lockclient.ErrHeld) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			return true, l.Release(ctx)
+		}
+	}
+	var next atomic.Int64
+	lat := make([][]time.Duration, workers)
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := "bench-" + strconv.Itoa(w)
+			if shared {
+				res = "bench-shared"
+			}
+			for n := next.Add(1); n <= int64(b.N); n = next.Add(1) {
+				t0 := time.Now()
+				for attempt := 0; ; attempt++ {
+					ok, err := cycle(ctx, w, int(n)*100+attempt%100, res)
+					if err != nil {
+						failed.Store(err)
+						return
+					}
+					if ok {
+						break
+					}
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(err)
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	b.ReportMetric(float64(b.N)/el.Seconds(), "cycles/s")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+}

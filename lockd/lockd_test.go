@@ -1,0 +1,176 @@
+package lockd_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencesim/fencesim/internal/redistest"
+	"github.com/fencesim/fencesim/lockapi"
+	"github.com/fencesim/fencesim/lockapi/lockapitest"
+	"github.com/fencesim/fencesim/lockd"
+)
+
+func newClient(t testing.TB, addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// harness returns two lockd backends, each with its own Redis connection
+// pool like two processes, over one Redis at addr.
+func harness(t *testing.T, addr string, advance func(time.Duration)) lockapitest.Harness {
+	a, b := newClient(t, addr), newClient(t, addr)
+	if err := a.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return lockapitest.Harness{
+		Backends: [2]lockapi.Backend{lockd.New(a, lockd.Options{}), lockd.New(b, lockd.Options{})},
+		Advance:  advance,
+		SetFence: func(resource string, tok uint64) {
+			if err := a.Set(context.Background(), "fencesim:{"+resource+"}:fence", strconv.FormatUint(tok, 10), 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+}
+
+func TestSuiteMiniredis(t *testing.T) {
+	lockapitest.Suite(t, func(t *testing.T) lockapitest.Harness {
+		m := miniredis.RunT(t)
+		return harness(t, m.Addr(), m.FastForward)
+	})
+}
+
+func TestSuiteRealRedis(t *testing.T) {
+	addr := redistest.Start(t).Addr
+	lockapitest.Suite(t, func(t *testing.T) lockapitest.Harness {
+		return harness(t, addr, time.Sleep)
+	})
+}
+
+// TestKeysAndDurability pins the Redis layout (the lease expires with the
+// TTL, the fence counter never) and the durability check: a Redis with
+// appendfsync always passes, anything less is reported on /readyz.
+func TestKeysAndDurability(t *testing.T) {
+	ctx := context.Background()
+	rdb := newClient(t, redistest.Start(t).Addr)
+	b := lockd.New(rdb, lockd.Options{Prefix: "p:"})
+	l, err := b.Acquire(ctx, "res", "alice", 5*time.Second, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := rdb.Get(ctx, "p:{res}:lock").Val(); v != "alice q "+strconv.FormatUint(l.Token, 10) {
+		t.Fatalf("lease value %q", v)
+	}
+	if d := rdb.PTTL(ctx, "p:{res}:lock").Val(); d <= 4*time.Second || d > 5*time.Second {
+		t.Fatalf("lease PTTL %v, want about 5s", d)
+	}
+	if d := rdb.PTTL(ctx, "p:{res}:fence").Val(); d != -1 {
+		t.Fatalf("fence PTTL %v, want none (-1): a counter that expires goes backwards", d)
+	}
+	if err := b.CheckDurability(ctx); err != nil || len(b.Warnings()) != 0 {
+		t.Fatalf("appendfsync always: %v %v", err, b.Warnings())
+	}
+	rdb.ConfigSet(ctx, "appendfsync", "everysec")
+	if err := b.CheckDurability(ctx); err == nil || !strings.Contains(err.Error(), "NOT durable") {
+		t.Fatalf("appendfsync everysec: %v, want a NOT durable error", err)
+	}
+	_, base := lockapitest.Serve(t, b, lockapi.Config{})
+	if r := lockapitest.Do(t, "GET", base+"/readyz", ""); r.Status != 200 || !strings.Contains(r.Body, "NOT durable") {
+		t.Fatalf("readyz: %d %s, want ready with the durability warning", r.Status, r.Body)
+	}
+	if r := lockapitest.Do(t, "GET", base+"/metrics", ""); !strings.Contains(r.Body, "fencesim_lockd_redis_durable 0") {
+		t.Fatalf("metrics lack fencesim_lockd_redis_durable 0")
+	}
+}
+
+// TestMiniredisIsNotDurable: the embedded Redis keeps nothing across a
+// restart, and the check says so.
+func TestMiniredisIsNotDurable(t *testing.T) {
+	m := miniredis.RunT(t)
+	b := lockd.New(newClient(t, m.Addr()), lockd.Options{})
+	if err := b.CheckDurability(context.Background()); err == nil {
+		t.Fatal("miniredis reported durable")
+	}
+}
+
+// TestRedisDownFailsClosed: with Redis unreachable every lock request is a
+// 503 with Retry-After and readyz is 503; nothing is granted.
+func TestRedisDownFailsClosed(t *testing.T) {
+	m := miniredis.RunT(t)
+	b := lockd.New(newClient(t, m.Addr()), lockd.Options{})
+	_, base := lockapitest.Serve(t, b, lockapi.Config{})
+	m.Close()
+	r := lockapitest.Do(t, "POST", base+"/v1/locks/r/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q"}`)
+	if r.Status != 503 || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("acquire with Redis down: %d %s", r.Status, r.Body)
+	}
+	if r := lockapitest.Do(t, "GET", base+"/readyz", ""); r.Status != 503 {
+		t.Fatalf("readyz with Redis down: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestFenceSurvivesRedisCrash: with appendfsync always, a Redis killed
+// with SIGKILL and restarted from its directory issues tokens above every
+// token lockd acknowledged before the crash.
+func TestFenceSurvivesRedisCrash(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	rdb := newClient(t, srv.Addr)
+	b := lockd.New(rdb, lockd.Options{})
+	var last uint64
+	for i := range 20 {
+		l, err := b.Acquire(ctx, "r", "a", time.Minute, "q"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Release(ctx, "r", "a", l.Token); err != nil {
+			t.Fatal(err)
+		}
+		last = l.Token
+	}
+	held, err := b.Acquire(ctx, "r", "a", time.Minute, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Crash()
+	var l lockapi.Lease
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		// The lease survived too, so the first acquire is "held".
+		if l, err = b.Acquire(ctx, "r", "b", time.Minute, "after"); err == nil || time.Now().After(deadline) {
+			break
+		}
+		if _, ok := err.(*lockapi.HeldError); ok {
+			if err := b.Release(ctx, "r", "a", held.Token); err != nil {
+				t.Fatalf("release of the pre-crash lease: %v", err)
+			}
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Token <= held.Token || held.Token <= last {
+		t.Fatalf("token after the crash %d, before %d (then %d): the counter went backwards", l.Token, held.Token, last)
+	}
+}
+
+// TestCorruptFenceFailsClosed: a fence counter that is not a decimal
+// string stops grants for that resource rather than restarting at 1.
+func TestCorruptFenceFailsClosed(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := newClient(t, m.Addr())
+	b := lockd.New(rdb, lockd.Options{})
+	m.Set("fencesim:{r}:fence", "12abc")
+	if _, err := b.Acquire(context.Background(), "r", "a", time.Second, "q"); err == nil || !strings.Contains(err.Error(), "not a decimal") {
+		t.Fatalf("acquire over a corrupt counter: %v", err)
+	}
+	if m.Exists("fencesim:{r}:lock") {
+		t.Fatal("a lease was written despite the corrupt counter")
+	}
+}
