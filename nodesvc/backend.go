@@ -204,11 +204,13 @@ func (w wrapper) Start(env process.Env) {
 }
 
 func (w wrapper) Receive(env process.Env, from process.NodeID, m process.Message) {
-	if rm, ok := m.(lockservice.RaftMessage); ok && (rm.M.Type == raft.MsgApp || rm.M.Type == raft.MsgHeartbeat) {
-		w.b.leader.Store(int64(from)) // only a leader sends these
-	}
 	w.b.rep.Receive(env, from, m)
 	w.b.observeRole()
+	// Only the leader of a term sends these; noted after observeRole, which
+	// forgets the leader when the term moves (this message may move it).
+	if rm, ok := m.(lockservice.RaftMessage); ok && (rm.M.Type == raft.MsgApp || rm.M.Type == raft.MsgHeartbeat) && rm.M.Term == w.b.term.Load() {
+		w.b.leader.Store(int64(from))
+	}
 }
 
 // observeRole publishes the replica's term and, if it leads, itself as
