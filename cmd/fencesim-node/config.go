@@ -1,0 +1,286 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencesim/fencesim/nodesvc"
+	"github.com/fencesim/fencesim/process"
+)
+
+// config is the command's configuration, read at boot from flags, then the
+// environment, then the defaults, each value validated.
+type config struct {
+	DevCluster     int
+	ID             process.NodeID
+	DataDir        string
+	Listen         string // HTTP
+	PeerListen     string // Raft; default: this node's entry in Peers
+	Peers          []nodesvc.Peer
+	RequestTimeout time.Duration
+	DrainDelay     time.Duration
+	DrainTimeout   time.Duration
+	LogFormat      string
+}
+
+// setting is one configurable value: its flag, its variable, its default
+// and what it accepts. set validates a value and stores it.
+type setting struct {
+	flag, env, def, help string
+	set                  func(c *config, v string) error
+}
+
+var settings = []setting{
+	{"dev-cluster", "FENCESIM_NODE_DEV_CLUSTER", "0", "run a local cluster of this many replicas (3 or 5) in this process on free loopback ports, with temporary data (or -data/node-<id>); 0: run one node", func(c *config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n != 0 && n != 3 && n != 5 {
+			return errors.New("must be 0, 3 or 5")
+		}
+		c.DevCluster = n
+		return nil
+	}},
+	{"id", "FENCESIM_NODE_ID", "", "this replica's id, one of the ids in -peers (required unless -dev-cluster)", func(c *config, v string) error {
+		if v == "" {
+			c.ID = -1
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > maxID {
+			return fmt.Errorf("must be an integer in 0..%d", maxID)
+		}
+		c.ID = process.NodeID(n)
+		return nil
+	}},
+	{"data", "FENCESIM_NODE_DATA", "", "data directory (required unless -dev-cluster; created if missing): Raft term, vote and log, fsynced; one process at a time", func(c *config, v string) error {
+		if fi, err := os.Stat(v); v != "" && err == nil && !fi.IsDir() {
+			return errors.New("exists and is not a directory")
+		}
+		c.DataDir = v
+		return nil
+	}},
+	{"listen", "FENCESIM_NODE_LISTEN", "", "HTTP listen address of the lock API, host:port (default: the host:port of this node's HTTP address in -peers)", func(c *config, v string) error {
+		if v != "" {
+			if err := checkHostPort(v); err != nil {
+				return err
+			}
+		}
+		c.Listen = v
+		return nil
+	}},
+	{"peer-listen", "FENCESIM_NODE_PEER_LISTEN", "", "Raft listen address, host:port (default: this node's Raft address in -peers)", func(c *config, v string) error {
+		if v != "" {
+			if err := checkHostPort(v); err != nil {
+				return err
+			}
+		}
+		c.PeerListen = v
+		return nil
+	}},
+	{"peers", "FENCESIM_NODE_PEERS", "", "every replica, this one included (3 or 5), as id=raft-host:port=http-host:port,... e.g. 0=127.0.0.1:7000=127.0.0.1:8080,1=...", func(c *config, v string) error {
+		if v == "" {
+			c.Peers = nil
+			return nil
+		}
+		ps, err := parsePeers(v)
+		c.Peers = ps
+		return err
+	}},
+	{"request-timeout", "FENCESIM_NODE_REQUEST_TIMEOUT", "2s", "longest wait for the replica's answer; past it 503 (the outcome is unknown: retry with the same request id) (10ms..1m)", durIn(10*time.Millisecond, time.Minute, func(c *config, d time.Duration) { c.RequestTimeout = d })},
+	{"drain-delay", "FENCESIM_NODE_DRAIN_DELAY", "0s", "on SIGTERM, how long to answer 503 before closing the listener (0..1m)", durIn(0, time.Minute, func(c *config, d time.Duration) { c.DrainDelay = d })},
+	{"drain-timeout", "FENCESIM_NODE_DRAIN_TIMEOUT", "10s", "on SIGTERM, the deadline for in-flight requests (1s..10m)", durIn(time.Second, 10*time.Minute, func(c *config, d time.Duration) { c.DrainTimeout = d })},
+	{"log-format", "FENCESIM_NODE_LOG_FORMAT", "text", "log format on stderr: text or json", func(c *config, v string) error {
+		if v != "text" && v != "json" {
+			return errors.New("must be text or json")
+		}
+		c.LogFormat = v
+		return nil
+	}},
+}
+
+// maxID keeps ids clear of the front end's own id in nodesvc.
+const maxID = 1<<20 - 1
+
+func checkHostPort(v string) error {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return errors.New("must be host:port, e.g. 127.0.0.1:8080 or :8080")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return errors.New("the port must be a number in 0..65535")
+	}
+	if host != "" && net.ParseIP(host) == nil && !validHostname(host) {
+		return errors.New("the host must be an IP address or a host name")
+	}
+	return nil
+}
+
+// parsePeers reads id=raft=http entries; the HTTP address may be a URL
+// ("http://host:port") or host:port.
+func parsePeers(v string) ([]nodesvc.Peer, error) {
+	var ps []nodesvc.Peer
+	seen := map[process.NodeID]bool{}
+	for _, e := range strings.Split(v, ",") {
+		f := strings.Split(strings.TrimSpace(e), "=")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("entry %q must be id=raft-host:port=http-host:port", e)
+		}
+		id, err := strconv.Atoi(f[0])
+		if err != nil || id < 0 || id > maxID {
+			return nil, fmt.Errorf("entry %q: the id must be an integer in 0..%d", e, maxID)
+		}
+		if seen[process.NodeID(id)] {
+			return nil, fmt.Errorf("id %d appears twice", id)
+		}
+		seen[process.NodeID(id)] = true
+		if err := checkHostPort(f[1]); err != nil {
+			return nil, fmt.Errorf("entry %q: the Raft address %v", e, err)
+		}
+		h := strings.TrimPrefix(f[2], "http://")
+		if err := checkHostPort(h); err != nil {
+			return nil, fmt.Errorf("entry %q: the HTTP address %v", e, err)
+		}
+		if _, port, _ := net.SplitHostPort(f[1]); port == "0" {
+			return nil, fmt.Errorf("entry %q: peers need fixed ports, not 0", e)
+		}
+		ps = append(ps, nodesvc.Peer{ID: process.NodeID(id), Raft: f[1], HTTP: "http://" + h})
+	}
+	if len(ps) != 3 && len(ps) != 5 {
+		return nil, fmt.Errorf("has %d replicas; a group has 3 or 5", len(ps))
+	}
+	return ps, nil
+}
+
+func durIn(lo, hi time.Duration, set func(*config, time.Duration)) func(*config, string) error {
+	return func(c *config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < lo || d > hi {
+			return fmt.Errorf("must be a duration in %v..%v, such as 500ms or 2s", lo, hi)
+		}
+		set(c, d)
+		return nil
+	}
+}
+
+func validHostname(h string) bool {
+	for _, part := range strings.Split(h, ".") {
+		if part == "" || len(part) > 63 {
+			return false
+		}
+		for i := 0; i < len(part); i++ {
+			c := part[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return len(h) <= 253
+}
+
+// errHelp is -h: usage was printed, exit 0.
+var errHelp = errors.New("help requested")
+
+// loadConfig reads every setting from args (flags), else env, else its
+// default, and validates each and then the whole. The error names the flag
+// or variable, the value and what is allowed.
+func loadConfig(args []string, env map[string]string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("fencesim-node", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	vals := make([]*string, len(settings))
+	for i, s := range settings {
+		vals[i] = fs.String(s.flag, "", s.help)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stderr)
+			return config{}, errHelp
+		}
+		return config{}, fmt.Errorf("%v (fencesim-node -h lists the flags)", err)
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected argument %q (fencesim-node -h lists the flags)", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var c config
+	for i, s := range settings {
+		v, src := s.def, "default"
+		if ev, ok := env[s.env]; ok {
+			v, src = ev, s.env
+		}
+		if given[s.flag] {
+			v, src = *vals[i], "-"+s.flag
+		}
+		if err := s.set(&c, v); err != nil {
+			return config{}, fmt.Errorf("%s=%q: %v", src, v, err)
+		}
+	}
+	if c.DevCluster > 0 {
+		if c.ID >= 0 || c.Peers != nil || c.PeerListen != "" || c.Listen != "" {
+			return config{}, errors.New("-dev-cluster (FENCESIM_NODE_DEV_CLUSTER) picks its own ids and ports: leave -id, -peers, -listen and -peer-listen unset")
+		}
+	} else {
+		switch {
+		case c.ID < 0:
+			return config{}, errors.New("FENCESIM_NODE_ID (or -id) is required: this replica's id in -peers (or run a local cluster with -dev-cluster 3)")
+		case c.DataDir == "":
+			return config{}, errors.New("FENCESIM_NODE_DATA (or -data) is required: the directory of the Raft log, e.g. /var/lib/fencesim-node")
+		case c.Peers == nil:
+			return config{}, errors.New("FENCESIM_NODE_PEERS (or -peers) is required: every replica as id=raft-host:port=http-host:port,...")
+		}
+		var self *nodesvc.Peer
+		for i := range c.Peers {
+			if c.Peers[i].ID == c.ID {
+				self = &c.Peers[i]
+			}
+		}
+		if self == nil {
+			return config{}, fmt.Errorf("FENCESIM_NODE_ID (or -id) %d is not one of the ids in FENCESIM_NODE_PEERS (or -peers)", c.ID)
+		}
+		if c.PeerListen == "" {
+			c.PeerListen = self.Raft
+		}
+		if c.Listen == "" {
+			c.Listen = strings.TrimPrefix(self.HTTP, "http://")
+		}
+	}
+	// Created only once everything is valid: a rejected configuration
+	// leaves nothing behind.
+	if c.DataDir != "" {
+		if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+			return config{}, fmt.Errorf("the data directory (FENCESIM_NODE_DATA or -data) %q cannot be created: %v", c.DataDir, err)
+		}
+	}
+	return c, nil
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `fencesim-node: one replica of the reference lock service (Raft + lock table)
+with the HTTP lock API; fencing tokens are Raft log indexes.
+
+  POST /v1/locks/{resource}/acquire  {"client","ttl_ms","request_id"} → 200 {"token","ttl_ms"}, 409 held
+  POST /v1/locks/{resource}/renew    {"client","ttl_ms","token"}
+  POST /v1/locks/{resource}/release  {"client","token"}
+  GET  /v1/locks/{resource}          GET /healthz /readyz /metrics
+  A follower answers 307 to the leader; 429/503 carry Retry-After.
+
+  A local cluster in one command:  fencesim-node -dev-cluster 3
+
+Each setting is a flag or an environment variable (the flag wins):
+
+`)
+	for _, s := range settings {
+		def := s.def
+		if def == "" {
+			def = "(none)"
+		}
+		fmt.Fprintf(w, "  -%-16s %-30s default %s\n      %s\n", s.flag, s.env, def, s.help)
+	}
+	fmt.Fprintf(w, "\nSIGTERM or SIGINT drains: /readyz turns 503, in-flight requests finish, then the replica stops.\nExit codes: 0 drained, 1 failure, 2 bad configuration.\n")
+}

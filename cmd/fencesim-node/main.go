@@ -1,0 +1,230 @@
+// Command fencesim-node runs one replica of the reference lock service —
+// the simulator's reference.Replica (Raft + lock table) on the real
+// runtime (realrt), fsyncing its log before it answers — with the HTTP
+// lock API in front (package nodesvc). Configuration comes from flags or
+// the environment (fencesim-node -h lists them), validated at boot;
+// SIGTERM drains. `fencesim-node -dev-cluster 3` runs a whole local
+// cluster in one process.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/fencesim/fencesim/lockapi"
+	"github.com/fencesim/fencesim/nodesvc"
+	"github.com/fencesim/fencesim/process"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], environ(), os.Stdout, os.Stderr, nil))
+}
+
+func environ() map[string]string {
+	m := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// member is one replica this process runs, with its API.
+type member struct {
+	id      process.NodeID
+	backend *nodesvc.Backend
+	server  *lockapi.Server
+	served  chan error
+	http    string
+}
+
+// run is the whole program: it returns the exit code (0 clean drain, 1
+// runtime failure, 2 bad configuration). ready, if set, gets the HTTP
+// base URLs once every listener is open.
+func run(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer, ready func(urls []string)) int {
+	cfg, err := loadConfig(args, env, stderr)
+	if errors.Is(err, errHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "fencesim-node: %v\n", err)
+		return 2
+	}
+	var h slog.Handler = slog.NewTextHandler(stderr, nil)
+	if cfg.LogFormat == "json" {
+		h = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(h)
+
+	var members []*member
+	defer func() {
+		for _, m := range members {
+			if err := m.backend.Close(); err != nil {
+				log.Error("closing the replica", slog.Int("id", int(m.id)), slog.Any("err", err))
+			}
+		}
+	}()
+	if cfg.DevCluster > 0 {
+		var cleanup func()
+		members, cleanup, err = startDevCluster(cfg, log)
+		if cleanup != nil {
+			defer cleanup()
+		}
+	} else {
+		var m *member
+		m, err = startNode(cfg, log)
+		if m != nil {
+			members = append(members, m)
+		}
+	}
+	if err != nil {
+		log.Error("start", slog.Any("err", err))
+		return 1
+	}
+	var urls []string
+	for _, m := range members {
+		urls = append(urls, m.http)
+	}
+	if cfg.DevCluster > 0 {
+		fmt.Fprintf(stdout, "fencesim-node: a local cluster of %d replicas; their lock APIs:\n", len(members))
+		for _, m := range members {
+			fmt.Fprintf(stdout, "  node %d  %s\n", m.id, m.http)
+		}
+		fmt.Fprintf(stdout, "try:  curl -s -XPOST %s/v1/locks/demo/acquire -d '{\"client\":\"me\",\"ttl_ms\":10000,\"request_id\":\"1\"}' -L\nCtrl-C stops the cluster.\n", urls[0])
+	}
+	if ready != nil {
+		ready(urls)
+	}
+
+	failed := make(chan error, len(members))
+	for _, m := range members {
+		go func() {
+			err := <-m.served
+			m.served <- err
+			failed <- err
+		}()
+	}
+	select {
+	case err := <-failed:
+		log.Error("serve", slog.Any("err", err))
+		return 1
+	case <-ctx.Done():
+	}
+	log.Info("fencesim-node draining", slog.Duration("timeout", cfg.DrainTimeout))
+	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainDelay+cfg.DrainTimeout)
+	defer cancel()
+	code := 0
+	// The HTTP fronts drain first, every replica still running (a
+	// cluster keeps its quorum for the requests in flight); the replicas
+	// stop afterwards (the deferred Close).
+	for _, m := range members {
+		if err := m.server.Shutdown(dctx); err != nil {
+			log.Error("drain cut short: in-flight requests were aborted", slog.Int("id", int(m.id)), slog.Any("err", err))
+			code = 1
+		}
+		if err := <-m.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("serve", slog.Any("err", err))
+			code = 1
+		}
+	}
+	if code == 0 {
+		log.Info("fencesim-node drained")
+	}
+	return code
+}
+
+func apiConfig(cfg config, log *slog.Logger) lockapi.Config {
+	return lockapi.Config{RequestTimeout: cfg.RequestTimeout, DrainDelay: cfg.DrainDelay, Logger: log}
+}
+
+// startNode starts the one replica the configuration names.
+func startNode(cfg config, log *slog.Logger) (*member, error) {
+	hl, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("HTTP listen (FENCESIM_NODE_LISTEN / -listen) %s: %w", cfg.Listen, err)
+	}
+	b, err := nodesvc.Open(nodesvc.Config{ID: cfg.ID, DataDir: cfg.DataDir, Listen: cfg.PeerListen, Peers: cfg.Peers, Logger: log})
+	if err != nil {
+		hl.Close()
+		return nil, fmt.Errorf("starting the replica (data %s, Raft listen %s): %w", cfg.DataDir, cfg.PeerListen, err)
+	}
+	m := serve(cfg, log, cfg.ID, b, hl)
+	log.Info("fencesim-node serving", slog.Int("id", int(cfg.ID)), slog.String("http", hl.Addr().String()),
+		slog.String("raft", b.Node().Addr().String()), slog.String("data", cfg.DataDir))
+	return m, nil
+}
+
+func serve(cfg config, log *slog.Logger, id process.NodeID, b *nodesvc.Backend, hl net.Listener) *member {
+	s := lockapi.NewServer(b, apiConfig(cfg, log.With("id", int(id))))
+	m := &member{id: id, backend: b, server: s, served: make(chan error, 1), http: "http://" + hl.Addr().String()}
+	go func() { m.served <- s.Serve(hl) }()
+	return m
+}
+
+// startDevCluster starts cfg.DevCluster replicas in this process on free
+// loopback ports, with data under cfg.DataDir/node-<id> when given (kept),
+// else under a temporary directory (removed by cleanup).
+func startDevCluster(cfg config, log *slog.Logger) (members []*member, cleanup func(), err error) {
+	root := cfg.DataDir
+	if root == "" {
+		if root, err = os.MkdirTemp("", "fencesim-node-dev-"); err != nil {
+			return nil, nil, err
+		}
+		cleanup = func() { os.RemoveAll(root) }
+	}
+	n := cfg.DevCluster
+	var hls, rls []net.Listener
+	closeAll := func() {
+		for _, l := range append(hls, rls...) {
+			l.Close()
+		}
+	}
+	peers := make([]nodesvc.Peer, n)
+	for i := range n {
+		hl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			closeAll()
+			return nil, cleanup, err
+		}
+		hls = append(hls, hl)
+		rl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			closeAll()
+			return nil, cleanup, err
+		}
+		rls = append(rls, rl)
+		peers[i] = nodesvc.Peer{ID: process.NodeID(i), Raft: rl.Addr().String(), HTTP: "http://" + hl.Addr().String()}
+	}
+	for i := range n {
+		b, err := nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: filepath.Join(root, fmt.Sprintf("node-%d", i)),
+			Listener: rls[i], Peers: peers, Logger: log.With("node", i)})
+		if err != nil {
+			for _, l := range hls[i:] {
+				l.Close()
+			}
+			for _, l := range rls[i+1:] {
+				l.Close()
+			}
+			for _, m := range members {
+				m.server.Shutdown(context.Background())
+			}
+			return members, cleanup, fmt.Errorf("starting replica %d: %w", i, err)
+		}
+		members = append(members, serve(cfg, log, process.NodeID(i), b, hls[i]))
+	}
+	log.Info("fencesim-node dev cluster serving", slog.Int("replicas", n), slog.String("data", root))
+	return members, cleanup, nil
+}

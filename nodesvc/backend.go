@@ -1,0 +1,523 @@
+// Package nodesvc is one replica of the reference lock service as a
+// lockapi.Backend: the simulator's reference.Replica (Raft + lock table),
+// hosted by realrt on the file disk and the TCP transport, with the HTTP
+// lock API (package lockapi) in front of it. cmd/fencesim-node runs it.
+//
+// The HTTP front end is a client of the replica that is not on the
+// network: its requests enter through realrt's Node.Do as AcquireRequest,
+// RenewRequest and ReleaseRequest from a node id no replica has
+// (frontEndID), and the replica's answers to that id come back through
+// realrt's Config.Local, matched to the waiting HTTP request by request
+// number. A follower answers NotLeader, which the API turns into a 307 to
+// the leader's HTTP address (every node knows its peers' from Config).
+//
+// Request numbers. The replica deduplicates by (client, request number)
+// and refuses as Stale a number below what it has applied for the client
+// (lockservice.LockTable.stale: a lower incarnation in the high 32 bits, or
+// below the dedup window). HTTP clients of one name may call any node, so
+// the numbers cannot be theirs: the front end numbers every request it
+// submits as term<<32 | seq, where term is the replica's Raft term at
+// submission and seq counts the submissions in that term, on the
+// executor. A request is proposed only by the leader of that term, entries
+// apply in log order, and a later leader has a higher term, so the numbers
+// a client's requests apply with only grow, whichever node took them: none
+// is refused as Stale. The API's request_id is not mapped to a number: a
+// retried acquire gets a fresh number, and is idempotent because the lock
+// table grants a holder's acquire again with the same token (the
+// Backend's contract). Renew and release carry no request id in the API
+// and are owner-checked by token, so a retried release whose first attempt
+// was applied answers not-holder (409), as with lockd.
+package nodesvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencesim/fencesim/filedisk"
+	"github.com/fencesim/fencesim/lockapi"
+	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/raft"
+	"github.com/fencesim/fencesim/lockservice/reference"
+	"github.com/fencesim/fencesim/process"
+	"github.com/fencesim/fencesim/realrt"
+	"github.com/fencesim/fencesim/wire"
+)
+
+// Peer is one replica of the group as every node knows it.
+type Peer struct {
+	ID process.NodeID
+	// Raft is the replica's peer address (host:port of realrt's TCP
+	// transport).
+	Raft string
+	// HTTP is the base URL of its lock API ("http://host:port"), where a
+	// follower redirects clients when it is the leader.
+	HTTP string
+}
+
+// Config describes one node. ID, DataDir, a peer listen address (Listen or
+// Listener) and Peers (3 or 5, this one included) are required.
+type Config struct {
+	ID      process.NodeID
+	DataDir string
+	Disk    filedisk.Options
+	// Listen is the address the Raft transport accepts peers on; Listener,
+	// if set, is used instead.
+	Listen   string
+	Listener net.Listener
+	Peers    []Peer
+	// Replica tunes the replica; nil keeps reference.DefaultReplicaConfig.
+	Replica func(*reference.ReplicaConfig)
+	// SweepInterval is how often requests waiting on a replica that lost
+	// the lead are answered not-leader (the replica forgets them when it
+	// steps down; default 50ms).
+	SweepInterval time.Duration
+	Logger        *slog.Logger
+}
+
+// frontEndID is the HTTP front end's node id as the replica's client: no
+// replica has it, so the replica's answers to it are taken by Local.
+const frontEndID process.NodeID = 1 << 20
+
+// Backend is a lockapi.Backend over the replica this process hosts.
+type Backend struct {
+	cfg   Config
+	node  *realrt.Node
+	rep   *reference.Replica
+	httpX map[process.NodeID]string // peers' HTTP base URLs
+
+	// Read off the executor (metrics, Ready).
+	term, applied atomic.Uint64
+	leader        atomic.Int64 // the leader's id as last seen, or -1
+	closed        chan struct{}
+	closeOnce     sync.Once
+	sweepDone     chan struct{}
+	closeErr      error
+
+	// Owned by the executor (touched in Do, Local and the process wrapper).
+	pending map[uint64]pending
+	seqTerm uint64 // the term seq counts in
+	seq     uint64
+	leases  map[string]leaseInfo // resource → what this replica knows of its lease
+}
+
+// leaseInfo is what the front end keeps of a lease: when it last
+// (re)started as applied here (Get's remaining TTL) and, if this node's
+// front end granted it, the API request id that did (a new request id of
+// the holder is refused as held, the same one answered again).
+type leaseInfo struct {
+	since     time.Time
+	client    string
+	requestID string
+}
+
+type pending struct {
+	term      uint64
+	ch        chan lockservice.LockReply
+	resource  string // acquire: the lease the grant is recorded on
+	requestID string
+}
+
+var (
+	_ lockapi.Backend        = (*Backend)(nil)
+	_ lockapi.MetricsBackend = (*Backend)(nil)
+)
+
+// Open starts the replica on cfg.DataDir (a restart finds there what it
+// synced) and its transport. Close stops it.
+func Open(cfg Config) (*Backend, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = 50 * time.Millisecond
+	}
+	if n := len(cfg.Peers); n != 3 && n != 5 {
+		return nil, fmt.Errorf("nodesvc: %d peers; a group has 3 or 5 replicas, this one included", n)
+	}
+	b := &Backend{cfg: cfg, httpX: map[process.NodeID]string{}, closed: make(chan struct{}), sweepDone: make(chan struct{}),
+		pending: map[uint64]pending{}, leases: map[string]leaseInfo{}}
+	b.leader.Store(int64(lockservice.NoLeader))
+	ids := make([]process.NodeID, 0, len(cfg.Peers))
+	raftAddrs := map[process.NodeID]string{}
+	self := false
+	for _, p := range cfg.Peers {
+		if _, dup := raftAddrs[p.ID]; dup {
+			return nil, fmt.Errorf("nodesvc: peer id %d appears twice", p.ID)
+		}
+		if p.ID < 0 || p.ID >= frontEndID {
+			return nil, fmt.Errorf("nodesvc: peer id %d out of range 0..%d", p.ID, frontEndID-1)
+		}
+		self = self || p.ID == cfg.ID
+		ids = append(ids, p.ID)
+		raftAddrs[p.ID] = p.Raft
+		b.httpX[p.ID] = p.HTTP
+	}
+	if !self {
+		return nil, fmt.Errorf("nodesvc: this node's id %d is not among the peers", cfg.ID)
+	}
+	rc := reference.DefaultReplicaConfig(ids)
+	if cfg.Replica != nil {
+		cfg.Replica(&rc)
+	}
+	rc.Observer = observer{b}
+	b.rep = reference.NewReplica(rc)
+	node, err := realrt.Start(realrt.Config{
+		ID: cfg.ID, DataDir: cfg.DataDir, Disk: cfg.Disk, Listen: cfg.Listen, Listener: cfg.Listener,
+		Peers: raftAddrs, Codec: wire.Codec{}, Local: b.local, Logger: cfg.Logger,
+	}, wrapper{b})
+	if err != nil {
+		return nil, err
+	}
+	b.node = node
+	go b.sweep()
+	return b, nil
+}
+
+// Node is the realrt node hosting the replica (its peer address, stats).
+func (b *Backend) Node() *realrt.Node { return b.node }
+
+// Close stops the sweeper and the node; the data directory keeps what the
+// replica synced. Waiting requests fail closed.
+func (b *Backend) Close() error {
+	b.closeOnce.Do(func() {
+		close(b.closed)
+		<-b.sweepDone
+		b.closeErr = b.node.Close()
+	})
+	return b.closeErr
+}
+
+// wrapper is the process realrt runs: the replica, plus what the front end
+// learns from its traffic (who leads, its term).
+type wrapper struct{ b *Backend }
+
+func (w wrapper) Start(env process.Env) {
+	w.b.rep.Start(env)
+	w.b.observeRole()
+}
+
+func (w wrapper) Receive(env process.Env, from process.NodeID, m process.Message) {
+	w.b.rep.Receive(env, from, m)
+	w.b.observeRole()
+	// Only the leader of a term sends these; noted after observeRole, which
+	// forgets the leader when the term moves (this message may move it).
+	if rm, ok := m.(reference.RaftMessage); ok && (rm.M.Type == raft.MsgApp || rm.M.Type == raft.MsgHeartbeat) && rm.M.Term == w.b.term.Load() {
+		w.b.leader.Store(int64(from))
+	}
+}
+
+// observeRole publishes the replica's term and, if it leads, itself as
+// leader; on the executor.
+func (b *Backend) observeRole() {
+	lead, term := b.rep.IsLeader()
+	if term != b.term.Load() && !lead {
+		b.leader.Store(int64(lockservice.NoLeader)) // a new term: its leader is not known yet
+	}
+	b.term.Store(term)
+	if lead {
+		b.leader.Store(int64(b.cfg.ID))
+	}
+}
+
+// observer takes the replica's applied decisions: the applied index, and
+// when each lease (re)started here, for Get's remaining TTL.
+type observer struct{ b *Backend }
+
+func (o observer) Observe(e lockservice.Event) {
+	switch e.Kind {
+	case lockservice.EvEntryApplied:
+		o.b.applied.Store(e.Index)
+	case lockservice.EvGranted:
+		o.b.leases[e.Resource] = leaseInfo{since: time.Now(), client: e.Client}
+	case lockservice.EvRenewed:
+		l := o.b.leases[e.Resource]
+		l.since = time.Now()
+		o.b.leases[e.Resource] = l
+	case lockservice.EvEnded:
+		delete(o.b.leases, e.Resource)
+	}
+}
+
+// local takes the replica's answers to the front end, on the executor.
+func (b *Backend) local(to process.NodeID, m process.Message) bool {
+	if to != frontEndID {
+		return false
+	}
+	if rep, ok := m.(lockservice.LockReply); ok {
+		if p, ok := b.pending[rep.Request]; ok {
+			delete(b.pending, rep.Request)
+			if rep.Status == lockservice.Granted && p.requestID != "" {
+				if l, ok := b.leases[p.resource]; ok && l.requestID == "" {
+					l.requestID = p.requestID
+					b.leases[p.resource] = l
+				}
+			}
+			p.ch <- rep // buffered, one answer per request
+		}
+	}
+	return true
+}
+
+// sweep answers not-leader the requests waiting on a replica that is no
+// longer the leader of their term: it dropped them when it stepped down.
+// Their outcome is unknown (the entry may still commit under the next
+// leader); the client retries there, which is safe (see the package doc).
+func (b *Backend) sweep() {
+	defer close(b.sweepDone)
+	t := time.NewTicker(b.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.closed:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		b.node.Do(ctx, func(process.Env) {
+			b.observeRole()
+			lead, term := b.rep.IsLeader()
+			for req, p := range b.pending { //detlint:sorted (each answered alone; order is not observable)
+				if !lead || p.term != term {
+					delete(b.pending, req)
+					p.ch <- lockservice.LockReply{Request: req, Status: lockservice.NotLeader, Leader: lockservice.NoLeader}
+				}
+			}
+		})
+		cancel()
+	}
+}
+
+// errClosed: the node is shutting down.
+var errClosed = errors.New("nodesvc: node closed")
+
+// call submits the request build makes with its number and waits for the
+// replica's answer. For an acquire, resource and requestID are set: a
+// holder's acquire with another request id than the one that granted its
+// lease (as this leader knows it) is answered Busy without a proposal.
+func (b *Backend) call(ctx context.Context, resource, requestID string, build func(request uint64) process.Message) (lockservice.LockReply, error) {
+	ch := make(chan lockservice.LockReply, 1)
+	var req uint64
+	var full bool
+	err := b.node.Do(ctx, func(env process.Env) {
+		if requestID != "" {
+			if l, ok := b.leases[resource]; ok && l.requestID != "" && l.requestID != requestID {
+				if cur, held := b.rep.Table().Lease(resource); held && cur.Holder == l.client {
+					ch <- lockservice.LockReply{Status: lockservice.Busy}
+					return
+				}
+			}
+		}
+		_, term := b.rep.IsLeader()
+		if term != b.seqTerm {
+			b.seqTerm, b.seq = term, 0
+		}
+		if b.seq == 1<<32-1 {
+			full = true // 4 billion requests in one term: wait for the next
+			return
+		}
+		b.seq++
+		req = term<<32 | b.seq
+		b.pending[req] = pending{term: term, ch: ch, resource: resource, requestID: requestID}
+		b.rep.Receive(env, frontEndID, build(req))
+	})
+	switch {
+	case errors.Is(err, realrt.ErrClosed):
+		return lockservice.LockReply{}, errClosed
+	case err != nil:
+		return lockservice.LockReply{}, err
+	case full:
+		return lockservice.LockReply{}, &lockapi.OverloadedError{RetryAfter: time.Second}
+	case req == 0:
+		return <-ch, nil // answered on the executor
+	}
+	select {
+	case rep := <-ch:
+		return rep, nil
+	case <-ctx.Done():
+	case <-b.closed:
+	}
+	// Forget the request; an answer after this is dropped by local.
+	dctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	b.node.Do(dctx, func(process.Env) { delete(b.pending, req) })
+	cancel()
+	select {
+	case rep := <-ch: // answered meanwhile
+		return rep, nil
+	default:
+	}
+	if ctx.Err() != nil {
+		return lockservice.LockReply{}, ctx.Err()
+	}
+	return lockservice.LockReply{}, errClosed
+}
+
+// replyError maps a reply that is not the operation's success to the
+// Backend's typed errors; anything else fails closed (503).
+func (b *Backend) replyError(rep lockservice.LockReply) error {
+	switch rep.Status {
+	case lockservice.NotHolder:
+		return lockapi.ErrNotHolder
+	case lockservice.NotLeader:
+		return &lockapi.NotLeaderError{Leader: b.leaderURL(rep.Leader)}
+	case lockservice.Overloaded:
+		return &lockapi.OverloadedError{RetryAfter: 100 * time.Millisecond}
+	case lockservice.Invalid:
+		return fmt.Errorf("nodesvc: the replica refused the request: %s", rep.Err)
+	default:
+		return fmt.Errorf("nodesvc: unexpected answer %v", rep.Status)
+	}
+}
+
+// leaderURL is the HTTP base URL of the leader id, or "" when unknown (the
+// API then answers 503: an election is under way).
+func (b *Backend) leaderURL(id process.NodeID) string {
+	if id == lockservice.NoLeader || id == b.cfg.ID {
+		if l := process.NodeID(b.leader.Load()); l != lockservice.NoLeader && l != b.cfg.ID {
+			id = l
+		} else {
+			return ""
+		}
+	}
+	return b.httpX[id]
+}
+
+// Acquire implements lockapi.Backend. requestID is not the replica's
+// request number (see the package doc): a retry is idempotent by the
+// table's rule for holders, and a holder's acquire with a new request id
+// is refused as held when this leader granted the lease and knows the id.
+func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl time.Duration, requestID string) (lockapi.Lease, error) {
+	rep, err := b.call(ctx, resource, requestID, func(r uint64) process.Message {
+		return lockservice.AcquireRequest{Resource: resource, Client: client, TTL: ttl, Request: r}
+	})
+	if err != nil {
+		return lockapi.Lease{}, err
+	}
+	switch rep.Status {
+	case lockservice.Granted:
+		return lockapi.Lease{Token: rep.Token, TTL: rep.TTL}, nil
+	case lockservice.Busy:
+		he := &lockapi.HeldError{RetryAfter: ttl}
+		if st, err := b.Get(ctx, resource); err == nil && st.Held {
+			he.Holder, he.RetryAfter = st.Holder, st.TTL
+		}
+		return lockapi.Lease{}, he
+	}
+	return lockapi.Lease{}, b.replyError(rep)
+}
+
+// Renew implements lockapi.Backend.
+func (b *Backend) Renew(ctx context.Context, resource, client string, token uint64, ttl time.Duration) (lockapi.Lease, error) {
+	// The replica renews for the lease's own TTL (the one granted); a
+	// different ttl cannot be honoured without a command that carries it.
+	rep, err := b.call(ctx, "", "", func(r uint64) process.Message {
+		return lockservice.RenewRequest{Resource: resource, Client: client, Token: token, Request: r}
+	})
+	if err != nil {
+		return lockapi.Lease{}, err
+	}
+	if rep.Status == lockservice.Renewed {
+		return lockapi.Lease{Token: rep.Token, TTL: rep.TTL}, nil
+	}
+	return lockapi.Lease{}, b.replyError(rep)
+}
+
+// Release implements lockapi.Backend.
+func (b *Backend) Release(ctx context.Context, resource, client string, token uint64) error {
+	rep, err := b.call(ctx, "", "", func(r uint64) process.Message {
+		return lockservice.ReleaseRequest{Resource: resource, Client: client, Token: token, Request: r}
+	})
+	if err != nil {
+		return err
+	}
+	if rep.Status == lockservice.Released {
+		return nil
+	}
+	return b.replyError(rep)
+}
+
+// Get implements lockapi.Backend from the leader's applied table: a
+// follower redirects. It is not a linearizable read (no read index): a
+// leader deposed an instant ago may answer from a table the new one has
+// moved past. TTL is the lease's remaining time as measured from when
+// this replica applied its grant or last renewal (the leader's timer
+// restarts it in full on a change of leader, so it is a lower bound).
+func (b *Backend) Get(ctx context.Context, resource string) (lockapi.LockState, error) {
+	var st lockapi.LockState
+	var lead bool
+	err := b.node.Do(ctx, func(process.Env) {
+		lead, _ = b.rep.IsLeader()
+		if !lead {
+			return
+		}
+		t := b.rep.Table()
+		st.LastToken = t.LastToken()
+		if l, ok := t.Lease(resource); ok {
+			st.Held, st.Holder, st.Token, st.TTL = true, l.Holder, l.Token, l.TTL
+			if li, ok := b.leases[resource]; ok {
+				st.TTL = max(l.TTL-time.Since(li.since), 0)
+			}
+		}
+	})
+	if errors.Is(err, realrt.ErrClosed) {
+		return st, errClosed
+	}
+	if err != nil {
+		return st, err
+	}
+	if !lead {
+		return st, &lockapi.NotLeaderError{Leader: b.leaderURL(lockservice.NoLeader)}
+	}
+	return st, nil
+}
+
+// Ready implements lockapi.Backend: the node serves when a leader is known
+// (itself or a peer it can redirect to).
+func (b *Backend) Ready(ctx context.Context) error {
+	select {
+	case <-b.closed:
+		return errClosed
+	default:
+	}
+	if process.NodeID(b.leader.Load()) == lockservice.NoLeader {
+		return errors.New("no leader known (an election is under way, or no quorum)")
+	}
+	return nil
+}
+
+// IsLeader reports whether this replica led at its last event.
+func (b *Backend) IsLeader() bool { return process.NodeID(b.leader.Load()) == b.cfg.ID }
+
+// Term is the replica's Raft term at its last event.
+func (b *Backend) Term() uint64 { return b.term.Load() }
+
+// Collectors implements lockapi.MetricsBackend: Raft term, applied index
+// and leadership.
+func (b *Backend) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fencesim_node_raft_term", Help: "The replica's Raft term.",
+		}, func() float64 { return float64(b.term.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fencesim_node_raft_applied_index", Help: "The last Raft log index this replica applied (committed and applied; a grant's token is its index).",
+		}, func() float64 { return float64(b.applied.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fencesim_node_raft_leader", Help: "1 if this replica is the leader, else 0.",
+		}, func() float64 {
+			if b.IsLeader() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fencesim_node_raft_leader_id", Help: "The id of the leader as this replica last saw it, -1 if unknown.",
+		}, func() float64 { return float64(b.leader.Load()) }),
+	}
+}
