@@ -211,10 +211,10 @@ func TestOverloadShedsImmediately(t *testing.T) {
 	}
 }
 
-// TestLimiterAdapts: slow requests shrink the limit toward Min, fast ones
-// under load grow it back toward Max.
+// TestLimiterAdapts: with aimd, slow requests shrink the limit toward Min,
+// fast ones under load grow it back toward Max.
 func TestLimiterAdapts(t *testing.T) {
-	l := lockapi.NewLimiter(lockapi.LimiterConfig{Min: 4, Max: 64, Target: time.Millisecond})
+	l := lockapi.NewLimiter(lockapi.LimiterConfig{Algorithm: lockapi.AlgorithmAIMD, Min: 4, Max: 64, Target: time.Millisecond})
 	for i := 0; i < 200 && l.Limit() > 4; i++ {
 		if !l.TryAcquire() {
 			t.Fatal("refused under the limit")
