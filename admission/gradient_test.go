@@ -101,8 +101,8 @@ func TestGradientFallsAndRecovers(t *testing.T) {
 
 // TestGradientIdleAndWindows: samples within one WindowMin of the clock
 // move nothing, whatever their latency; an idle service (in flight under
-// half the limit) neither grows nor shrinks; a backend overload reply
-// takes the steepest fall.
+// half the limit) never grows, and drifts down to twice its demand
+// whatever the latency; a backend overload reply takes the steepest fall.
 func TestGradientIdleAndWindows(t *testing.T) {
 	m, c := newClock()
 	g := admission.NewGradient(c, admission.GradientConfig{Min: 1, Max: 100})
@@ -123,11 +123,18 @@ func TestGradientIdleAndWindows(t *testing.T) {
 	if g.Limit() != 90 { // 0.8·100 + 0.2·(0.5·100 + 4) = 90.8
 		t.Fatalf("limit %d after the slow window, want 90", g.Limit())
 	}
-	for range 50 {
-		window(m, g, 10*time.Second, 44, false) // 44 < 90/2: idle
+	for i := range 50 {
+		prev := g.Limit()
+		lim := window(m, g, time.Second, 10, false) // 10 < 90/2: idle, whatever the latency
+		if lim > prev || lim < 20 {
+			t.Fatalf("idle window %d: limit %d -> %d; it must only drift down, to twice the demand (20)", i, prev, lim)
+		}
+		if lim == 20 {
+			break
+		}
 	}
-	if g.Limit() != 90 {
-		t.Fatalf("limit %d after idle windows, want 90 unchanged", g.Limit())
+	if g.Limit() != 20 {
+		t.Fatalf("limit %d after 50 idle windows with 10 in flight, want 20", g.Limit())
 	}
 	g2 := admission.NewGradient(c, admission.GradientConfig{Min: 1, Max: 100})
 	for range 20 {
