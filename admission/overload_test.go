@@ -36,7 +36,7 @@ func (m reply) Fingerprint() uint64 {
 // backend is the server: the gate, then a FIFO in front of the workers.
 type backend struct {
 	servers int
-	service time.Duration
+	phases  []phase // each phase's service time (0: service)
 	static  int                 // the limit when alg is nil
 	alg     admission.Algorithm // built in Start, on the node's clock
 	newAlg  func(process.Clock) admission.Algorithm
@@ -84,7 +84,11 @@ func (b *backend) dispatch() {
 		j := b.queue[0]
 		b.queue = b.queue[1:]
 		b.busy++
-		b.env.Clock().AfterFunc(b.service, func() {
+		d := service
+		if p := phaseAt(b.phases, b.env.Clock().Monotonic()); p >= 0 && b.phases[p].service > 0 {
+			d = b.phases[p].service
+		}
+		b.env.Clock().AfterFunc(d, func() {
 			b.busy--
 			if b.alg != nil {
 				b.limits = append(b.limits, b.alg.Sample(b.env.Clock().Monotonic()-j.admitted, b.inflight, false))
@@ -96,10 +100,11 @@ func (b *backend) dispatch() {
 	}
 }
 
-// phase is a stretch of constant offered load.
+// phase is a stretch of constant offered load and service time.
 type phase struct {
-	dur  time.Duration
-	rate int // requests per second
+	dur     time.Duration
+	rate    int           // requests per second
+	service time.Duration // per request; 0: service
 }
 
 // flood is the open-loop client: it sends at the phase's rate whatever
@@ -130,8 +135,8 @@ func (f *flood) Start(env process.Env) {
 }
 
 // phaseAt is the phase at monotonic reading t, or -1 past the last.
-func (f *flood) phaseAt(t time.Duration) int {
-	for i, p := range f.phases {
+func phaseAt(phases []phase, t time.Duration) int {
+	for i, p := range phases {
 		if t < p.dur {
 			return i
 		}
@@ -143,7 +148,7 @@ func (f *flood) phaseAt(t time.Duration) int {
 // arm schedules the next request: gaps uniform in [0.5, 1.5] of the mean,
 // drawn as integers, so the run is the same on every platform.
 func (f *flood) arm() {
-	p := f.phaseAt(f.env.Clock().Monotonic())
+	p := phaseAt(f.phases, f.env.Clock().Monotonic())
 	if p < 0 {
 		return
 	}
@@ -151,7 +156,7 @@ func (f *flood) arm() {
 	gap := time.Duration(mean/2 + f.env.Rand().Int64N(mean+1))
 	f.env.Clock().AfterFunc(gap, func() {
 		now := f.env.Clock().Monotonic()
-		if p := f.phaseAt(now); p >= 0 {
+		if p := phaseAt(f.phases, now); p >= 0 {
 			f.next++
 			f.sent[f.next] = sentAt{now, p}
 			f.offer[p]++
@@ -187,17 +192,18 @@ const (
 	service = 10 * time.Millisecond // capacity: 800 requests/s
 )
 
-var phases = []phase{{3 * time.Second, 400}, {10 * time.Second, 2400}, {5 * time.Second, 400}}
+// phases is the flood: light, three times the capacity, light.
+var phases = []phase{{3 * time.Second, 400, 0}, {10 * time.Second, 2400, 0}, {5 * time.Second, 400, 0}}
 
 // runOverload runs the experiment with the gate given by static (the
 // limit) or newAlg, and returns each phase's result and the trace hash.
-func runOverload(t *testing.T, seed uint64, static int, newAlg func(process.Clock) admission.Algorithm) ([]result, *backend, uint64) {
+func runOverload(t *testing.T, seed uint64, phases []phase, static int, newAlg func(process.Clock) admission.Algorithm) ([]result, *backend, uint64) {
 	t.Helper()
 	w, err := sim.New(sim.Config{Seed: seed, Network: sim.DefaultNetwork()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &backend{servers: servers, service: service, static: static, newAlg: newAlg}
+	srv := &backend{servers: servers, phases: phases, static: static, newAlg: newAlg}
 	cl := &flood{server: 0, phases: phases}
 	if _, err := w.AddNode("server", func() process.Process { return srv }, fakeclock.Config{DriftPPM: 100}); err != nil {
 		t.Fatal(err)
@@ -239,11 +245,11 @@ func runOverload(t *testing.T, seed uint64, static int, newAlg func(process.Cloc
 // its latency target set by hand at 5 service times, is logged beside them.
 func TestOverloadGradientBoundsP99(t *testing.T) {
 	const bound = 100 * time.Millisecond // 10 service times
-	static, _, _ := runOverload(t, 1, 400, nil)
-	grad, srv, h1 := runOverload(t, 1, 0, func(c process.Clock) admission.Algorithm {
+	static, _, _ := runOverload(t, 1, phases, 400, nil)
+	grad, srv, h1 := runOverload(t, 1, phases, 0, func(c process.Clock) admission.Algorithm {
 		return admission.NewGradient(c, admission.GradientConfig{Min: 4, Max: 400})
 	})
-	aimd, _, _ := runOverload(t, 1, 0, func(c process.Clock) admission.Algorithm {
+	aimd, _, _ := runOverload(t, 1, phases, 0, func(c process.Clock) admission.Algorithm {
 		return admission.NewAIMD(c, admission.AIMDConfig{Min: 4, Max: 400, Target: 5 * service})
 	})
 	for i, name := range []string{"light", "flood", "after"} {
@@ -274,9 +280,40 @@ func TestOverloadGradientBoundsP99(t *testing.T) {
 			t.Fatalf("limit %d outside 4..400", l)
 		}
 	}
-	if _, _, h2 := runOverload(t, 1, 0, func(c process.Clock) admission.Algorithm {
+	if _, _, h2 := runOverload(t, 1, phases, 0, func(c process.Clock) admission.Algorithm {
 		return admission.NewGradient(c, admission.GradientConfig{Min: 4, Max: 400})
 	}); h1 != h2 {
 		t.Fatalf("the same seed gave trace hashes %x and %x", h1, h2)
+	}
+}
+
+// TestBrownoutGradientBoundsP99: the load stays light (400/s) but the
+// backend browns out — every request takes 4x as long for 10 s, so its
+// capacity (200/s) falls below the load. The static bound lets the queue
+// grow to 400 requests (seconds of latency); the gradient limit falls
+// with the latency and keeps p99 to a few service times, and when the
+// brownout ends it recovers on its own: nothing shed, latency back.
+func TestBrownoutGradientBoundsP99(t *testing.T) {
+	brownout := []phase{{3 * time.Second, 400, 0}, {10 * time.Second, 400, 4 * service}, {5 * time.Second, 400, 0}}
+	static, _, _ := runOverload(t, 2, brownout, 400, nil)
+	grad, _, _ := runOverload(t, 2, brownout, 0, func(c process.Clock) admission.Algorithm {
+		return admission.NewGradient(c, admission.GradientConfig{Min: 4, Max: 400})
+	})
+	for i, name := range []string{"before", "brown", "after"} {
+		t.Logf("%-6s static   %v", name, static[i])
+		t.Logf("%-6s gradient %v", name, grad[i])
+	}
+	const bound = 250 * time.Millisecond // 6 brownout service times
+	if static[1].p99 <= bound {
+		t.Errorf("static bound: brownout p99 %v within %v; the experiment does not overload", static[1].p99, bound)
+	}
+	if grad[1].p99 > bound {
+		t.Errorf("gradient: brownout p99 %v, want <= %v", grad[1].p99, bound)
+	}
+	if capacity := int(10 * time.Second / (4 * service) * servers); grad[1].admitted < capacity*8/10 {
+		t.Errorf("gradient admitted %d in the brownout, want >= 80%% of the capacity %d", grad[1].admitted, capacity)
+	}
+	if grad[2].shed > grad[2].offered/100 || grad[2].p99 > 3*service {
+		t.Errorf("gradient after the brownout: %v; want under 1%% shed and p99 <= %v", grad[2], 3*service)
 	}
 }
