@@ -36,7 +36,7 @@ func (m reply) Fingerprint() uint64 {
 // backend is the server: the gate, then a FIFO in front of the workers.
 type backend struct {
 	servers int
-	phases  []phase // each phase's service time (0: service)
+	phases  []phase             // each phase's service time (0: service)
 	static  int                 // the limit when alg is nil
 	alg     admission.Algorithm // built in Start, on the node's clock
 	newAlg  func(process.Clock) admission.Algorithm
