@@ -1,57 +1,121 @@
 package lockapi
 
 import (
-	"math"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fencesim/fencesim/admission"
 )
 
 // Limiter is bounded ingress: at most Limit() requests in flight, and a
 // request over the limit is shed at once (never queued: a queue in front of
 // a lock service only turns overload into timeouts that look like lost
-// leases). The limit adapts AIMD-style on latency: it grows by 1/limit per
-// request that finishes under Target while the limit was in use, and shrinks
-// by Backoff (at most once per Target window) when a request takes longer
-// or the backend reports overload. With Min == Max it is a static limit.
+// leases). The shedding decision is one atomic add and one atomic load,
+// whatever the algorithm; only an admitted request's completion (Done)
+// takes a mutex, to feed the algorithm that moves the limit:
 //
-// Hand-rolled rather than a library (failsafe-go's adaptivelimiter,
-// platinummonkey/go-concurrency-limits): the decision here must be one
-// atomic add on the shedding path, and both libraries queue or block by
-// default and bring their own dependency trees for ~80 lines of policy.
+//   - gradient (the default): admission.Gradient, Gradient2-style; the
+//     limit follows the ratio of long-term to short-term latency, so it
+//     needs no latency target and tracks a backend whose speed changes;
+//   - aimd: admission.AIMD, additive increase / multiplicative decrease
+//     around a hand-set latency Target;
+//   - static: the limit stays at Max (also any algorithm with Min == Max).
+//
+// The algorithms are fencesim's own (package admission) rather than a
+// library (failsafe-go's adaptivelimiter, platinummonkey/go-concurrency-
+// limits): both libraries queue or block by default, bring their own
+// dependency trees, and read the machine's clock, while these are integer
+// state machines on a clock interface that the simulator drives too.
 type Limiter struct {
 	inflight atomic.Int64
 	limit    atomic.Int64 // the current integer limit, read on the fast path
 
-	mu       sync.Mutex
-	cfg      LimiterConfig
-	flimit   float64
-	lastDrop time.Time
+	mu  sync.Mutex
+	alg admission.Algorithm // nil: static
 }
+
+// Limiter algorithms.
+const (
+	AlgorithmGradient = "gradient"
+	AlgorithmAIMD     = "aimd"
+	AlgorithmStatic   = "static"
+)
+
+// Algorithms lists the accepted LimiterConfig.Algorithm values.
+var Algorithms = []string{AlgorithmGradient, AlgorithmAIMD, AlgorithmStatic}
 
 // LimiterConfig bounds and tunes a Limiter.
 type LimiterConfig struct {
-	Min, Max int // bounds of the limit; the limit starts at Max
-	// Target is the latency above which a request counts as a sign of
-	// overload (and the shortest time between two decreases).
+	// Algorithm is gradient, aimd or static; empty means gradient.
+	Algorithm string
+	// Min and Max bound the limit. It starts at Max (Gradient.Initial
+	// can say otherwise), so a service never sheds before it has seen
+	// overload; with Min == Max the limit is static.
+	Min, Max int
+	// Target (aimd only) is the latency above which a request counts as
+	// a sign of overload, and the shortest time between two decreases.
 	Target time.Duration
-	// Backoff is the multiplicative decrease, in (0,1); 0 means 0.9.
-	Backoff float64
+	// Gradient tunes the gradient algorithm beyond Min and Max (which
+	// override its own); zero fields take admission's defaults.
+	Gradient admission.GradientConfig
+	// Clock is what the algorithm measures its windows with; nil means
+	// the machine's monotonic clock.
+	Clock admission.Clock
 }
 
-// NewLimiter returns a limiter starting at cfg.Max.
+// Validate reports what is wrong with c.
+func (c LimiterConfig) Validate() error {
+	switch c.Algorithm {
+	case "", AlgorithmGradient:
+		g := c.Gradient
+		g.Min, g.Max = c.Min, c.Max
+		return g.Validate()
+	case AlgorithmAIMD:
+		return admission.AIMDConfig{Min: c.Min, Max: c.Max, Target: c.Target}.Validate()
+	case AlgorithmStatic:
+		if c.Max < 1 {
+			return fmt.Errorf("lockapi: static limit %d; need >= 1", c.Max)
+		}
+		return nil
+	default:
+		return fmt.Errorf("lockapi: limiter algorithm %q; want one of %v", c.Algorithm, Algorithms)
+	}
+}
+
+// machineClock is the machine's monotonic clock (time.Since reads it).
+type machineClock struct{ origin time.Time }
+
+func (c machineClock) Monotonic() time.Duration { return time.Since(c.origin) }
+
+// NewLimiter returns a limiter starting at cfg.Max (or cfg.Gradient's
+// Initial). Out-of-range bounds are clamped (Min to at least 1, Max to at
+// least Min); any other invalid setting panics (run Validate first).
 func NewLimiter(cfg LimiterConfig) *Limiter {
-	if cfg.Min < 1 {
-		cfg.Min = 1
+	cfg.Min = max(cfg.Min, 1)
+	cfg.Max = max(cfg.Max, cfg.Min)
+	if err := cfg.Validate(); err != nil {
+		panic(err.Error())
 	}
-	if cfg.Max < cfg.Min {
-		cfg.Max = cfg.Min
+	if cfg.Clock == nil {
+		cfg.Clock = machineClock{origin: time.Now()}
 	}
-	if cfg.Backoff <= 0 || cfg.Backoff >= 1 {
-		cfg.Backoff = 0.9
+	l := &Limiter{}
+	switch {
+	case cfg.Min == cfg.Max || cfg.Algorithm == AlgorithmStatic:
+	case cfg.Algorithm == AlgorithmAIMD:
+		l.alg = admission.NewAIMD(cfg.Clock, admission.AIMDConfig{Min: cfg.Min, Max: cfg.Max, Target: cfg.Target})
+	default:
+		g := cfg.Gradient
+		g.Min, g.Max = cfg.Min, cfg.Max
+		l.alg = admission.NewGradient(cfg.Clock, g)
 	}
-	l := &Limiter{cfg: cfg, flimit: float64(cfg.Max)}
-	l.limit.Store(int64(cfg.Max))
+	if l.alg != nil {
+		l.limit.Store(int64(l.alg.Limit()))
+	} else {
+		l.limit.Store(int64(cfg.Max))
+	}
 	return l
 }
 
@@ -69,27 +133,12 @@ func (l *Limiter) TryAcquire() bool {
 // backend itself pushed back.
 func (l *Limiter) Done(latency time.Duration, overloaded bool) {
 	inflight := l.inflight.Add(-1) + 1 // counting this one
-	if l.cfg.Min == l.cfg.Max {
+	if l.alg == nil {
 		return
 	}
-	now := time.Now()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case overloaded || latency > l.cfg.Target:
-		if now.Sub(l.lastDrop) < l.cfg.Target {
-			return // one decrease per window: a burst of slow replies is one signal
-		}
-		l.lastDrop = now
-		l.flimit = math.Max(float64(l.cfg.Min), l.flimit*l.cfg.Backoff)
-	case float64(inflight) >= l.flimit/2:
-		// Grow only while the limit is in use: an idle service proves
-		// nothing about what it can take.
-		l.flimit = math.Min(float64(l.cfg.Max), l.flimit+1/l.flimit)
-	default:
-		return
-	}
-	l.limit.Store(int64(l.flimit))
+	l.limit.Store(int64(l.alg.Sample(latency, int(inflight), overloaded)))
+	l.mu.Unlock()
 }
 
 // Limit is the current concurrency limit.

@@ -42,7 +42,7 @@ func DefaultConfig() Config {
 	return Config{
 		MinTTL: 100 * time.Millisecond, MaxTTL: 5 * time.Minute,
 		MaxBodyBytes: 4 << 10,
-		Limiter:      LimiterConfig{Min: 8, Max: 256, Target: 50 * time.Millisecond},
+		Limiter:      LimiterConfig{Algorithm: AlgorithmGradient, Min: 8, Max: 256, Target: 50 * time.Millisecond},
 		RetryAfter:   100 * time.Millisecond, RequestTimeout: 2 * time.Second,
 		ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second,
 		WriteTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second,
@@ -67,11 +67,14 @@ func (c Config) withDefaults() Config {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = d.MaxBodyBytes
 	}
-	if c.Limiter.Max == 0 {
-		c.Limiter = d.Limiter
+	if c.Limiter.Max == 0 { // the bounds come as a pair; the algorithm stays the caller's
+		c.Limiter.Min, c.Limiter.Max = d.Limiter.Min, d.Limiter.Max
 	}
 	if c.Limiter.Target == 0 {
 		c.Limiter.Target = d.Limiter.Target
+	}
+	if c.Limiter.Algorithm == "" {
+		c.Limiter.Algorithm = d.Limiter.Algorithm
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

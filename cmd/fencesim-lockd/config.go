@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -37,9 +38,10 @@ type config struct {
 	RequireDurable bool          `env:"FENCESIM_REQUIRE_DURABLE" envDefault:"false" help:"refuse to start unless Redis runs appendonly yes + appendfsync always (fence tokens survive a Redis restart)"`
 	TTLMin         time.Duration `env:"FENCESIM_TTL_MIN" envDefault:"100ms" help:"shortest lease a client may ask for, 1ms..1h"`
 	TTLMax         time.Duration `env:"FENCESIM_TTL_MAX" envDefault:"5m" help:"longest lease a client may ask for, FENCESIM_TTL_MIN..24h"`
-	MaxInFlight    int           `env:"FENCESIM_MAX_INFLIGHT" envDefault:"256" help:"upper bound of the adaptive concurrency limit, 1..100000; requests over the limit get 429 at once"`
+	Admission      string        `env:"FENCESIM_ADMISSION" envDefault:"gradient" help:"how the concurrency limit adapts: gradient (follows the ratio of long- to short-term latency, no target to set), aimd (shrinks when a request exceeds FENCESIM_LATENCY_TARGET) or static (FENCESIM_MAX_INFLIGHT always)"`
+	MaxInFlight    int           `env:"FENCESIM_MAX_INFLIGHT" envDefault:"256" help:"upper bound of the adaptive concurrency limit (where it starts), 1..100000; requests over the limit get 429 at once"`
 	MinInFlight    int           `env:"FENCESIM_MIN_INFLIGHT" envDefault:"16" help:"lower bound of the adaptive concurrency limit, 1..FENCESIM_MAX_INFLIGHT (equal: a static limit)"`
-	LatencyTarget  time.Duration `env:"FENCESIM_LATENCY_TARGET" envDefault:"50ms" help:"request latency above which the concurrency limit shrinks, 1ms..10s"`
+	LatencyTarget  time.Duration `env:"FENCESIM_LATENCY_TARGET" envDefault:"50ms" help:"aimd only: request latency above which the concurrency limit shrinks, 1ms..10s"`
 	MaxBodyBytes   int64         `env:"FENCESIM_MAX_BODY_BYTES" envDefault:"4096" help:"largest request body, 512..1048576; larger gets 413"`
 	RetryAfter     time.Duration `env:"FENCESIM_RETRY_AFTER" envDefault:"100ms" help:"retry hint sent with 429/503, 1ms..1m"`
 	DrainDelay     time.Duration `env:"FENCESIM_DRAIN_DELAY" envDefault:"0s" help:"on SIGTERM, time /readyz answers 503 before the listener closes (let the load balancer notice), 0..FENCESIM_DRAIN_TIMEOUT"`
@@ -138,6 +140,9 @@ func (c config) validate() []string {
 	if c.MinInFlight < 1 || c.MinInFlight > c.MaxInFlight {
 		bad("FENCESIM_MIN_INFLIGHT", c.MinInFlight, fmt.Sprintf("must be 1..FENCESIM_MAX_INFLIGHT (%d)", c.MaxInFlight))
 	}
+	if !slices.Contains(lockapi.Algorithms, c.Admission) {
+		bad("FENCESIM_ADMISSION", c.Admission, "must be one of "+strings.Join(lockapi.Algorithms, ", "))
+	}
 	if c.LatencyTarget < time.Millisecond || c.LatencyTarget > 10*time.Second {
 		bad("FENCESIM_LATENCY_TARGET", c.LatencyTarget, "must be 1ms..10s")
 	}
@@ -163,7 +168,7 @@ func (c config) validate() []string {
 func (c config) serverConfig() lockapi.Config {
 	return lockapi.Config{
 		MinTTL: c.TTLMin, MaxTTL: c.TTLMax, MaxBodyBytes: c.MaxBodyBytes,
-		Limiter:    lockapi.LimiterConfig{Min: c.MinInFlight, Max: c.MaxInFlight, Target: c.LatencyTarget},
+		Limiter:    lockapi.LimiterConfig{Algorithm: c.Admission, Min: c.MinInFlight, Max: c.MaxInFlight, Target: c.LatencyTarget},
 		RetryAfter: c.RetryAfter, RequestTimeout: 4 * c.RedisTimeout, DrainDelay: c.DrainDelay,
 	}
 }

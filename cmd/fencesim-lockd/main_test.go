@@ -53,6 +53,7 @@ func TestBadConfigExits2NamingTheVariable(t *testing.T) {
 		{map[string]string{"FENCESIM_KEY_PREFIX": "a b"}, []string{"FENCESIM_KEY_PREFIX=a b", "[A-Za-z0-9._:-]"}},
 		{map[string]string{"FENCESIM_TTL_MAXX": "1m"}, []string{"FENCESIM_TTL_MAXX", "unknown variable"}},
 		{map[string]string{"FENCESIM_LOG_FORMAT": "xml"}, []string{"FENCESIM_LOG_FORMAT=xml", "text or json"}},
+		{map[string]string{"FENCESIM_ADMISSION": "vegas"}, []string{"FENCESIM_ADMISSION=vegas", "gradient, aimd, static"}},
 	}
 	for _, c := range cases {
 		var stderr bytes.Buffer
@@ -64,6 +65,24 @@ func TestBadConfigExits2NamingTheVariable(t *testing.T) {
 			if !strings.Contains(stderr.String(), w) {
 				t.Errorf("%v: stderr lacks %q:\n%s", c.env, w, stderr.String())
 			}
+		}
+	}
+}
+
+// TestAdmissionReachesTheLimiter: FENCESIM_ADMISSION picks the server's
+// algorithm, gradient by default.
+func TestAdmissionReachesTheLimiter(t *testing.T) {
+	for env, want := range map[string]string{"": "gradient", "aimd": "aimd", "static": "static"} {
+		e := map[string]string{}
+		if env != "" {
+			e["FENCESIM_ADMISSION"] = env
+		}
+		c, err := loadConfig(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.serverConfig().Limiter.Algorithm; got != want {
+			t.Errorf("FENCESIM_ADMISSION=%q: algorithm %q, want %q", env, got, want)
 		}
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/nodesvc"
 	"github.com/fencesim/fencesim/process"
 )
@@ -27,6 +29,7 @@ type config struct {
 	RequestTimeout time.Duration
 	DrainDelay     time.Duration
 	DrainTimeout   time.Duration
+	Admission      string // lockapi.LimiterConfig.Algorithm
 	LogFormat      string
 }
 
@@ -95,6 +98,13 @@ var settings = []setting{
 	{"request-timeout", "FENCESIM_NODE_REQUEST_TIMEOUT", "2s", "longest wait for the replica's answer; past it 503 (the outcome is unknown: retry with the same request id) (10ms..1m)", durIn(10*time.Millisecond, time.Minute, func(c *config, d time.Duration) { c.RequestTimeout = d })},
 	{"drain-delay", "FENCESIM_NODE_DRAIN_DELAY", "0s", "on SIGTERM, how long to answer 503 before closing the listener (0..1m)", durIn(0, time.Minute, func(c *config, d time.Duration) { c.DrainDelay = d })},
 	{"drain-timeout", "FENCESIM_NODE_DRAIN_TIMEOUT", "10s", "on SIGTERM, the deadline for in-flight requests (1s..10m)", durIn(time.Second, 10*time.Minute, func(c *config, d time.Duration) { c.DrainTimeout = d })},
+	{"admission", "FENCESIM_NODE_ADMISSION", "gradient", "how the API's concurrency limit (8..256 requests in flight, over it 429 at once) adapts: gradient (to the ratio of long- to short-term latency), aimd (shrinks past 50ms) or static (256)", func(c *config, v string) error {
+		if !slices.Contains(lockapi.Algorithms, v) {
+			return errors.New("must be one of " + strings.Join(lockapi.Algorithms, ", "))
+		}
+		c.Admission = v
+		return nil
+	}},
 	{"log-format", "FENCESIM_NODE_LOG_FORMAT", "text", "log format on stderr: text or json", func(c *config, v string) error {
 		if v != "text" && v != "json" {
 			return errors.New("must be text or json")

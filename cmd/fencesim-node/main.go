@@ -147,7 +147,8 @@ func run(ctx context.Context, args []string, env map[string]string, stdout, stde
 }
 
 func apiConfig(cfg config, log *slog.Logger) lockapi.Config {
-	return lockapi.Config{RequestTimeout: cfg.RequestTimeout, DrainDelay: cfg.DrainDelay, Logger: log}
+	return lockapi.Config{RequestTimeout: cfg.RequestTimeout, DrainDelay: cfg.DrainDelay, Logger: log,
+		Limiter: lockapi.LimiterConfig{Algorithm: cfg.Admission}}
 }
 
 // startNode starts the one replica the configuration names.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -54,6 +55,7 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"-dev-cluster", "3", "-id", "0"}, nil, "leave -id, -peers, -listen and -peer-listen unset"},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_REQUEST_TIMEOUT": "2"}, `FENCESIM_NODE_REQUEST_TIMEOUT="2": must be a duration in 10ms..1m0s`},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers, "-log-format", "xml"}, nil, `-log-format="xml": must be text or json`},
+		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_ADMISSION": "vegas"}, `FENCESIM_NODE_ADMISSION="vegas": must be one of gradient, aimd, static`},
 		{[]string{"-bogus"}, nil, "flag provided but not defined: -bogus"},
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},
 	}
@@ -364,4 +366,26 @@ func TestLeaderKill9AndRestart(t *testing.T) {
 		t.Fatalf("token %d after %d", l.Token(), last)
 	}
 	t.Logf("leaders %d → %d → %d; %d cycles, tokens %d..%d", first, second, third, len(cycleTokens), cycleTokens[0], last)
+}
+
+// TestAdmissionReachesTheLimiter: -admission / FENCESIM_NODE_ADMISSION
+// picks the API's algorithm, gradient by default.
+func TestAdmissionReachesTheLimiter(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, nil, "gradient"},
+		{nil, map[string]string{"FENCESIM_NODE_ADMISSION": "static"}, "static"},
+		{[]string{"-admission", "aimd"}, map[string]string{"FENCESIM_NODE_ADMISSION": "static"}, "aimd"},
+	} {
+		cfg, err := loadConfig(append([]string{"-dev-cluster", "3"}, c.args...), c.env, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := apiConfig(cfg, nil).Limiter.Algorithm; got != c.want {
+			t.Errorf("args %q env %v: algorithm %q, want %q", c.args, c.env, got, c.want)
+		}
+	}
 }

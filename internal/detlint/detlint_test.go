@@ -19,8 +19,10 @@ import (
 // contract every process is written against: it runs inside the loop in the
 // simulator, so it must be deterministic too (realclock, its real-time
 // implementation, must not be, and is not listed). scenarios/workload is
-// the client workload, run inside the loop over the lock client.
-var simPackages = []string{"sim", "fakeclock", "lockservice", "nemesis", "process", "scenarios/workload"}
+// the client workload, run inside the loop over the lock client. admission
+// holds the concurrency-limit algorithms, which the simulator runs on
+// virtual time as well as the HTTP API for real.
+var simPackages = []string{"sim", "fakeclock", "lockservice", "nemesis", "process", "scenarios/workload", "admission"}
 
 // TestSimulationPackagesAreDeterministic is the actual gate: it parses every
 // non-test Go file of the simulation packages and fails on any finding.
@@ -173,7 +175,7 @@ func TestLintTreeCanary(t *testing.T) {
 	if got, want := strings.Join(res.dirs, ","), "sim,lockservice"; got != want {
 		t.Errorf("existing dirs = %s, want %s", got, want)
 	}
-	if got, want := strings.Join(res.missing, ","), "fakeclock,nemesis,process,scenarios/workload"; got != want {
+	if got, want := strings.Join(res.missing, ","), "fakeclock,nemesis,process,scenarios/workload,admission"; got != want {
 		t.Errorf("missing dirs = %s, want %s", got, want)
 	}
 	if res.files != 3 {

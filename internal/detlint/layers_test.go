@@ -66,12 +66,17 @@ var layers = []struct {
 		why:     "the wire codec encodes the lock service's messages (the contract's, Raft's as the reference sends them, Redlock's); it must not drag in the simulator",
 	},
 	{
+		pattern: "./admission",
+		why:     "the concurrency-limit algorithms are pure state machines on a clock interface of their own: the simulator and the HTTP API both run them, so they depend on neither",
+	},
+	{
 		pattern: "./lockapi/...",
-		why:     "the HTTP lock API is generic over its Backend: a Redis or Raft backend plugs in from outside, the API depends on neither",
+		allowed: []string{"admission"},
+		why:     "the HTTP lock API is generic over its Backend: a Redis or Raft backend plugs in from outside, the API depends on neither (only on the admission algorithms)",
 	},
 	{
 		pattern: "./lockd",
-		allowed: []string{"lockapi"},
+		allowed: []string{"lockapi", "admission"},
 		why:     "the Redis backend is a lockapi.Backend and nothing else of fencesim",
 	},
 }
