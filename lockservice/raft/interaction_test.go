@@ -32,7 +32,7 @@ import (
 //	add-nodes <n> [prevote=bool] [checkquorum=bool]
 //	campaign <id>                   tick <id> until its election timeout fires
 //	tick <id> [n=<k>]               tick <id> k times (default 1)
-//	propose <id> <data>             propose data on <id>
+//	propose <id> <data> [n=<k>]     propose data on <id> (k times)
 //	process-ready [<id>...]         handle each node's Ready (persist, send, apply, Advance)
 //	deliver-msgs [from=] [to=] [type=] [n=] [drop] [keep]
 //	                                deliver (or drop) the matching messages in flight, oldest
@@ -108,7 +108,9 @@ func (env *interactionEnv) handle(t *testing.T, d *datadriven.TestData) {
 		env.prevote, env.checkQ = false, false
 		d.MaybeScanArgs(t, "prevote", &env.prevote)
 		d.MaybeScanArgs(t, "checkquorum", &env.checkQ)
-		env.nodes = nil
+		// A new cluster: forget everything about the previous one.
+		env.nodes, env.inflight, env.held, env.committed = nil, nil, nil, nil
+		env.leaders = map[uint64]ID{}
 		for i := 1; i <= n; i++ {
 			env.nodes = append(env.nodes, &ixNode{id: ID(i)})
 		}
@@ -153,11 +155,22 @@ func (env *interactionEnv) handle(t *testing.T, d *datadriven.TestData) {
 		if nn.node == nil {
 			t.Fatalf("%s: node %d is down", d.Pos, nn.id)
 		}
-		idx, term, err := nn.node.Propose([]byte(d.CmdArgs[1].Key))
-		if err != nil {
-			fmt.Fprintf(&env.out, "error: %v\n", err)
-		} else {
-			fmt.Fprintf(&env.out, "proposed %q at %d/%d\n", d.CmdArgs[1].Key, idx, term)
+		k := 1
+		d.MaybeScanArgs(t, "n", &k)
+		for range k {
+			idx, term, err := nn.node.Propose([]byte(d.CmdArgs[1].Key))
+			if err != nil {
+				fmt.Fprintf(&env.out, "error: %v\n", err)
+				break
+			}
+			if k == 1 {
+				fmt.Fprintf(&env.out, "proposed %q at %d/%d\n", d.CmdArgs[1].Key, idx, term)
+			} else {
+				env.printf(levelDebug, "proposed %q at %d/%d\n", d.CmdArgs[1].Key, idx, term)
+			}
+		}
+		if k > 1 {
+			fmt.Fprintf(&env.out, "proposed %q %d times; last index %d\n", d.CmdArgs[1].Key, k, nn.node.Status().LastIndex)
 		}
 	case "process-ready":
 		for _, nn := range env.selected(t, d) {
@@ -452,6 +465,10 @@ func ixEntry(e Entry) string {
 func ixEntries(es []Entry) string {
 	if len(es) == 0 {
 		return "[]"
+	}
+	if len(es) > 4 {
+		// Long runs (a leader catching a peer up) print their ends.
+		return fmt.Sprintf("[%s %s .. %s] (%d entries)", ixEntry(es[0]), ixEntry(es[1]), ixEntry(es[len(es)-1]), len(es))
 	}
 	parts := make([]string, len(es))
 	for i, e := range es {
