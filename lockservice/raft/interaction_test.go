@@ -40,7 +40,9 @@ import (
 //	                                flight, so that it can be replayed later as a stale message
 //	hold [from=] [to=] [type=]      take the matching messages out of flight (delayed)
 //	release                         put the held messages back in flight, after the others
-//	stabilize [<id>...]             handle Readys and deliver until nothing is left
+//	stabilize [<id>...]             handle Readys and deliver until nothing is left, among
+//	                                the named nodes only (a connected group); messages from
+//	                                or to the others stay in flight
 //	crash <id>                      lose everything not persisted; messages to it are dropped
 //	restart <id>                    start it again from what it persisted
 //	msgs                            list the messages in flight and held
@@ -207,12 +209,17 @@ func (env *interactionEnv) handle(t *testing.T, d *datadriven.TestData) {
 					busy = true
 				}
 			}
-			if len(env.inflight) > 0 {
-				msgs := env.inflight
-				env.inflight = nil
-				for _, m := range msgs {
-					env.deliverOne(m)
+			var todo, rest []Message
+			for _, m := range env.inflight {
+				if in(nodes, m.From) && in(nodes, m.To) {
+					todo = append(todo, m)
+				} else {
+					rest = append(rest, m)
 				}
+			}
+			env.inflight = rest
+			for _, m := range todo {
+				env.deliverOne(m)
 				busy = true
 			}
 			if !busy {
@@ -441,6 +448,10 @@ func (env *interactionEnv) selected(t *testing.T, d *datadriven.TestData) []*ixN
 		return env.nodes
 	}
 	return out
+}
+
+func in(nodes []*ixNode, id ID) bool {
+	return slices.ContainsFunc(nodes, func(nn *ixNode) bool { return nn.id == id })
 }
 
 func (env *interactionEnv) printStatus() {
