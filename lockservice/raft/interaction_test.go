@@ -341,6 +341,7 @@ func (env *interactionEnv) processReady(nn *ixNode) {
 		m.Entries = slices.Clone(m.Entries)
 		env.inflight = append(env.inflight, m)
 	}
+	var fresh []Entry
 	for _, e := range rd.CommittedEntries {
 		if e.Index <= uint64(len(env.committed)) {
 			if want := env.committed[e.Index-1]; want.Term != e.Term || string(want.Data) != string(e.Data) {
@@ -350,7 +351,11 @@ func (env *interactionEnv) processReady(nn *ixNode) {
 			continue
 		}
 		env.committed = append(env.committed, e)
-		env.printf(levelInfo, "%d commits %s\n", nn.id, ixEntry(e))
+		fresh = append(fresh, e)
+	}
+	if len(fresh) > 0 {
+		// Printed once, by the first node to apply them.
+		env.printf(levelInfo, "%d commits %s\n", nn.id, ixEntries(fresh))
 	}
 	nn.node.Advance()
 }
