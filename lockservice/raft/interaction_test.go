@@ -38,7 +38,7 @@ import (
 //	                                deliver (or drop) the matching messages in flight, oldest
 //	                                first; keep delivers a copy and leaves the original in
 //	                                flight, so that it can be replayed later as a stale message
-//	hold [from=] [to=] [type=]      take the matching messages out of flight (delayed)
+//	hold [from=] [to=] [type=] [n=] take the (first n) matching messages out of flight
 //	release                         put the held messages back in flight, after the others
 //	stabilize [<id>...]             handle Readys and deliver until nothing is left, among
 //	                                the named nodes only (a connected group); messages from
@@ -185,9 +185,12 @@ func (env *interactionEnv) handle(t *testing.T, d *datadriven.TestData) {
 		env.deliver(t, d)
 	case "hold":
 		match := env.matcher(t, d)
+		limit := -1
+		d.MaybeScanArgs(t, "n", &limit)
 		var keep []Message
 		for _, m := range env.inflight {
-			if match(m) {
+			if match(m) && limit != 0 {
+				limit--
 				env.held = append(env.held, m)
 				fmt.Fprintf(&env.out, "held %s\n", fmtMsg(m))
 			} else {
