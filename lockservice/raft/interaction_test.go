@@ -30,7 +30,7 @@ import (
 // Commands (IDs are positional; k=v options follow):
 //
 //	add-nodes <n> [prevote=bool] [checkquorum=bool]
-//	campaign <id>                   tick <id> until its election timeout fires
+//	campaign <id>                   handle its pending Ready, then tick it until it campaigns
 //	tick <id> [n=<k>]               tick <id> k times (default 1)
 //	propose <id> <data> [n=<k>]     propose data on <id> (k times)
 //	process-ready [<id>...]         handle each node's Ready (persist, send, apply, Advance)
