@@ -66,8 +66,18 @@ var layers = []struct {
 		why:     "the wire codec encodes the lock service's messages (the contract's, Raft's as the reference sends them, Redlock's); it must not drag in the simulator",
 	},
 	{
-		pattern: "./lockapi/...",
+		pattern: "./lockapi",
 		why:     "the HTTP lock API is generic over its Backend: a Redis or Raft backend plugs in from outside, the API depends on neither",
+	},
+	{
+		pattern: "./lockapi/lockapitest",
+		allowed: []string{"lockapi"},
+		why:     "the API's test backend and contract suite are the API's, generic over any Backend",
+	},
+	{
+		pattern: "./lockapi/lockclient",
+		allowed: []string{"lockapi", "process", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "realclock"},
+		why:     "the HTTP client is the simulator's lock client on the real clock: its state machine and the contract it speaks, nothing of the simulator or of any service",
 	},
 	{
 		pattern: "./lockd",
