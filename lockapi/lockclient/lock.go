@@ -20,8 +20,9 @@ type Lock struct {
 	c         *Client
 	resource  string
 	ttl       time.Duration
-	servers   []string // the state machine's server i is servers[i]
-	reqPrefix string   // of the lockapi request_ids
+	cfg       lockservice.ClientConfig // the state machine's
+	servers   []string                 // the state machine's server i is servers[i]
+	reqPrefix string                   // of the lockapi request_ids
 	origin    time.Time
 	ex        serial
 	env       *env
@@ -63,6 +64,7 @@ func (c *Client) newLock(resource string, ttl time.Duration) *Lock {
 		DriftBoundPPM: c.cfg.DriftBoundPPM, Margin: c.cfg.Margin, RequestTimeout: c.cfg.RequestTimeout,
 		BackoffMin: c.cfg.BackoffMin, BackoffMax: c.cfg.BackoffMax,
 	}
+	l.cfg = cfg
 	l.sm = simclient.NewLock(cfg, nil, handler{l})
 	return l
 }

@@ -169,8 +169,8 @@ func (c *Client) answered(base string) {
 		c.preferred = i
 		return
 	}
+	c.preferred = len(c.endpoints)
 	c.endpoints = append(c.endpoints, base) // a leader learned from a redirect
-	c.preferred = len(c.endpoints) - 1
 }
 
 // StatusError is a definitive non-2xx answer.

@@ -556,12 +556,16 @@ func (l *Lock) ReceiveHint(m lockservice.LockReply, retryAfter time.Duration) {
 // NoAnswer tells the Lock that the transport knows request req got no
 // answer (a refused connection, a cut reply) before the request timeout
 // said so: the acquire and release are retried as on a timeout, after a
-// backoff instead of the rest of the timeout. A renewal is left to the
-// next one, as an unanswered renewal is.
+// backoff instead of the rest of the timeout; a renewal is sent again
+// (a new one, to the next server, as after an unanswered renewal) after a
+// backoff instead of at the next third of the TTL, so that a leader's
+// crash costs the lease one backoff rather than a third of its TTL.
 func (l *Lock) NoAnswer(req uint64) {
 	switch {
 	case l.phase == lockAcquiring && req == l.acqReq:
 		rearm(l.env, &l.timeout, l.backoff(), l.retryAcquireFn)
+	case l.phase == lockHolding && req == l.renewReq && l.renewPending:
+		rearm(l.env, &l.renewTimer, l.backoff(), l.sendRenewFn)
 	case l.phase == lockReleasing && req == l.relReq:
 		rearm(l.env, &l.timeout, l.backoff(), l.releaseTimedOutFn)
 	}
