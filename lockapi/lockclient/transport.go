@@ -18,7 +18,8 @@ import (
 )
 
 // send carries out the state machine's Send (on the executor): one HTTP
-// attempt of msg at the endpoint to, on a goroutine of its own. Only the
+// attempt of msg at the endpoint to, on a goroutine of its own (an event
+// must not wait for the network: the watchdog has to fire on time). Only the
 // latest attempt's outcome goes back to the state machine: a new attempt
 // cancels the one before (the state machine has stopped waiting for it,
 // and would drop its reply as stale anyway).
@@ -46,7 +47,10 @@ func (l *Lock) send(to process.NodeID, msg process.Message) {
 	}
 	l.gen++
 	gen := l.gen
-	ctx, cancel := context.WithTimeout(l.ctx, l.c.cfg.RequestTimeout)
+	// No timeout of its own: the state machine's request timer (the
+	// renewal's next third of the TTL) ends the attempt by sending the
+	// next one, and the end of the lock ends them all.
+	ctx, cancel := context.WithCancel(l.ctx)
 	l.cancel = cancel
 	base := l.servers[to]
 	go func() {
