@@ -86,7 +86,7 @@ func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration
 func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration, once bool) (*Lock, error) {
 	l := c.newLock(resource, ttl)
 	l.ex.post(func() {
-		l.sm.SetOptions(simclient.Options{TryOnce: once, KeepRequestWhenOverloaded: true})
+		l.sm.SetOptions(simclient.Options{TryOnce: once, KeepRequestWhenOverloaded: true, RedirectLimit: 3})
 		l.sm.Start(l.env)
 		l.sm.Acquire()
 	})

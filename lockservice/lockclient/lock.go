@@ -84,7 +84,8 @@ type Lock struct {
 	relStatus     lockservice.Status // the release's answer; 0: given up unanswered
 	relUnanswered bool               // an attempt of the release went unanswered
 
-	opts Options
+	opts      Options
+	redirects int // named redirects followed at once in a row (Options.RedirectLimit)
 	// hint is the server's retry hint carried with the reply being
 	// handled (ReceiveHint); always 0 in the simulator.
 	hint time.Duration
@@ -252,6 +253,7 @@ func (l *Lock) backoffAfter(st lockservice.Status) time.Duration {
 // it takes.
 func (l *Lock) Acquire() {
 	l.phase = lockAcquiring
+	l.redirects = 0
 	l.acqReq = l.NewRequest()
 	l.sendAcquire()
 }
@@ -298,8 +300,11 @@ func (l *Lock) redirect(m lockservice.LockReply) bool {
 // is on.
 func (l *Lock) retryDelay(named bool) time.Duration {
 	if named {
-		return 0
+		if l.redirects++; l.opts.RedirectLimit == 0 || l.redirects <= l.opts.RedirectLimit {
+			return 0
+		}
 	}
+	l.redirects = 0
 	return l.backoffAfter(lockservice.NotLeader)
 }
 
@@ -452,7 +457,7 @@ func (l *Lock) Release() {
 	stop(l.watchdog)
 	l.phase = lockReleasing
 	l.relReq = l.NewRequest()
-	l.relAttempts = 0
+	l.relAttempts, l.redirects = 0, 0
 	l.relStatus, l.relUnanswered = 0, false
 	l.observe(lockservice.Event{Kind: lockservice.EvBeliefEnd, Token: l.token, Reason: "releasing"})
 	l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpRelease, Request: l.relReq, Token: l.token})
@@ -539,6 +544,11 @@ type Options struct {
 	// come from a hop past the one that applied the request (a proxy, a
 	// forwarding follower), so the same id lets the service deduplicate.
 	KeepRequestWhenOverloaded bool
+	// RedirectLimit: after this many redirects in a row to a named leader,
+	// each followed at once, the next waits a backoff, so that two nodes
+	// naming each other during a change of leader are not asked in a
+	// tight loop. 0: no limit (the simulator's client).
+	RedirectLimit int
 }
 
 // SetOptions sets o.

@@ -169,3 +169,28 @@ func TestReleaseResultAfterNoAnswer(t *testing.T) {
 		}
 	}
 }
+
+// RedirectLimit 3: three redirects to a named leader are followed at once,
+// the fourth after a backoff (BackoffMin 20 ms at least).
+func TestRedirectLimit(t *testing.T) {
+	r := newRig(t, Options{RedirectLimit: 3})
+	r.at(0, r.l.Acquire, 10*time.Millisecond)
+	req := r.acquires()[0].Request
+	for i := range 4 {
+		at := time.Duration(10*(i+1)) * time.Millisecond
+		r.at(at, func() {
+			r.l.ReceiveHint(lockservice.LockReply{Request: req, Status: lockservice.NotLeader, Leader: process.NodeID((i + 1) % 2)}, 0)
+		}, at+5*time.Millisecond) // the network's latency is at most 5ms
+		sent := len(r.acquires())
+		if i < 3 && sent != i+2 {
+			t.Fatalf("redirect %d: %d acquires sent, want the retry at once", i+1, sent)
+		}
+		if i == 3 && sent != 4 {
+			t.Fatalf("redirect 4: %d acquires arrived within 5ms, want it held back by a backoff (≥ 20ms)", sent)
+		}
+	}
+	r.w.Run(200*time.Millisecond, 10_000)
+	if n := len(r.acquires()); n != 5 {
+		t.Fatalf("%d acquires after the backoff, want 5", n)
+	}
+}
