@@ -67,10 +67,12 @@ type Config struct {
 	DriftBoundPPM int64
 	// Margin is subtracted from every lease (default 10 ms).
 	Margin time.Duration
-	// RequestTimeout bounds one attempt (default 2 s).
+	// RequestTimeout: an acquire or release attempt unanswered for this
+	// long is retried, same request id, at the next endpoint (default 2 s).
 	RequestTimeout time.Duration
-	// BackoffMin and BackoffMax bound the jittered backoff after a refusal
-	// without a hint (defaults 10 ms and 1 s).
+	// BackoffMin and BackoffMax bound the backoff after a refusal without
+	// a server's hint, drawn uniformly between them (defaults 10 ms and
+	// 1 s).
 	BackoffMin, BackoffMax time.Duration
 }
 
