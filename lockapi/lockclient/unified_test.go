@@ -59,8 +59,8 @@ func TestLostAtTheStateMachinesDeadline(t *testing.T) {
 		t.Fatal("Lost never closed")
 	}
 	at := l.env.clock.Monotonic()
-	if at < deadline || at > deadline+50*time.Millisecond {
-		t.Fatalf("Lost closed at %v on the lock's clock, want at the deadline %v (within 50ms after)", at, deadline)
+	if at < deadline || at > deadline+150*time.Millisecond {
+		t.Fatalf("Lost closed at %v on the lock's clock, want at the deadline %v (within 150ms after, for a loaded machine)", at, deadline)
 	}
 }
 
