@@ -70,9 +70,19 @@ var layers = []struct {
 		why:     "the concurrency-limit algorithms are pure state machines on a clock interface of their own: the simulator and the HTTP API both run them, so they depend on neither",
 	},
 	{
-		pattern: "./lockapi/...",
+		pattern: "./lockapi",
 		allowed: []string{"admission"},
 		why:     "the HTTP lock API is generic over its Backend: a Redis or Raft backend plugs in from outside, the API depends on neither (only on the admission algorithms)",
+	},
+	{
+		pattern: "./lockapi/lockapitest",
+		allowed: []string{"lockapi", "admission"},
+		why:     "the API's test backend and contract suite are the API's, generic over any Backend",
+	},
+	{
+		pattern: "./lockapi/lockclient",
+		allowed: []string{"lockapi", "admission", "process", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "realclock"},
+		why:     "the HTTP client is the simulator's lock client on the real clock: its state machine and the contract it speaks, nothing of the simulator or of any service",
 	},
 	{
 		pattern: "./lockd",

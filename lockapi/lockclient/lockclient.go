@@ -11,37 +11,38 @@
 //	}
 //	lock.Release(ctx)
 //
-// It follows the rules of the simulator's client (lockservice.Client), so
-// what the simulator proves about them holds here:
-//   - A retry of a request keeps its request id (across network errors,
-//     307 redirects to the leader and overload), so a grant whose reply
-//     was lost comes back as the same token, never as a second lease.
-//   - The watchdog deadline is request start + TTL·(1−ρ) − margin, start
-//     being when the first attempt of the request that (re)granted the
-//     lease was sent: the server's lease began no earlier, and the
-//     client's clock may run up to ρ slower than the server's.
-//   - A definitive answer (held, not holder) ends a request; the next
-//     attempt is a new request with a new id.
-//   - Overload (429/503) is retried after the server's Retry-After plus
-//     jitter, and otherwise with jittered exponential backoff.
+// It is the simulator's lock client, not a copy of its rules: every Lock
+// runs the state machine of lockservice/lockclient (the acquirer, the
+// renewer, the watchdog and the release handler, as the simulator checks
+// them) on a small serial executor with the machine's clock (realclock),
+// and this package is only its transport. The state machine's requests
+// become HTTP calls (its request ids become lockapi request_ids), and the
+// answers go back to it as the replies it understands:
 //
-// Unlike the simulator's client it runs on goroutines and the real clock:
-// one renewer goroutine per held lock.
+//	200                    Granted / Renewed / Released
+//	307, 308 to a known    NotLeader naming that endpoint (retried there at once, same id)
+//	409 held               Busy, with the lease's remaining time as a hint
+//	409 not_holder         NotHolder
+//	429                    Overloaded, with Retry-After as a hint (same id)
+//	503                    NotLeader naming no one: the next endpoint, after Retry-After
+//	other 4xx/5xx          Invalid: the acquire fails with a *StatusError
+//	no answer              nothing, or NoAnswer for a refused or cut connection
+//
+// So what the simulator proves about the client holds here: a retry keeps
+// its request id (across lost replies, redirects and overload), the
+// watchdog closes Lost at request start + TTL·(1−ρ) − margin, renewals go
+// out every TTL/3, and a release is retried a bounded number of times
+// (after which the lease expires on its own).
 package lockclient
 
 import (
-	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,8 +53,9 @@ import (
 // Config configures a Client. Zero fields take defaults.
 type Config struct {
 	// Endpoints are the base URLs of the lock service's instances
-	// ("http://host:port"); the client starts with the first, moves to the
-	// next on network errors and 503, and follows 307 to the leader.
+	// ("http://host:port"); a lock starts with the one that answered
+	// last, moves to the next on no answer and 503, and follows 307 to
+	// the leader.
 	Endpoints []string
 	// Name identifies this client to the service (owner checks); default
 	// a random one. [A-Za-z0-9._-], at most 128 characters.
@@ -65,10 +67,12 @@ type Config struct {
 	DriftBoundPPM int64
 	// Margin is subtracted from every lease (default 10 ms).
 	Margin time.Duration
-	// RequestTimeout bounds one attempt (default 2 s).
+	// RequestTimeout: an acquire or release attempt unanswered for this
+	// long is retried, same request id, at the next endpoint (default 2 s).
 	RequestTimeout time.Duration
-	// BackoffMin and BackoffMax bound the jittered exponential backoff
-	// (defaults 10 ms and 1 s).
+	// BackoffMin and BackoffMax bound the backoff after a refusal without
+	// a server's hint, drawn uniformly between them (defaults 10 ms and
+	// 1 s).
 	BackoffMin, BackoffMax time.Duration
 }
 
@@ -76,10 +80,12 @@ type Config struct {
 type Client struct {
 	cfg      Config
 	http     *http.Client
-	endpoint atomic.Pointer[string] // where requests go now
-	next     atomic.Uint64          // endpoint rotation
 	idPrefix string
-	seq      atomic.Uint64
+	seq      atomic.Uint64 // numbers the client's locks, for request ids
+
+	mu        sync.Mutex
+	endpoints []string // Config.Endpoints, then leaders learned from redirects
+	preferred int      // index in endpoints of the one that answered last
 }
 
 // New returns a client.
@@ -120,8 +126,7 @@ func New(cfg Config) (*Client, error) {
 		hc = *cfg.HTTP
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	c := &Client{cfg: cfg, http: &hc, idPrefix: hex.EncodeToString(rnd[:4]) + "-"}
-	c.endpoint.Store(&cfg.Endpoints[0])
+	c := &Client{cfg: cfg, http: &hc, idPrefix: hex.EncodeToString(rnd[:4]) + "-", endpoints: slices.Clone(cfg.Endpoints)}
 	return c, nil
 }
 
@@ -150,6 +155,26 @@ func sharedTransport() *http.Transport {
 // Name is the client's name as the service sees it.
 func (c *Client) Name() string { return c.cfg.Name }
 
+// servers returns the endpoints a new lock knows, the preferred one first
+// (the state machine starts with its first server).
+func (c *Client) servers() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append(slices.Clone(c.endpoints[c.preferred:]), c.endpoints[:c.preferred]...)
+}
+
+// answered makes base, which just answered, where the next locks start.
+func (c *Client) answered(base string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i := slices.Index(c.endpoints, base); i >= 0 {
+		c.preferred = i
+		return
+	}
+	c.preferred = len(c.endpoints)
+	c.endpoints = append(c.endpoints, base) // a leader learned from a redirect
+}
+
 // StatusError is a definitive non-2xx answer.
 type StatusError struct {
 	Status int
@@ -175,309 +200,4 @@ var (
 func (e *StatusError) Is(target error) bool {
 	return target == ErrHeld && e.Body.Error == lockapi.CodeHeld ||
 		target == ErrNotHolder && e.Body.Error == lockapi.CodeNotHolder
-}
-
-// call sends one request until it gets a definitive answer or ctx ends,
-// retrying the same body (so the same request id) on network errors, 307,
-// 429 and 503. start is when the first attempt was sent.
-func (c *Client) call(ctx context.Context, method, path string, body, out any) (start time.Time, err error) {
-	var payload []byte
-	if body != nil {
-		if payload, err = json.Marshal(body); err != nil {
-			return time.Time{}, err
-		}
-	}
-	start = time.Now()
-	backoff := c.cfg.BackoffMin
-	redirects := 0
-	unanswered := false
-	for attempt := 0; ; attempt++ {
-		base := *c.endpoint.Load()
-		status, hdr, resp, err := c.attempt(ctx, method, base+path, payload)
-		var wait time.Duration
-		switch {
-		case err != nil:
-			if ctx.Err() != nil {
-				return start, fmt.Errorf("lockclient: %s %s: %w (last attempt: %v)", method, path, ctx.Err(), err)
-			}
-			c.rotate(base)
-			unanswered = true
-			wait = c.jitter(backoff)
-		case status == http.StatusOK:
-			if out != nil {
-				if err := json.Unmarshal(resp, out); err != nil {
-					return start, fmt.Errorf("lockclient: %s %s: bad reply %q: %w", method, path, resp, err)
-				}
-			}
-			return start, nil
-		case status == http.StatusTemporaryRedirect || status == http.StatusPermanentRedirect:
-			if leader := leaderBase(hdr.Get("Location")); leader != "" && redirects < 3 {
-				c.endpoint.Store(&leader)
-				redirects++
-				continue // same request, now to the leader
-			}
-			redirects = 0
-			wait = c.jitter(backoff)
-		case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
-			if status == http.StatusServiceUnavailable {
-				c.rotate(base) // draining or cut off: another instance may serve
-			}
-			wait = c.jitter(backoff)
-			if hint := retryAfter(hdr, resp); hint > 0 {
-				// Honour the server: never sooner than it asked, plus up
-				// to half again so shed clients do not return in step.
-				wait = hint + time.Duration(mrand.Int64N(int64(hint/2)+1))
-			}
-		default:
-			se := &StatusError{Status: status, Unanswered: unanswered}
-			if json.Unmarshal(resp, &se.Body) != nil {
-				se.Body.Message = string(resp)
-			}
-			return start, se
-		}
-		backoff = min(backoff*2, c.cfg.BackoffMax)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return start, fmt.Errorf("lockclient: %s %s: %w after %d attempts", method, path, ctx.Err(), attempt+1)
-		case <-t.C:
-		}
-	}
-}
-
-func (c *Client) attempt(ctx context.Context, method, url string, payload []byte) (int, http.Header, []byte, error) {
-	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-	defer cancel()
-	var rd io.Reader
-	if payload != nil {
-		rd = bytes.NewReader(payload)
-	}
-	req, err := http.NewRequestWithContext(actx, method, url, rd)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	return resp.StatusCode, resp.Header, b, nil
-}
-
-// rotate moves to the next endpoint unless another request already moved
-// away from base.
-func (c *Client) rotate(base string) {
-	cur := c.endpoint.Load()
-	if *cur != base {
-		return
-	}
-	n := c.next.Add(1)
-	e := c.cfg.Endpoints[n%uint64(len(c.cfg.Endpoints))]
-	c.endpoint.CompareAndSwap(cur, &e)
-}
-
-// jitter draws a wait in [d/2, d]: spread, but never much shorter.
-func (c *Client) jitter(d time.Duration) time.Duration {
-	return d/2 + time.Duration(mrand.Int64N(int64(d/2)+1))
-}
-
-// retryAfter is the server's hint: retry_after_ms in the body when
-// present (finer), else the Retry-After header in seconds.
-func retryAfter(h http.Header, body []byte) time.Duration {
-	var e lockapi.ErrorResponse
-	if json.Unmarshal(body, &e) == nil && e.RetryAfterMs > 0 {
-		return time.Duration(e.RetryAfterMs) * time.Millisecond
-	}
-	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	return 0
-}
-
-// leaderBase is scheme://host of a Location header.
-func leaderBase(loc string) string {
-	u, err := url.Parse(loc)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return ""
-	}
-	return u.Scheme + "://" + u.Host
-}
-
-func (c *Client) requestID() string {
-	return c.idPrefix + strconv.FormatUint(c.seq.Add(1), 36)
-}
-
-// TryAcquire makes one acquire request (retried on network errors,
-// redirects and overload until ctx ends) and returns the lock, or an error
-// matching ErrHeld when another lease holds the resource.
-func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Duration) (*Lock, error) {
-	req := lockapi.AcquireRequest{Client: c.cfg.Name, TTLms: ttl.Milliseconds(), RequestID: c.requestID()}
-	var resp lockapi.LeaseResponse
-	start, err := c.call(ctx, http.MethodPost, "/v1/locks/"+url.PathEscape(resource)+"/acquire", req, &resp)
-	if err != nil {
-		return nil, err
-	}
-	return c.newLock(resource, uint64(resp.Token), start, time.Duration(resp.TTLms)*time.Millisecond), nil
-}
-
-// Acquire waits until it holds resource or ctx ends; while the resource is
-// held it polls with jittered backoff, each poll a new request.
-func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration) (*Lock, error) {
-	backoff := c.cfg.BackoffMin
-	for {
-		l, err := c.TryAcquire(ctx, resource, ttl)
-		var se *StatusError
-		if !errors.As(err, &se) || se.Body.Error != lockapi.CodeHeld {
-			return l, err
-		}
-		wait := c.jitter(backoff)
-		if hint := time.Duration(se.Body.RetryAfterMs) * time.Millisecond; hint > 0 && hint < wait {
-			wait = hint // the lease ends sooner than our backoff
-		}
-		backoff = min(backoff*2, c.cfg.BackoffMax)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("lockclient: acquire %s: %w (last: %v)", resource, ctx.Err(), err)
-		case <-t.C:
-		}
-	}
-}
-
-// Lock is a held lease: its token, a renewer keeping it, and a watchdog.
-type Lock struct {
-	c        *Client
-	resource string
-	token    uint64
-	ttl      time.Duration
-
-	mu       sync.Mutex
-	deadline time.Time // the watchdog's limit (monotonic)
-	watchdog *time.Timer
-	lost     chan struct{}
-	lostOnce sync.Once
-	ctx      context.Context // ends when renewal must stop (release or loss)
-	stop     context.CancelFunc
-	done     chan struct{} // renewer exited
-}
-
-func (c *Client) newLock(resource string, token uint64, start time.Time, ttl time.Duration) *Lock {
-	l := &Lock{c: c, resource: resource, token: token, ttl: ttl, lost: make(chan struct{}), done: make(chan struct{})}
-	l.ctx, l.stop = context.WithCancel(context.Background())
-	l.mu.Lock()
-	l.deadline = start.Add(l.safe(ttl))
-	l.watchdog = time.AfterFunc(time.Until(l.deadline), l.fire)
-	l.mu.Unlock()
-	go l.renewer(start)
-	return l
-}
-
-// safe is how much of a lease of ttl the client may use: ttl·(1−ρ) − margin.
-func (l *Lock) safe(ttl time.Duration) time.Duration {
-	return ttl - time.Duration(int64(ttl)/1_000_000*l.c.cfg.DriftBoundPPM) - l.c.cfg.Margin
-}
-
-// Token is the fencing token: send it with every write to the fenced
-// resource.
-func (l *Lock) Token() uint64 { return l.token }
-
-// Resource is the locked resource's name.
-func (l *Lock) Resource() string { return l.resource }
-
-// Lost is closed when the lease may be gone: the watchdog's deadline
-// passed without a renewal, the service said this client no longer holds
-// it, or it was released. After that, no write may use the token.
-func (l *Lock) Lost() <-chan struct{} { return l.lost }
-
-// Deadline is the watchdog's current limit.
-func (l *Lock) Deadline() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.deadline
-}
-
-func (l *Lock) lose() {
-	l.lostOnce.Do(func() { close(l.lost) })
-	l.stop()
-	l.mu.Lock()
-	l.watchdog.Stop()
-	l.mu.Unlock()
-}
-
-// fire is the watchdog: lose the lock unless a renewal moved the
-// deadline since the timer was armed.
-func (l *Lock) fire() {
-	l.mu.Lock()
-	if d := time.Until(l.deadline); d > 0 {
-		l.watchdog.Reset(d)
-		l.mu.Unlock()
-		return
-	}
-	l.mu.Unlock()
-	l.lose()
-}
-
-// extend moves the deadline for a renewal whose first attempt was sent at
-// start.
-func (l *Lock) extend(start time.Time, ttl time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if d := start.Add(l.safe(ttl)); d.After(l.deadline) {
-		l.deadline = d
-	}
-}
-
-// renewer renews at a third of the lease after each grant, retrying a
-// failed renewal (same body) until the watchdog deadline; a "not holder"
-// answer loses the lock at once.
-func (l *Lock) renewer(granted time.Time) {
-	defer close(l.done)
-	for {
-		t := time.NewTimer(time.Until(granted.Add(l.ttl / 3)))
-		select {
-		case <-l.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		// Release aborts an in-flight renewal; the watchdog's deadline
-		// bounds its retries.
-		ctx, cancel := context.WithDeadline(l.ctx, l.Deadline())
-		var resp lockapi.LeaseResponse
-		start, err := l.c.call(ctx, http.MethodPost, "/v1/locks/"+url.PathEscape(l.resource)+"/renew",
-			lockapi.RenewRequest{Client: l.c.cfg.Name, Token: lockapi.Token(l.token), TTLms: l.ttl.Milliseconds()}, &resp)
-		cancel()
-		if err != nil {
-			// Not holder, or no answer before the deadline: either way the
-			// lease may be gone.
-			l.lose()
-			return
-		}
-		l.extend(start, time.Duration(resp.TTLms)*time.Millisecond)
-		granted = start
-	}
-}
-
-// Release stops renewal and frees the lease (retried until ctx ends). Lost
-// is closed afterwards either way. An error matching ErrNotHolder means
-// the lease had already expired or been taken over; "not holder" for a
-// retry after an unanswered attempt is success (that attempt released).
-func (l *Lock) Release(ctx context.Context) error {
-	l.stop()
-	<-l.done
-	_, err := l.c.call(ctx, http.MethodPost, "/v1/locks/"+url.PathEscape(l.resource)+"/release",
-		lockapi.ReleaseRequest{Client: l.c.cfg.Name, Token: lockapi.Token(l.token)}, nil)
-	l.lose()
-	var se *StatusError
-	if errors.As(err, &se) && se.Unanswered && errors.Is(err, ErrNotHolder) {
-		return nil
-	}
-	return err
 }

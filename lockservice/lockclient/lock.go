@@ -71,15 +71,24 @@ type Lock struct {
 	acqStart    time.Duration // monotonic, for the watchdog
 	acqStartReq uint64        // the request acqStart was taken for
 	// the lease as the client believes it
-	token    uint64
-	deadline time.Duration // monotonic: the watchdog's limit
+	token      uint64
+	deadline   time.Duration // monotonic: the watchdog's limit
+	leaseStart time.Duration // monotonic: when the request deadline counts from was sent
 	// renewer
 	renewReq     uint64
 	renewStart   time.Duration
 	renewPending bool // the last renewal got no answer yet
 	// release handler
-	relReq      uint64
-	relAttempts int
+	relReq        uint64
+	relAttempts   int
+	relStatus     lockservice.Status // the release's answer; 0: given up unanswered
+	relUnanswered bool               // an attempt of the release went unanswered
+
+	opts      Options
+	redirects int // named redirects followed at once in a row (Options.RedirectLimit)
+	// hint is the server's retry hint carried with the reply being
+	// handled (ReceiveHint); always 0 in the simulator.
+	hint time.Duration
 
 	// timeout times lock-service requests (acquire, release).
 	timeout, renewTimer, watchdog clockwork.Timer
@@ -218,6 +227,25 @@ func (l *Lock) backoff() time.Duration {
 	return l.cfg.BackoffMin + time.Duration(l.env.Rand().Int64N(int64(span)+1))
 }
 
+// backoffAfter is the wait after a refusal with status st: the jittered
+// backoff, adjusted by the server's hint when the reply carried one
+// (ReceiveHint). Busy waits no longer than the hint (the lease's remaining
+// time: it ends sooner than the backoff); an overloaded or unavailable
+// server is never retried sooner than it asked, plus up to half again so
+// shed clients do not come back in step. Without a hint (the simulator)
+// it draws exactly what backoff draws.
+func (l *Lock) backoffAfter(st lockservice.Status) time.Duration {
+	d := l.backoff()
+	switch h := l.hint; {
+	case h <= 0:
+	case st == lockservice.Busy:
+		d = min(d, h)
+	default:
+		d = h + time.Duration(l.env.Rand().Int64N(int64(h/2)+1))
+	}
+	return d
+}
+
 // --- acquirer ---
 
 // Acquire starts acquiring the lock with a new request; the Handler hears
@@ -225,6 +253,7 @@ func (l *Lock) backoff() time.Duration {
 // it takes.
 func (l *Lock) Acquire() {
 	l.phase = lockAcquiring
+	l.redirects = 0
 	l.acqReq = l.NewRequest()
 	l.sendAcquire()
 }
@@ -267,12 +296,16 @@ func (l *Lock) redirect(m lockservice.LockReply) bool {
 }
 
 // retryDelay is how long to wait before following a redirect: at once to
-// a named leader, after a backoff while an election is on.
+// a named leader, after a backoff (or the server's hint) while an election
+// is on.
 func (l *Lock) retryDelay(named bool) time.Duration {
 	if named {
-		return 0
+		if l.redirects++; l.opts.RedirectLimit == 0 || l.redirects <= l.opts.RedirectLimit {
+			return 0
+		}
 	}
-	return l.backoff()
+	l.redirects = 0
+	return l.backoffAfter(lockservice.NotLeader)
 }
 
 func (l *Lock) onAcquireReply(m lockservice.LockReply) {
@@ -290,8 +323,15 @@ func (l *Lock) onAcquireReply(m lockservice.LockReply) {
 		l.h.Granted()
 	case lockservice.Busy, lockservice.Overloaded, lockservice.Stale:
 		l.logStatus("acquire.", m.Status, m.Request)
-		l.acqReq = l.NewRequest() // a definitive answer: the next attempt is new
-		rearm(l.env, &l.timeout, l.backoff(), l.sendAcquireFn)
+		if m.Status == lockservice.Busy && l.opts.TryOnce {
+			l.Stop()
+			l.h.Failed()
+			return
+		}
+		if m.Status != lockservice.Overloaded || !l.opts.KeepRequestWhenOverloaded {
+			l.acqReq = l.NewRequest() // a definitive answer: the next attempt is new
+		}
+		rearm(l.env, &l.timeout, l.backoffAfter(m.Status), l.sendAcquireFn)
 	case lockservice.NotLeader:
 		named := l.redirect(m)
 		l.Log("acquire.redirect", m.Request, slog.Int("leader", int(m.Leader)))
@@ -310,13 +350,30 @@ func (l *Lock) onAcquireReply(m lockservice.LockReply) {
 // server's lease began no earlier than that, and the client's clock may run
 // up to ρ slower than the server's.
 func (l *Lock) extend(start, ttl time.Duration) {
-	if l.cfg.Watchdog != nil {
-		l.deadline = l.cfg.Watchdog(start, l.now(), ttl)
-	} else {
-		l.deadline = start + ttl - time.Duration(int64(ttl)/1_000_000*l.cfg.DriftBoundPPM) - l.cfg.Margin
-	}
+	l.leaseStart = start
+	l.deadline = WatchdogDeadline(l.cfg, start, l.now(), ttl)
 	rearm(l.env, &l.watchdog, l.deadline-l.now(), l.watchdogFiredFn)
 }
+
+// WatchdogDeadline is the watchdog's limit for a lease of ttl whose
+// request was sent at sent and answered at replied (the client's
+// monotonic time): cfg.Watchdog's when set, else sent + ttl·(1−ρ) −
+// margin. Every client of fencesim, simulated or over HTTP, computes it
+// here.
+func WatchdogDeadline(cfg lockservice.ClientConfig, sent, replied, ttl time.Duration) time.Duration {
+	if cfg.Watchdog != nil {
+		return cfg.Watchdog(sent, replied, ttl)
+	}
+	return sent + ttl - time.Duration(int64(ttl)/1_000_000*cfg.DriftBoundPPM) - cfg.Margin
+}
+
+// Deadline is the watchdog's current limit on the client's monotonic
+// clock (meaningful while Held).
+func (l *Lock) Deadline() time.Duration { return l.deadline }
+
+// LeaseStart is when the request that last granted or renewed the lease
+// was first sent (client monotonic time): the start Deadline counts from.
+func (l *Lock) LeaseStart() time.Duration { return l.leaseStart }
 
 func (l *Lock) watchdogFired() {
 	if l.phase != lockHolding {
@@ -400,7 +457,8 @@ func (l *Lock) Release() {
 	stop(l.watchdog)
 	l.phase = lockReleasing
 	l.relReq = l.NewRequest()
-	l.relAttempts = 0
+	l.relAttempts, l.redirects = 0, 0
+	l.relStatus, l.relUnanswered = 0, false
 	l.observe(lockservice.Event{Kind: lockservice.EvBeliefEnd, Token: l.token, Reason: "releasing"})
 	l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpRelease, Request: l.relReq, Token: l.token})
 	l.resendRelease()
@@ -420,6 +478,7 @@ func (l *Lock) resendRelease() {
 // releaseTimedOut retries the release elsewhere, then gives up: the lease
 // expires on its own.
 func (l *Lock) releaseTimedOut() {
+	l.relUnanswered = true
 	if l.relAttempts < releaseAttempts {
 		l.rotate()
 		l.resendRelease()
@@ -439,6 +498,7 @@ func (l *Lock) onReleaseReply(m lockservice.LockReply) {
 	}
 	l.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRelease, Request: m.Request, Token: l.token, Status: m.Status})
 	l.logStatus("release.", m.Status, m.Request, slog.Uint64("token", l.token))
+	l.relStatus = m.Status
 	l.phase = lockIdle
 	l.h.Released()
 }
@@ -468,4 +528,67 @@ func (l *Lock) onReply(m lockservice.LockReply) {
 	case l.phase == lockReleasing && m.Request == l.relReq:
 		l.onReleaseReply(m)
 	}
+}
+
+// --- for clients outside the simulator ---
+
+// Options are the Lock's behaviours that a client outside the simulator
+// (the HTTP client, lockapi/lockclient) needs. The zero value is the
+// simulator's client; set them before Acquire.
+type Options struct {
+	// TryOnce: a Busy answer ends the acquire (the Handler hears Failed)
+	// instead of a retry with a new request after a backoff.
+	TryOnce bool
+	// KeepRequestWhenOverloaded: after an Overloaded answer the acquire is
+	// retried with the same request id. Over HTTP an overloaded answer may
+	// come from a hop past the one that applied the request (a proxy, a
+	// forwarding follower), so the same id lets the service deduplicate.
+	KeepRequestWhenOverloaded bool
+	// RedirectLimit: after this many redirects in a row to a named leader,
+	// each followed at once, the next waits a backoff, so that two nodes
+	// naming each other during a change of leader are not asked in a
+	// tight loop. 0: no limit (the simulator's client).
+	RedirectLimit int
+}
+
+// SetOptions sets o.
+func (l *Lock) SetOptions(o Options) { l.opts = o }
+
+// ReceiveHint is Receive for a lock service reply that came with a retry
+// hint (HTTP's Retry-After, or a held lease's remaining time): the wait
+// after it is backoffAfter's.
+func (l *Lock) ReceiveHint(m lockservice.LockReply, retryAfter time.Duration) {
+	l.hint = retryAfter
+	l.onReply(m)
+	l.hint = 0
+}
+
+// NoAnswer tells the Lock that the transport knows request req got no
+// answer (a refused connection, a cut reply) before the request timeout
+// said so: the acquire and release are retried as on a timeout, after a
+// backoff instead of the rest of the timeout; a renewal is sent again
+// (a new one, to the next server, as after an unanswered renewal) after a
+// backoff instead of at the next third of the TTL, so that a leader's
+// crash costs the lease one backoff rather than a third of its TTL.
+func (l *Lock) NoAnswer(req uint64) {
+	switch {
+	case l.phase == lockAcquiring && req == l.acqReq:
+		rearm(l.env, &l.timeout, l.backoff(), l.retryAcquireFn)
+	case l.phase == lockHolding && req == l.renewReq && l.renewPending:
+		rearm(l.env, &l.renewTimer, l.backoff(), l.sendRenewFn)
+	case l.phase == lockReleasing && req == l.relReq:
+		rearm(l.env, &l.timeout, l.backoff(), l.releaseTimedOutFn)
+	}
+}
+
+// ReleaseResult is how the last release ended, once the Handler heard
+// Released: Released; NotHolder (the lease had ended, expired or taken
+// over); 0 when every attempt went unanswered (the lease expires on its
+// own). A NotHolder after an attempt that got no answer is Released: that
+// attempt may have released it, and the retry found it free.
+func (l *Lock) ReleaseResult() lockservice.Status {
+	if l.relStatus == lockservice.NotHolder && l.relUnanswered {
+		return lockservice.Released
+	}
+	return l.relStatus
 }

@@ -1,0 +1,198 @@
+package lockclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/fencesim/fencesim/lockapi"
+	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/process"
+)
+
+// send carries out the state machine's Send (on the executor): one HTTP
+// attempt of msg at the endpoint to, on a goroutine of its own (an event
+// must not wait for the network: the watchdog has to fire on time). Only the
+// latest attempt's outcome goes back to the state machine: a new attempt
+// cancels the one before (the state machine has stopped waiting for it,
+// and would drop its reply as stale anyway).
+func (l *Lock) send(to process.NodeID, msg process.Message) {
+	var path string
+	var body any
+	var req uint64
+	esc := url.PathEscape(l.resource)
+	switch m := msg.(type) {
+	case lockservice.AcquireRequest:
+		path, req = "/v1/locks/"+esc+"/acquire", m.Request
+		body = lockapi.AcquireRequest{Client: m.Client, TTLms: m.TTL.Milliseconds(), RequestID: l.requestID(m.Request)}
+	case lockservice.RenewRequest:
+		path, req = "/v1/locks/"+esc+"/renew", m.Request
+		body = lockapi.RenewRequest{Client: m.Client, Token: lockapi.Token(m.Token), TTLms: l.ttl.Milliseconds()}
+	case lockservice.ReleaseRequest:
+		path, req = "/v1/locks/"+esc+"/release", m.Request
+		body = lockapi.ReleaseRequest{Client: m.Client, Token: lockapi.Token(m.Token)}
+	default:
+		panic(fmt.Sprintf("lockclient: the state machine sent a %T", msg))
+	}
+	payload, _ := json.Marshal(body) // plain structs: cannot fail
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.gen++
+	gen := l.gen
+	// No timeout of its own: the state machine's request timer (the
+	// renewal's next third of the TTL) ends the attempt by sending the
+	// next one, and the end of the lock ends them all.
+	ctx, cancel := context.WithCancel(l.ctx)
+	l.cancel = cancel
+	base := l.servers[to]
+	go func() {
+		a := l.c.attempt(ctx, base, path, payload, l.servers)
+		cancel()
+		l.ex.post(func() {
+			if gen == l.gen {
+				l.answer(req, msg, a)
+			}
+		})
+	}()
+}
+
+// requestID is the lockapi request_id of the state machine's request req:
+// unique per client (its prefix), per lock, and per request of the lock.
+func (l *Lock) requestID(req uint64) string {
+	return l.reqPrefix + strconv.FormatUint(req, 36)
+}
+
+// outcome is one HTTP attempt: a status and body, or err for no answer.
+type outcome struct {
+	base   string // the endpoint that answered
+	status int
+	hdr    http.Header
+	body   []byte
+	err    error
+}
+
+// attempt posts payload to base+path. A redirect to an endpoint not among
+// known (the lock's servers) is followed here (at most 3 hops, same body);
+// one to a known endpoint is the state machine's to follow.
+func (c *Client) attempt(ctx context.Context, base, path string, payload []byte, known []string) outcome {
+	for hops := 0; ; hops++ {
+		o := c.post(ctx, base, path, payload)
+		if o.err != nil || (o.status != http.StatusTemporaryRedirect && o.status != http.StatusPermanentRedirect) || hops == 3 {
+			return o
+		}
+		leader := leaderBase(o.hdr.Get("Location"))
+		if leader == "" || slices.Contains(known, leader) {
+			return o
+		}
+		c.answered(leader) // learn it: later locks start there
+		base = leader
+	}
+}
+
+func (c *Client) post(ctx context.Context, base, path string, payload []byte) outcome {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(payload))
+	if err != nil {
+		return outcome{base: base, err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return outcome{base: base, err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return outcome{base: base, err: err}
+	}
+	return outcome{base: base, status: resp.StatusCode, hdr: resp.Header, body: b}
+}
+
+// answer hands the outcome of an attempt of request req (msg) to the state
+// machine as the reply it stands for (see the package comment), on the
+// executor.
+func (l *Lock) answer(req uint64, msg process.Message, o outcome) {
+	if o.err != nil || (o.status == http.StatusOK && !json.Valid(o.body)) {
+		// No answer: the state machine retries, or its watchdog bounds
+		// the lease. A cut or refused connection says so at once.
+		l.unanswered = req
+		if l.ctx.Err() == nil {
+			l.sm.NoAnswer(req)
+		}
+		return
+	}
+	r := lockservice.LockReply{Request: req}
+	var hint time.Duration
+	switch o.status {
+	case http.StatusOK:
+		l.c.answered(o.base)
+		var lr lockapi.LeaseResponse
+		json.Unmarshal(o.body, &lr)
+		r.Token, r.TTL = uint64(lr.Token), time.Duration(lr.TTLms)*time.Millisecond
+		switch msg.(type) {
+		case lockservice.AcquireRequest:
+			r.Status = lockservice.Granted
+		case lockservice.RenewRequest:
+			r.Status = lockservice.Renewed
+		default:
+			r.Status = lockservice.Released
+		}
+		l.sm.ReceiveHint(r, 0)
+		return
+	case http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		r.Status, r.Leader = lockservice.NotLeader, lockservice.NoLeader
+		if i := slices.Index(l.servers, leaderBase(o.hdr.Get("Location"))); i >= 0 {
+			r.Leader = process.NodeID(i)
+		}
+		l.sm.ReceiveHint(r, 0)
+		return
+	}
+	se := &StatusError{Status: o.status, Unanswered: l.unanswered == req}
+	if json.Unmarshal(o.body, &se.Body) != nil {
+		se.Body.Message = string(o.body)
+	}
+	l.last = se
+	switch {
+	case o.status == http.StatusConflict && se.Body.Error == lockapi.CodeHeld:
+		r.Status, hint = lockservice.Busy, time.Duration(se.Body.RetryAfterMs)*time.Millisecond
+	case o.status == http.StatusConflict && se.Body.Error == lockapi.CodeNotHolder:
+		r.Status = lockservice.NotHolder
+	case o.status == http.StatusTooManyRequests:
+		r.Status, hint = lockservice.Overloaded, retryAfter(o.hdr, se.Body)
+	case o.status == http.StatusServiceUnavailable:
+		// Draining, or cut off from its backend or quorum: another
+		// instance may serve.
+		r.Status, r.Leader, hint = lockservice.NotLeader, lockservice.NoLeader, retryAfter(o.hdr, se.Body)
+	default:
+		r.Status, r.Err = lockservice.Invalid, se.Error()
+	}
+	l.sm.ReceiveHint(r, hint)
+}
+
+// retryAfter is the server's hint: retry_after_ms in the body when
+// present (finer), else the Retry-After header in seconds.
+func retryAfter(h http.Header, e lockapi.ErrorResponse) time.Duration {
+	if e.RetryAfterMs > 0 {
+		return time.Duration(e.RetryAfterMs) * time.Millisecond
+	}
+	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return 0
+}
+
+// leaderBase is scheme://host of a Location header.
+func leaderBase(loc string) string {
+	u, err := url.Parse(loc)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
