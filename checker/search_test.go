@@ -57,7 +57,7 @@ func TestSearchDecidesAmbiguousLocks(t *testing.T) {
 		}
 	}
 	p := encodeLockOps(h)[0]
-	r := searchLinearization(lockState{}, lockNext, lockCovers, lockClass, p.typed, searchBudget{DefaultSteps, DefaultSearchBytes})
+	r := searchLinearization(lockState{}, lockNext, lockStable, lockCovers, lockClass, p.typed, searchBudget{DefaultSteps, DefaultSearchBytes})
 	if r.verdict != searchIllegal {
 		t.Fatalf("got verdict %v after %d steps, want illegal", r.verdict, r.steps)
 	}
@@ -161,13 +161,13 @@ func searchCorpus(hs []History, each func(ops []porcupine.Operation, model porcu
 		before := t.illegal
 		for _, p := range encodeOps(h) {
 			v := timed(func() searchVerdict {
-				return searchLinearization(registerState{}, registerNext, nil, nil, p.typed, searchBudget{DefaultSteps, DefaultSearchBytes}).verdict
+				return searchLinearization(registerState{}, registerNext, registerStable, nil, nil, p.typed, searchBudget{DefaultSteps, DefaultSearchBytes}).verdict
 			})
 			each(p.ops(), FencedRegisterModel(), p.exact, v)
 		}
 		for _, p := range encodeLockOps(h) {
 			v := timed(func() searchVerdict {
-				return searchLinearization(lockState{}, lockNext, lockCovers, lockClass, p.typed, searchBudget{DefaultSteps, DefaultSearchBytes}).verdict
+				return searchLinearization(lockState{}, lockNext, lockStable, lockCovers, lockClass, p.typed, searchBudget{DefaultSteps, DefaultSearchBytes}).verdict
 			})
 			each(p.ops(), FencedMutexModel(), p.exact, v)
 		}
@@ -325,4 +325,26 @@ func plainTimes[I, O any](ops []typedOp[I, O]) []porcupine.Operation {
 		out[i] = porcupine.Operation{ClientId: op.Client, Input: op.In, Call: op.Call, Output: op.Out, Return: ret}
 	}
 	return out
+}
+
+// TestSearchDoesNotForceEqualWrite: an accepted write equal to the
+// register (same token and value) leaves this state unchanged but not a
+// later one, so the complete search must not place it at once. W(1,7),
+// then W'(1,7) and W(1,8) concurrent, then a read of 7: W, W(1,8), W',
+// read is a linearization.
+func TestSearchDoesNotForceEqualWrite(t *testing.T) {
+	w := func(id, v int, call, ret int) StoreOp {
+		return StoreOp{ID: id, Client: string(rune('A' + id)), Resource: "r", Kind: OpWrite, Token: 1, Value: int64(v), Call: ms(call), Return: ms(ret), Outcome: OutcomeAccepted}
+	}
+	h := History{Ops: []StoreOp{
+		w(1, 7, 0, 10),
+		w(2, 7, 20, 40),
+		w(3, 8, 20, 40),
+		{ID: 4, Client: "C4", Resource: "r", Kind: OpRead, ReadValue: 7, ReadToken: 1, Call: ms(50), Return: ms(60), Outcome: OutcomeAccepted},
+	}}
+	p := encodeOps(h)[0]
+	r := searchLinearization(registerState{}, registerNext, registerStable, nil, nil, p.typed, searchBudget{DefaultSteps, DefaultSearchBytes})
+	if r.verdict != searchOK {
+		t.Fatalf("the complete search gave %v after %d steps, want ok (W, W(1,8), W', read)", r.verdict, r.steps)
+	}
 }
