@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -312,14 +313,24 @@ func exhaustedSentence(opt Options, v searchVerdict, n int, what, resource strin
 // independent, and a run's resources are few. The quick search proves
 // most partitions linearizable in about one pass (and ambiguous lock
 // histories the complete search would branch on); searchLinearization
-// decides the rest. Each result depends only on its partition and the
+// decides the rest. A panic in a search is raised again here, as a
+// *Panic, once every search has ended. Each result depends only on its partition and the
 // budgets: the quick search's model steps are charged to the partition's
 // step budget (see quickSteps), and the complete search gets the rest.
 func searchPartitions[S comparable, I, O, R any](parts []partition[I, O, R], init S, step func([]S, S, I, O) []S, stable func(I, O) bool, covers func(a, b S) bool, coarse func(S) S, opt Options) []searchResult[S] {
 	results := make([]searchResult[S], len(parts))
+	panics := make([]*Panic, len(parts))
 	var wg sync.WaitGroup
 	for i := range parts {
 		wg.Go(func() {
+			defer func() {
+				if r := recover(); r != nil {
+					panics[i] = &Panic{Value: r, Stack: debug.Stack()}
+				}
+			}()
+			if opt.SearchHook != nil {
+				opt.SearchHook(parts[i].resource)
+			}
 			total := opt.steps()
 			ok, used := linearizableQuickly(init, step, covers, coarse, parts[i].typed, quickSteps(len(parts[i].typed), total))
 			if ok {
@@ -335,6 +346,11 @@ func searchPartitions[S comparable, I, O, R any](parts []partition[I, O, R], ini
 		})
 	}
 	wg.Wait()
+	for _, p := range panics {
+		if p != nil {
+			panic(p)
+		}
+	}
 	return results
 }
 
