@@ -80,6 +80,16 @@ func (k *VerdictKind) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// SafetyProperties are the names of the safety properties a violation
+// may refute, in order: Check's S1–S10 and CheckLeaseSafety's L1.
+func SafetyProperties() []string {
+	return []string{propTokens, propGrantOverlap, propStoreMonotonic, propStoreGrantee, propDurable,
+		propCurrentGrant, propLockLinearizable, propLinearizable, propElection, propStateMachine, propLeaseSafety}
+}
+
+// LivenessProperty is the property of the violation CheckLiveness reports.
+const LivenessProperty = propLiveness
+
 // Violation is one refutation of a property, with enough context (time, step,
 // a one-sentence detail and the operations involved) to find it in a trace.
 type Violation struct {

@@ -110,6 +110,9 @@ func TestRunSpec(t *testing.T) {
 		{"leader the design lacks", []string{"-spec", writeSpec(t, "partitioned-leader", "leaderless", func(s string) string {
 			return strings.Replace(strings.Replace(s, `"design": "replicated"`, `"design": "single-node"`, 1), `"replicas": 5,`, "", 1)
 		})}, `scenario "leaderless": design single-node: nemesis: fault 0 (isolate @leader): @leader: the design elects no leader; aim at a node by its role, such as @replica:1`},
+		{"bad property", []string{"-spec", writeSpec(t, "unfenced-gc-pause", "typo-property", func(s string) string {
+			return strings.Replace(s, `"property": "S3"`, `"property": "S99"`, 1)
+		})}, `scenario "typo-property": expect.property "S99" is no property of verdict "violation"; use one of S1,`},
 		{"not JSON", []string{"-spec", writeSpec(t, "kleppmann-gc-pause", "broken", func(s string) string { return s[:len(s)/2] })}, "-spec "},
 	}
 	for _, c := range cases {
