@@ -143,6 +143,10 @@ func TestHeadlineIsTheExpectedProperty(t *testing.T) {
 	if !strings.Contains(string(page), ">violation S3</span>") {
 		t.Errorf("the report's verdict badge does not name S3")
 	}
+	// Replaying its replay file heads the verdict the same way.
+	if _, out, _ = simrun("replay", filepath.Join(failuresDir, "redlock-gc-pause-seed1.json")); !strings.Contains(out, ", verdict violation S3\n") {
+		t.Errorf("replay headline:\n%s", out)
+	}
 	// Shrinking keeps the property the scenario exists to show.
 	_, out, _ = simrun("shrink", "-scenario", "redlock-gc-pause", "-seed", "1", "-o", filepath.Join(t.TempDir(), "s.json"))
 	if !strings.Contains(out, "property S3 still fails") {

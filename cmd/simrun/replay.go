@@ -54,8 +54,8 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	if o.asJSON {
 		out = stderr
 	}
-	if same {
-		fmt.Fprintf(out, "reproduced: trace hash %s, verdict %s %s\n", hash, r.Verdict, r.Property)
+	if same { // the file records the first property violated; the headline is run's
+		fmt.Fprintf(out, "reproduced: trace hash %s, verdict %s %s\n", hash, r.Verdict, r.Spec.Expect.Headline(res.Verdict))
 		return code
 	}
 	fmt.Fprintf(out, "DIFFERS from the recorded run: trace hash %s (recorded %s), verdict %s %s (recorded %s %s)",
