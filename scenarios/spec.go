@@ -411,6 +411,20 @@ func Lookup(name string) (Spec, bool) {
 	return Spec{}, false
 }
 
+// IsBuiltin reports whether s is a built-in scenario as built in, with
+// a planted bug or not: `simrun run -scenario NAME` runs it. A spec read
+// from a file may carry a built-in's name and differ.
+func IsBuiltin(s Spec) bool {
+	b, ok := Lookup(s.Name)
+	if !ok {
+		return false
+	}
+	s.Mutant = b.Mutant
+	x, errX := json.Marshal(s)
+	y, errY := json.Marshal(b)
+	return errX == nil && errY == nil && bytes.Equal(x, y)
+}
+
 // Names lists the built-in scenario names.
 func Names() []string {
 	var out []string

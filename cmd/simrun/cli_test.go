@@ -90,6 +90,17 @@ func TestRunSpec(t *testing.T) {
 	if page, _ := os.ReadFile(filepath.Join(dir, "index.html")); !strings.Contains(string(page), "run -spec "+good+" -seed 3") {
 		t.Errorf("the report's repro line does not name the spec file")
 	}
+	// Its replay file reproduces it; run -scenario my-pause would not.
+	replay := filepath.Join(failuresDir, "my-pause-seed3.json")
+	if _, out, errs := simrun("replay", replay); !strings.Contains(out, "reproduce: go run ./cmd/simrun replay "+replay+"\n") || strings.Contains(out+errs, "-scenario my-pause") {
+		t.Errorf("replaying a -spec run: want its repro line to name the replay file:\n%s%s", out, errs)
+	}
+	b, _ := os.ReadFile(replay)
+	edited := filepath.Join(t.TempDir(), "edited.json")
+	os.WriteFile(edited, []byte(strings.Replace(string(b), `"seed": 3`, `"seed": 4`, 1)), 0o644)
+	if code, _, errs := simrun("replay", edited); code != exitUsage || !strings.Contains(errs, `write a fresh one with: simrun run -spec FILE.json -seed 4, FILE.json being the spec of scenario "my-pause"`) {
+		t.Errorf("an edited replay file of a -spec run: exit %d\n%s", code, errs)
+	}
 
 	cases := []struct {
 		name string
