@@ -21,9 +21,13 @@ const propElection = "S9"
 const propStateMachine = "S10"
 
 // checkElections checks S9 and reports one violation per replica that won
-// a term another replica had won before it (in true time, then step). A
-// replica that wins the same term again (a restart that kept its term and
-// vote leads it again) is one leader, not two.
+// a term another replica had won before it (in true time, then step), and
+// one per repeated win of a term by the same replica. A replica reports
+// each term it wins once (lockservice.EvElected), so a repeat is a
+// restarted replica leading its term again, which Raft forbids: a
+// restarted replica must campaign in a new, higher term, and one that
+// does not has lost its term or vote (or its log) with unsynced state —
+// a second leader of the term, in succession.
 func checkElections(es []Election) []Violation {
 	es = slices.Clone(es)
 	slices.SortStableFunc(es, func(a, b Election) int {
@@ -35,12 +39,17 @@ func checkElections(es []Election) []Violation {
 		for j < len(es) && es[j].Term == es[i].Term {
 			j++
 		}
-		first, seen := es[i], []string{es[i].Node}
+		first, seen := es[i], []Election{es[i]}
 		for _, e := range es[i+1 : j] {
-			if slices.Contains(seen, e.Node) {
+			if k := slices.IndexFunc(seen, func(x Election) bool { return x.Node == e.Node }); k >= 0 {
+				before := seen[k]
+				seen[k] = e
+				vs = append(vs, Violation{Property: propElection, At: e.At, Step: e.Step,
+					Detail: fmt.Sprintf("Replica %q won term %d twice: at %v (step %d) and again at %v (step %d); a replica reports a won term once, so it restarted and led the same term again instead of campaigning in a new one.",
+						e.Node, e.Term, before.At, before.Step, e.At, e.Step)})
 				continue
 			}
-			seen = append(seen, e.Node)
+			seen = append(seen, e)
 			vs = append(vs, Violation{Property: propElection, At: e.At, Step: e.Step,
 				Detail: fmt.Sprintf("Term %d had two leaders: replica %q won it at %v (step %d) and replica %q also won it at %v (step %d).",
 					e.Term, first.Node, first.At, first.Step, e.Node, e.At, e.Step)})

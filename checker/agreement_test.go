@@ -33,6 +33,16 @@ func TestAgreementCanaries(t *testing.T) {
 			{Node: "n2", Term: 4, At: ms(5), Step: 5},
 			{Node: "n1", Term: 4, At: ms(7), Step: 7},
 		}}, "S9", 2, `replica "n2" won it at 5ms`},
+		{"S9 one replica leads a term twice (a restart that lost its term or vote)", History{Elections: []Election{
+			{Node: "n1", Term: 2, At: ms(1), Step: 1},
+			{Node: "n2", Term: 3, At: ms(5), Step: 5},
+			{Node: "n2", Term: 3, At: ms(9), Step: 9},
+		}}, "S9", 1, `Replica "n2" won term 3 twice: at 5ms (step 5) and again at 9ms (step 9); a replica reports a won term once, so it restarted and led the same term again instead of campaigning in a new one.`},
+		{"S9 another leader, then the first again", History{Elections: []Election{
+			{Node: "n1", Term: 2, At: ms(1), Step: 1},
+			{Node: "n2", Term: 2, At: ms(3), Step: 3},
+			{Node: "n1", Term: 2, At: ms(5), Step: 5},
+		}}, "S9", 2, `Term 2 had two leaders`},
 		{"S10 two commands at one index", History{EntryApplies: []EntryApply{
 			entry("n1", 1, 1, 0, 1, 1),
 			entry("n1", 2, 1, 0xaa, 2, 2),
@@ -85,14 +95,14 @@ func TestAgreementCanaries(t *testing.T) {
 }
 
 // TestAgreementPasses checks what replicas may do: lead one term after
-// another, lead the same term again after a restart, and apply the same
-// entry at an index however often and late.
+// another (the same replica too) and apply the same entry at an index
+// however often and late.
 func TestAgreementPasses(t *testing.T) {
 	h := History{
 		Elections: []Election{
 			{Node: "n1", Term: 2, At: ms(1), Step: 1},
 			{Node: "n2", Term: 3, At: ms(5), Step: 5},
-			{Node: "n2", Term: 3, At: ms(9), Step: 9}, // restarted, kept its term and vote
+			{Node: "n2", Term: 4, At: ms(9), Step: 9}, // restarted, led the next term
 		},
 		EntryApplies: []EntryApply{
 			entry("n1", 1, 2, 0, 2, 2),

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -56,6 +57,17 @@ type opMetadata struct {
 // nothing.
 func registerStep(state, input, output any) []any {
 	return boxStates(registerNext(nil, state.(registerState), input.(registerInput), output.(registerOutput)))
+}
+
+// registerStable reports whether an op, wherever registerNext leaves the
+// state unchanged, leaves unchanged every state it may be placed in
+// later, so that the complete search may place it at once (see
+// searchLinearization): a read, a refused write (it refuses the same
+// state or none), and an unknown write, which, once its token is below
+// the highest accepted, stays below it. An accepted write is not: equal
+// to the register now, it may overwrite a later write.
+func registerStable(in registerInput, out registerOutput) bool {
+	return in.Kind != OpWrite || out.Outcome != OutcomeAccepted
 }
 
 // registerNext appends to dst the states s may move to (registerStep on
@@ -275,7 +287,7 @@ func boxPartitions[I, O, S any](parts []partition[I, O, S]) ([]porcupine.Operati
 // each resource whose search ran out of steps, a sentence saying so.
 func checkLinearizable(h History, opt Options) ([]Violation, []string) {
 	parts := encodeOps(h)
-	results := searchPartitions(parts, registerState{}, registerNext, nil, nil, opt)
+	results := searchPartitions(parts, registerState{}, registerNext, registerStable, nil, nil, opt)
 	var vs []Violation
 	var unknown []string
 	for i, p := range parts {
@@ -301,14 +313,24 @@ func exhaustedSentence(opt Options, v searchVerdict, n int, what, resource strin
 // independent, and a run's resources are few. The quick search proves
 // most partitions linearizable in about one pass (and ambiguous lock
 // histories the complete search would branch on); searchLinearization
-// decides the rest. Each result depends only on its partition and the
+// decides the rest. A panic in a search is raised again here, as a
+// *Panic, once every search has ended. Each result depends only on its partition and the
 // budgets: the quick search's model steps are charged to the partition's
 // step budget (see quickSteps), and the complete search gets the rest.
-func searchPartitions[S comparable, I, O, R any](parts []partition[I, O, R], init S, step func([]S, S, I, O) []S, covers func(a, b S) bool, coarse func(S) S, opt Options) []searchResult[S] {
+func searchPartitions[S comparable, I, O, R any](parts []partition[I, O, R], init S, step func([]S, S, I, O) []S, stable func(I, O) bool, covers func(a, b S) bool, coarse func(S) S, opt Options) []searchResult[S] {
 	results := make([]searchResult[S], len(parts))
+	panics := make([]*Panic, len(parts))
 	var wg sync.WaitGroup
 	for i := range parts {
 		wg.Go(func() {
+			defer func() {
+				if r := recover(); r != nil {
+					panics[i] = &Panic{Value: r, Stack: debug.Stack()}
+				}
+			}()
+			if opt.SearchHook != nil {
+				opt.SearchHook(parts[i].resource)
+			}
 			total := opt.steps()
 			ok, used := linearizableQuickly(init, step, covers, coarse, parts[i].typed, quickSteps(len(parts[i].typed), total))
 			if ok {
@@ -319,11 +341,16 @@ func searchPartitions[S comparable, I, O, R any](parts []partition[I, O, R], ini
 			if total >= 0 {
 				rest = total - used
 			}
-			results[i] = searchLinearization(init, step, covers, coarse, parts[i].typed, searchBudget{rest, opt.searchBytes()})
+			results[i] = searchLinearization(init, step, stable, covers, coarse, parts[i].typed, searchBudget{rest, opt.searchBytes()})
 			results[i].steps += used
 		})
 	}
 	wg.Wait()
+	for _, p := range panics {
+		if p != nil {
+			panic(p)
+		}
+	}
 	return results
 }
 

@@ -175,6 +175,24 @@ func lockNext(dst []lockState, s lockState, in lockInput, out lockOutput) []lock
 	return dst
 }
 
+// lockStable reports whether an op, wherever lockNext leaves the state
+// unchanged, leaves unchanged every state it may be placed in later (see
+// searchLinearization): an answer that changes nothing (effNothing), busy
+// and not-holder (each keeps the state or refuses it), and renewed: a
+// renewal of token t leaves the state as is only where its holder holds
+// t, so Last >= t; later the renewal changes the state only where the
+// holder's token is unknown and Last <= t, but an unknown token comes
+// from an ambiguous acquire, which sets Last above every token before,
+// and Last never falls. A grant is not stable: a grant of the token the
+// client holds leaves the state as is now, and grants it afresh later.
+func lockStable(in lockInput, out lockOutput) bool {
+	switch lockEffectOf(in.Kind, out.Outcome) {
+	case effNothing, effBusy, effNotHolder, effRenewed:
+		return true
+	}
+	return false
+}
+
 // lockCovers is the mutex's simulation preorder for the search: a state
 // with the same holder and token and a lower bound Last on the tokens
 // granted accepts every sequence of answers the other accepts, since Last
@@ -317,7 +335,7 @@ func LockLinearizabilityInfo(h History, timeout time.Duration) (model porcupine.
 // each resource whose search ran out of steps, a sentence saying so.
 func checkLockLinearizable(h History, opt Options) ([]Violation, []string) {
 	parts := encodeLockOps(h)
-	results := searchPartitions(parts, lockState{}, lockNext, lockCovers, lockClass, opt)
+	results := searchPartitions(parts, lockState{}, lockNext, lockStable, lockCovers, lockClass, opt)
 	var vs []Violation
 	var unknown []string
 	for i, p := range parts {

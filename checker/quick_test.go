@@ -95,12 +95,12 @@ func TestQuickSearchDefersUnansweredWrites(t *testing.T) {
 		t.Fatalf("the second order did not find the linearization")
 	}
 	// The complete search decides it too, within a few hundred steps.
-	if r := searchLinearization(registerState{}, registerNext, nil, nil, typedOf[registerInput, registerOutput](ops), searchBudget{1000, DefaultSearchBytes}); r.verdict != searchOK {
+	if r := searchLinearization(registerState{}, registerNext, registerStable, nil, nil, typedOf[registerInput, registerOutput](ops), searchBudget{1000, DefaultSearchBytes}); r.verdict != searchOK {
 		t.Fatalf("the complete search gave %v after %d steps", r.verdict, r.steps)
 	}
 	// And refutes it at once if the last read saw a value nobody wrote.
 	ops[len(ops)-1].Output = registerOutput{Outcome: OutcomeAccepted, Value: 999, Token: 1}
-	if r := searchLinearization(registerState{}, registerNext, nil, nil, typedOf[registerInput, registerOutput](ops), searchBudget{100_000, DefaultSearchBytes}); r.verdict != searchIllegal {
+	if r := searchLinearization(registerState{}, registerNext, registerStable, nil, nil, typedOf[registerInput, registerOutput](ops), searchBudget{100_000, DefaultSearchBytes}); r.verdict != searchIllegal {
 		t.Fatalf("the complete search gave %v after %d steps on an illegal history", r.verdict, r.steps)
 	}
 }

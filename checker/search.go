@@ -94,10 +94,13 @@ type frame[S any] struct {
 //
 // Three reductions keep it small without losing completeness:
 //
-//   - An op whose step leaves the state as it is (a read that sees the
-//     current value, a refused write) is placed at once and alone: placing
-//     it now only frees ops that had to follow it, and changes nothing
-//     for the rest.
+//   - An op whose step leaves the state as it is, and that stable says
+//     leaves as it is every state it may be placed in later (a read that
+//     sees the current value, a refused write), is placed at once and
+//     alone: placing it now only frees ops that had to follow it, and
+//     changes nothing for the rest. An accepted write of the register's
+//     current token and value is no such op: later, after another write,
+//     it changes the register.
 //   - An open op (unanswered or ambiguous: it may take effect at any later
 //     time or never, and precedes nothing) is placed only for an effect;
 //     leaving it out is placing it at the very end with no effect, which
@@ -114,7 +117,7 @@ type frame[S any] struct {
 //
 // Successor states are branched one by one (the models are
 // nondeterministic: an unanswered write may be lost or applied).
-func searchLinearization[S comparable, I, O any](init S, step func([]S, S, I, O) []S, covers func(a, b S) bool, coarse func(S) S, ops []typedOp[I, O], limits searchBudget) searchResult[S] {
+func searchLinearization[S comparable, I, O any](init S, step func([]S, S, I, O) []S, stable func(I, O) bool, covers func(a, b S) bool, coarse func(S) S, ops []typedOp[I, O], limits searchBudget) searchResult[S] {
 	var closed, opens []int32 // op indices in call order
 	pos := make([]int, len(ops))
 	for i, op := range ops {
@@ -228,7 +231,7 @@ func searchLinearization[S comparable, I, O any](init S, step func([]S, S, I, O)
 			}
 			res.steps++
 			succ = dedupStates(step(succ[:0], s, ops[i].In, ops[i].Out))
-			if len(succ) == 1 && succ[0] == s {
+			if len(succ) == 1 && succ[0] == s && stable(ops[i].In, ops[i].Out) {
 				forced = int(i)
 				break
 			}

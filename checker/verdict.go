@@ -80,6 +80,16 @@ func (k *VerdictKind) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// SafetyProperties are the names of the safety properties a violation
+// may refute, in order: Check's S1–S10 and CheckLeaseSafety's L1.
+func SafetyProperties() []string {
+	return []string{propTokens, propGrantOverlap, propStoreMonotonic, propStoreGrantee, propDurable,
+		propCurrentGrant, propLockLinearizable, propLinearizable, propElection, propStateMachine, propLeaseSafety}
+}
+
+// LivenessProperty is the property of the violation CheckLiveness reports.
+const LivenessProperty = propLiveness
+
 // Violation is one refutation of a property, with enough context (time, step,
 // a one-sentence detail and the operations involved) to find it in a trace.
 type Violation struct {
@@ -152,7 +162,23 @@ type Options struct {
 	// means no limit. A search that reaches it makes the verdict
 	// VerdictUnknown, saying which resource and bound.
 	SearchBytes int64
+	// SearchHook, if set, is called with the resource at the start of
+	// each partition's search, in the goroutine that searches it. It is for
+	// tests: a panic in it stands for a panic in the search, which must
+	// reach Check's caller (see Panic).
+	SearchHook func(resource string)
 }
+
+// Panic is a panic in one of the goroutines Check searches in, raised
+// again in Check's goroutine so that its caller can recover it (a
+// panic in another goroutine kills the process): Value is what was
+// raised and Stack the stack of the goroutine it was raised in.
+type Panic struct {
+	Value any
+	Stack []byte
+}
+
+func (p *Panic) String() string { return fmt.Sprint(p.Value) }
 
 // searchBytes returns the byte bound to hand the search, where negative
 // means no limit.

@@ -29,7 +29,9 @@ const (
 	// that the checker can compare what each replica applied at each index
 	// (S10).
 	EvEntryApplied
-	// EvElected: replica Node became the leader of Term (S9).
+	// EvElected: replica Node became the leader of Term (S9), reported
+	// once per term it wins: a second report of a term by one replica (a
+	// restart leading the term again) is a violation.
 	EvElected
 )
 

@@ -51,7 +51,7 @@ func TestRecorderKeysDecisions(t *testing.T) {
 	at(7, grant("r", "a", 5, 5)) // n3, late: entry 5 again, not a new grant
 	at(8, end("r", "a", 5, 6))   // n3, late: must not end b's grant
 	at(9, grant("r", "b", 5, 9)) // n2
-	at(10, elected("n1", 1))     // n1 restarted and leads term 1 again: one leader
+	at(10, elected("n1", 1))     // n1 restarted and leads term 1 again: recorded (S9)
 	at(11, elected("n2", 1))     // a second leader of term 1
 	at(12, applied("n1", 1, 1, 0))
 	at(13, applied("n2", 1, 1, 0))
@@ -77,7 +77,7 @@ func TestRecorderKeysDecisions(t *testing.T) {
 		{Resource: "r", Client: "a", Token: 5, Reason: checker.EndReleased, At: ms(4), Step: 4},
 		{Resource: "x", Client: "c", Token: 7, Reason: checker.EndReleased, At: ms(22), Step: 21},
 	}
-	wantElections := []checker.Election{{Node: "n1", Term: 1, At: ms(1), Step: 1}, {Node: "n2", Term: 1, At: ms(11), Step: 11}}
+	wantElections := []checker.Election{{Node: "n1", Term: 1, At: ms(1), Step: 1}, {Node: "n1", Term: 1, At: ms(10), Step: 10}, {Node: "n2", Term: 1, At: ms(11), Step: 11}}
 	wantApplies := []checker.EntryApply{
 		{Node: "n1", Index: 1, Term: 1, Command: 0, At: ms(12), Step: 12},
 		{Node: "n1", Index: 2, Term: 1, Command: 0xaa, At: ms(14), Step: 14},
@@ -111,6 +111,9 @@ func TestRecorderKeysDecisions(t *testing.T) {
 		if !slices.Contains(propertiesOf(v), p) {
 			t.Errorf("got %v, want %s", propertiesOf(v), p)
 		}
+	}
+	if !slices.ContainsFunc(v.Violations, func(x checker.Violation) bool { return strings.Contains(x.Detail, `Replica "n1" won term 1 twice`) }) {
+		t.Errorf("n1's second win of term 1 is not an S9 violation: %+v", v.Violations)
 	}
 }
 

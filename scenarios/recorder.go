@@ -27,7 +27,6 @@ type recorder struct {
 	// other entries applied at it (only when replicas disagree).
 	entryAt     []int32
 	moreEntries map[uint64][]int
-	elected     map[electionKey]bool // every election recorded
 
 	// ids resolves node names (filled by the runner as it adds nodes).
 	ids map[string]sim.NodeID
@@ -52,12 +51,6 @@ type tentative struct {
 type opKey struct {
 	client  string
 	request uint64
-}
-
-// electionKey is one replica's win of one term.
-type electionKey struct {
-	node string
-	term uint64
 }
 
 // holdKey is who holds what by which token: how a lease end finds its
@@ -85,7 +78,7 @@ type endKey struct {
 func newRecorder(w *sim.World, ids map[string]sim.NodeID, syncedDecisions bool) *recorder {
 	return &recorder{w: w, ids: ids, syncedDecisions: syncedDecisions, open: map[holdKey]int{}, decided: map[decisionKey]bool{}, ops: map[opKey]int{},
 		lockOps: map[opKey]int{}, renewed: map[opKey]bool{}, ended: map[endKey]bool{},
-		beliefs: map[string][]int{}, starts: map[string]int{}, elected: map[electionKey]bool{}}
+		beliefs: map[string][]int{}, starts: map[string]int{}}
 }
 
 // NodeStarted records that the process of node name is starting: its boot,
@@ -186,11 +179,9 @@ func (r *recorder) Observe(e lockservice.Event) {
 	case lockservice.EvEntryApplied:
 		r.entryApplied(e)
 	case lockservice.EvElected:
-		k := electionKey{e.Node, e.Term}
-		if !r.elected[k] { // a restarted replica may lead its term again
-			r.elected[k] = true
-			push(&r.h.Elections, checker.Election{Node: e.Node, Term: e.Term, At: r.w.Now(), Step: r.w.Step()})
-		}
+		// Every report: a replica reports each term it wins once, so a
+		// second report of a term is a restart that led it again (S9).
+		push(&r.h.Elections, checker.Election{Node: e.Node, Term: e.Term, At: r.w.Now(), Step: r.w.Step()})
 	case lockservice.EvBeliefEnd:
 		open := r.beliefs[e.Client]
 		for j := len(open) - 1; j >= 0; j-- { // the latest belief in that token

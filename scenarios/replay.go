@@ -161,13 +161,19 @@ func checkDigest(b []byte, carried map[string]string) error {
 	return nil
 }
 
-// rerun is the command that writes a fresh replay file for r's seed.
-func (r Replay) rerun() string {
-	c := fmt.Sprintf("simrun run -scenario %s -seed %d", r.Spec.Name, r.Seed)
+// Rerun is the command that runs r's seed afresh (and writes a fresh
+// replay file). A built-in is run by name; a spec of the user's own by
+// the file it came from, which the replay file does not know.
+func (r Replay) Rerun() string {
+	what, note := "-scenario "+r.Spec.Name, ""
+	if _, ok := Lookup(r.Spec.Name); !ok {
+		what, note = "-spec FILE.json", fmt.Sprintf(", FILE.json being the spec of scenario %q (it is not a built-in)", r.Spec.Name)
+	}
+	c := fmt.Sprintf("simrun run %s -seed %d", what, r.Seed)
 	if r.Spec.Mutant != "" {
 		c += " -mutant " + r.Spec.Mutant
 	}
-	return c
+	return c + note
 }
 
 // ParseReplay reads a replay file strictly: unknown fields, trailing data,
@@ -187,7 +193,7 @@ func ParseReplay(b []byte) (Replay, error) {
 	}
 	if r.Format == 1 {
 		return Replay{}, fmt.Errorf("replay file: format 1 carries no digest, so an edit cannot be told from nondeterminism; "+
-			"this build reads format %d only. Write a fresh file: %s", ReplayFormat, r.rerun())
+			"this build reads format %d only. Write a fresh file: %s", ReplayFormat, r.Rerun())
 	}
 	if r.Format != ReplayFormat {
 		return Replay{}, fmt.Errorf("replay file: format %d is not supported (this build reads format %d)", r.Format, ReplayFormat)
@@ -197,7 +203,7 @@ func ParseReplay(b []byte) (Replay, error) {
 	}
 	if err := checkDigest(b, r.Digest); err != nil {
 		return Replay{}, fmt.Errorf("replay file: modified after it was written: %v. "+
-			"A replay file runs as written; write a fresh one with: %s", err, r.rerun())
+			"A replay file runs as written; write a fresh one with: %s", err, r.Rerun())
 	}
 	if err := r.Schedule.Check(); err != nil {
 		return Replay{}, fmt.Errorf("replay file: %w", err)

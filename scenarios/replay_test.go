@@ -148,3 +148,24 @@ func FuzzParseReplay(f *testing.F) {
 		}
 	})
 }
+
+// TestIsBuiltin: a built-in, with a planted bug or not, runs by name; a
+// spec of the same name that differs, or of another name, does not.
+func TestIsBuiltin(t *testing.T) {
+	spec, _ := Lookup("kleppmann-gc-pause")
+	mutant := spec
+	mutant.Mutant = "no-fence-check"
+	edited := spec
+	edited.Duration++
+	renamed := spec
+	renamed.Name = "mine"
+	for _, c := range []struct {
+		name string
+		s    Spec
+		want bool
+	}{{"built-in", spec, true}, {"with a mutant", mutant, true}, {"edited", edited, false}, {"renamed", renamed, false}} {
+		if got := IsBuiltin(c.s); got != c.want {
+			t.Errorf("%s: IsBuiltin %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -251,6 +251,24 @@ func TestCrashOutsideTheSimulation(t *testing.T) {
 	}
 }
 
+// TestCrashInTheCheck: a panic in a linearizability search, which runs
+// in a goroutine of its own, is the run's crash verdict, with the
+// search's stack, not the end of the process.
+func TestCrashInTheCheck(t *testing.T) {
+	spec, _ := Lookup("kleppmann-gc-pause")
+	p, err := NewPlan(spec, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Run(RunOptions{searchHook: func(string) { panic("search: broken") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict.Kind != checker.VerdictCrash || res.Crash == nil || res.Crash.Value != "search: broken" || !strings.Contains(res.Crash.Stack, "TestCrashInTheCheck.func") {
+		t.Fatalf("verdict %v, crash %+v, want crash \"search: broken\" with the hook in its stack", res.Verdict.Kind, res.Crash)
+	}
+}
+
 // TestDefaultLimitsBoundARunaway: under the default limits and a step
 // limit as generous as the swarm's, each runaway stops at its limit, early
 // and with little memory. Without the limits the fork runaway held 2.2 GB

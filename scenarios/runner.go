@@ -32,6 +32,9 @@ type RunOptions struct {
 	// check whether to abandon the run: a sweep whose budget ran out or
 	// that SIGINT stopped. Plan.Run then returns ErrStopped.
 	Stop func() bool
+	// searchHook is checker.Options.SearchHook, for tests of a panic in
+	// the check.
+	searchHook func(resource string)
 }
 
 // Plan is everything a run is made of, drawn from its seed before it
@@ -180,11 +183,15 @@ func (c *Crash) String() string {
 }
 
 // newCrash turns a recovered panic value into a Crash: a *sim.Panic
-// carries where in the simulation it happened, anything else happened
+// carries where in the simulation it happened, a *checker.Panic the stack
+// of the checker's goroutine it happened in; anything else happened
 // outside it, after step of the run at true time at.
 func newCrash(r any, step uint64, at time.Duration) *Crash {
 	if p, ok := r.(*sim.Panic); ok {
 		return &Crash{Value: fmt.Sprint(p.Value), Step: p.Step, At: p.At, Node: p.Node, Stack: string(p.Stack)}
+	}
+	if p, ok := r.(*checker.Panic); ok { // raised in a search goroutine
+		return &Crash{Value: fmt.Sprint(p.Value), Step: step, At: at, Stack: string(p.Stack)}
 	}
 	return &Crash{Value: fmt.Sprint(r), Step: step, At: at, Stack: string(debug.Stack())}
 }
@@ -357,7 +364,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		res.Cut = fmt.Sprintf("the limit of %d %s was reached at step %d, t=%v", c.Max, c.Limit, c.Step, c.At)
 	}
 	checkStart := time.Now()
-	res.Verdict = checker.Check(h, checker.Options{Steps: opt.CheckSteps})
+	res.Verdict = checker.Check(h, checker.Options{Steps: opt.CheckSteps, SearchHook: opt.searchHook})
 	// L1, lease safety, holds only inside the lease fault model: the plan
 	// knows which faults left it, and when.
 	res.Verdict = checker.WithViolations(res.Verdict, checker.CheckLeaseSafety(h, p.LeaseExcuses()))

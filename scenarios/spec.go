@@ -268,6 +268,19 @@ func (s *Spec) Fenced() bool {
 	return !s.Store.IgnoreTokens && !info.UnfencedStore && !info.UnorderedTokens
 }
 
+// expectableProperties are the properties an expectation of verdict may
+// name: a safety property for a violation, liveness's own for liveness,
+// none for a pass.
+func expectableProperties(verdict string) []string {
+	switch verdict {
+	case "violation":
+		return checker.SafetyProperties()
+	case "liveness":
+		return []string{checker.LivenessProperty}
+	}
+	return nil
+}
+
 // Validate reports the first thing wrong with s, saying how to fix it.
 func (s *Spec) Validate() error {
 	fail := func(format string, args ...any) error {
@@ -280,6 +293,11 @@ func (s *Spec) Validate() error {
 		return fail("name must be a non-empty kebab-case word")
 	case s.Expect.Verdict != "pass" && s.Expect.Verdict != "violation" && s.Expect.Verdict != "liveness":
 		return fail("expect.verdict must be \"pass\", \"violation\" or \"liveness\", got %q", s.Expect.Verdict)
+	case s.Expect.Property != "" && !slices.Contains(expectableProperties(s.Expect.Verdict), s.Expect.Property):
+		if s.Expect.Verdict == "pass" {
+			return fail("expect.property %q: a run expected to pass violates no property; drop expect.property", s.Expect.Property)
+		}
+		return fail("expect.property %q is no property of verdict %q; use one of %s (or none)", s.Expect.Property, s.Expect.Verdict, strings.Join(expectableProperties(s.Expect.Verdict), ", "))
 	case s.Liveness != nil && s.Liveness.Bound <= 0:
 		return fail("liveness.bound must be positive")
 	case s.Expect.Verdict == "liveness" && s.Liveness == nil:
@@ -391,6 +409,20 @@ func Lookup(name string) (Spec, bool) {
 		}
 	}
 	return Spec{}, false
+}
+
+// IsBuiltin reports whether s is a built-in scenario as built in, with
+// a planted bug or not: `simrun run -scenario NAME` runs it. A spec read
+// from a file may carry a built-in's name and differ.
+func IsBuiltin(s Spec) bool {
+	b, ok := Lookup(s.Name)
+	if !ok {
+		return false
+	}
+	s.Mutant = b.Mutant
+	x, errX := json.Marshal(s)
+	y, errY := json.Marshal(b)
+	return errX == nil && errY == nil && bytes.Equal(x, y)
 }
 
 // Names lists the built-in scenario names.

@@ -90,6 +90,17 @@ func TestRunSpec(t *testing.T) {
 	if page, _ := os.ReadFile(filepath.Join(dir, "index.html")); !strings.Contains(string(page), "run -spec "+good+" -seed 3") {
 		t.Errorf("the report's repro line does not name the spec file")
 	}
+	// Its replay file reproduces it; run -scenario my-pause would not.
+	replay := filepath.Join(failuresDir, "my-pause-seed3.json")
+	if _, out, errs := simrun("replay", replay); !strings.Contains(out, "reproduce: go run ./cmd/simrun replay "+replay+"\n") || strings.Contains(out+errs, "-scenario my-pause") {
+		t.Errorf("replaying a -spec run: want its repro line to name the replay file:\n%s%s", out, errs)
+	}
+	b, _ := os.ReadFile(replay)
+	edited := filepath.Join(t.TempDir(), "edited.json")
+	os.WriteFile(edited, []byte(strings.Replace(string(b), `"seed": 3`, `"seed": 4`, 1)), 0o644)
+	if code, _, errs := simrun("replay", edited); code != exitUsage || !strings.Contains(errs, `write a fresh one with: simrun run -spec FILE.json -seed 4, FILE.json being the spec of scenario "my-pause"`) {
+		t.Errorf("an edited replay file of a -spec run: exit %d\n%s", code, errs)
+	}
 
 	cases := []struct {
 		name string
@@ -110,6 +121,9 @@ func TestRunSpec(t *testing.T) {
 		{"leader the design lacks", []string{"-spec", writeSpec(t, "partitioned-leader", "leaderless", func(s string) string {
 			return strings.Replace(strings.Replace(s, `"design": "replicated"`, `"design": "single-node"`, 1), `"replicas": 5,`, "", 1)
 		})}, `scenario "leaderless": design single-node: nemesis: fault 0 (isolate @leader): @leader: the design elects no leader; aim at a node by its role, such as @replica:1`},
+		{"bad property", []string{"-spec", writeSpec(t, "unfenced-gc-pause", "typo-property", func(s string) string {
+			return strings.Replace(s, `"property": "S3"`, `"property": "S99"`, 1)
+		})}, `scenario "typo-property": expect.property "S99" is no property of verdict "violation"; use one of S1,`},
 		{"not JSON", []string{"-spec", writeSpec(t, "kleppmann-gc-pause", "broken", func(s string) string { return s[:len(s)/2] })}, "-spec "},
 	}
 	for _, c := range cases {
@@ -139,6 +153,10 @@ func TestHeadlineIsTheExpectedProperty(t *testing.T) {
 	page, _ := os.ReadFile(filepath.Join(dir, "index.html"))
 	if !strings.Contains(string(page), ">violation S3</span>") {
 		t.Errorf("the report's verdict badge does not name S3")
+	}
+	// Replaying its replay file heads the verdict the same way.
+	if _, out, _ = simrun("replay", filepath.Join(failuresDir, "redlock-gc-pause-seed1.json")); !strings.Contains(out, ", verdict violation S3\n") {
+		t.Errorf("replay headline:\n%s", out)
 	}
 	// Shrinking keeps the property the scenario exists to show.
 	_, out, _ = simrun("shrink", "-scenario", "redlock-gc-pause", "-seed", "1", "-o", filepath.Join(t.TempDir(), "s.json"))

@@ -93,43 +93,17 @@ func cmdMerge(args []string, stdout, stderr io.Writer) int {
 	sums := map[string]*scenarios.Summary{}
 	var order, failures, problems []string
 	var shards []shardFile
-	for _, path := range fs.Args() {
-		f, err := os.Open(path)
-		if err != nil {
-			fmt.Fprintf(stderr, "simrun merge: %v\n", err)
-			return exitUsage
-		}
-		var segment []runJSON // runs read since the last trailer
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<24)
-		line := 1
-		for ; sc.Scan(); line++ {
-			var l sweepLine
-			err := json.Unmarshal(sc.Bytes(), &l)
-			if err == nil && l.Sweep != nil {
-				t := shardFile{*l.Sweep, fmt.Sprintf("%s:%d", path, line)}
-				problems = append(problems, checkShard(t, segment)...)
-				shards = append(shards, t)
-				segment = segment[:0]
-				continue
-			}
-			j := l.runJSON
-			if err != nil || j.Scenario == "" || j.Verdict == "" {
-				why := "missing scenario or verdict"
-				if err != nil {
-					why = err.Error()
-				}
-				f.Close()
-				fmt.Fprintf(stderr, "simrun merge: %s:%d: not a line of `simrun sweep -json` output: %s\n", path, line, why)
-				return exitUsage
-			}
-			segment = append(segment, j)
+	// take merges runs, once their shard is known to hold them (a foreign
+	// run is a shard's problem, not a second run of a seed), and reports
+	// false after printing why if a run disagrees with an earlier one.
+	take := func(runs []segmentRun) bool {
+		for _, r := range runs {
+			j := r.runJSON
 			k := key{j.Scenario, j.Seed}
 			if prev, dup := seen[k]; dup {
 				if prev.TraceHash != j.TraceHash || prev.Verdict != j.Verdict {
-					fmt.Fprintf(stderr, "simrun merge: NONDETERMINISM: %s seed %d appears twice with hashes %s and %s\n", j.Scenario, j.Seed, prev.TraceHash, j.TraceHash)
-					f.Close()
-					return exitNondeterminism
+					fmt.Fprintf(stderr, "simrun merge: NONDETERMINISM: %s seed %d appears twice with hashes %s and %s (the second at %s)\n", j.Scenario, j.Seed, prev.TraceHash, j.TraceHash, r.where)
+					return false
 				}
 				continue // the same run twice (a duplicate shard, reported below): count it once
 			}
@@ -148,6 +122,45 @@ func cmdMerge(args []string, stdout, stderr io.Writer) int {
 				failures = append(failures, fmt.Sprintf("MISS %s seed %d: got %s %s, want %s — reproduce: %s", j.Scenario, j.Seed, j.Verdict, j.Property, j.Expected, j.Repro))
 			}
 		}
+		return true
+	}
+	for _, path := range fs.Args() {
+		f, err := os.Open(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun merge: %v\n", err)
+			return exitUsage
+		}
+		var segment []segmentRun // runs read since the last trailer
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		line := 1
+		for ; sc.Scan(); line++ {
+			var l sweepLine
+			err := json.Unmarshal(sc.Bytes(), &l)
+			if err == nil && l.Sweep != nil {
+				t := shardFile{*l.Sweep, fmt.Sprintf("%s:%d", path, line)}
+				own, ps := checkShard(t, segment)
+				problems = append(problems, ps...)
+				if !take(own) {
+					f.Close()
+					return exitNondeterminism
+				}
+				shards = append(shards, t)
+				segment = segment[:0]
+				continue
+			}
+			j := l.runJSON
+			if err != nil || j.Scenario == "" || j.Verdict == "" {
+				why := "missing scenario or verdict"
+				if err != nil {
+					why = err.Error()
+				}
+				f.Close()
+				fmt.Fprintf(stderr, "simrun merge: %s:%d: not a line of `simrun sweep -json` output: %s\n", path, line, why)
+				return exitUsage
+			}
+			segment = append(segment, segmentRun{j, fmt.Sprintf("%s:%d", path, line)})
+		}
 		f.Close()
 		if err := sc.Err(); err != nil {
 			fmt.Fprintf(stderr, "simrun merge: %s: %v\n", path, err)
@@ -155,6 +168,9 @@ func cmdMerge(args []string, stdout, stderr io.Writer) int {
 		}
 		if len(segment) > 0 {
 			problems = append(problems, fmt.Sprintf("%s: the last %d runs have no trailer line: the sweep did not finish (killed?) or the file was cut short", path, len(segment)))
+			if !take(segment) {
+				return exitNondeterminism
+			}
 		}
 	}
 	problems = append(problems, checkShards(shards)...)
@@ -200,12 +216,21 @@ func cmdMerge(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
+// segmentRun is a run line and where it was read.
+type segmentRun struct {
+	runJSON
+	where string // FILE:LINE
+}
+
 // checkShard checks one shard against the runs read before its trailer:
 // complete, with as many runs as the trailer says (as many as the shard
-// holds if complete), each one of its own.
-func checkShard(t shardFile, runs []runJSON) []string {
+// holds if complete), each one of its own. It returns the runs that are
+// its own, to merge: it runs before the check for a seed seen twice, so
+// that a line edited to another shard's seed is named as foreign, not
+// taken for nondeterminism.
+func checkShard(t shardFile, runs []segmentRun) ([]segmentRun, []string) {
 	if t.Shards < 1 || t.Shard < 1 || t.Shard > t.Shards || t.SeedFrom > t.SeedTo || len(t.Scenarios) == 0 {
-		return []string{fmt.Sprintf("%s: not a valid trailer (%s, %d scenarios)", t.where, t, len(t.Scenarios))}
+		return nil, []string{fmt.Sprintf("%s: not a valid trailer (%s, %d scenarios)", t.where, t, len(t.Scenarios))}
 	}
 	var problems []string
 	if !t.Complete {
@@ -220,13 +245,15 @@ func checkShard(t shardFile, runs []runJSON) []string {
 	} else if want := t.jobs().Len(); t.Complete && uint64(t.Runs) != want {
 		problems = append(problems, fmt.Sprintf("%s: %s says it is complete with %d runs, but it holds %d", t.where, t, t.Runs, want))
 	}
-	for _, j := range runs {
-		if !t.holds(j) {
-			problems = append(problems, fmt.Sprintf("%s: %s seed %d is not a run of the %s its trailer names", t.where, j.Scenario, j.Seed, t))
-			break
+	var own []segmentRun
+	for _, r := range runs {
+		if !t.holds(r.runJSON) {
+			problems = append(problems, fmt.Sprintf("%s: %s seed %d is not a run of the %s its trailer (%s) names", r.where, r.Scenario, r.Seed, t, t.where))
+			continue
 		}
+		own = append(own, r)
 	}
-	return problems
+	return own, problems
 }
 
 // checkShards checks that the shards are those of one sweep, each exactly

@@ -40,10 +40,11 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	if r.Program != scenarios.ProgramVersion && !*force {
 		fmt.Fprintf(stderr, "simrun replay: %s was written by %s; this is %s, whose runs may differ. "+
-			"Re-run the seed with this version (simrun run -scenario %s -seed %d) or pass -force to try anyway.\n",
-			fs.Arg(0), r.Program, scenarios.ProgramVersion, r.Spec.Name, r.Seed)
+			"Re-run the seed with this version (%s) or pass -force to try anyway.\n",
+			fs.Arg(0), r.Program, scenarios.ProgramVersion, r.Rerun())
 		return exitUsage
 	}
+	o.replayFile = fs.Arg(0)
 	res, code := execute("simrun replay", r.Plan(), o, false, stdout, stderr)
 	if code == exitUsage {
 		return code
@@ -54,8 +55,8 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	if o.asJSON {
 		out = stderr
 	}
-	if same {
-		fmt.Fprintf(out, "reproduced: trace hash %s, verdict %s %s\n", hash, r.Verdict, r.Property)
+	if same { // the file records the first property violated; the headline is run's
+		fmt.Fprintf(out, "reproduced: trace hash %s, verdict %s %s\n", hash, r.Verdict, r.Spec.Expect.Headline(res.Verdict))
 		return code
 	}
 	fmt.Fprintf(out, "DIFFERS from the recorded run: trace hash %s (recorded %s), verdict %s %s (recorded %s %s)",

@@ -27,6 +27,9 @@ type outputFlags struct {
 	// specFile is the -spec file the plan's spec came from ("" for a
 	// built-in): the repro line names it.
 	specFile string
+	// replayFile is the replay file the plan came from ("" for run): the
+	// repro line of a spec that is no built-in names it.
+	replayFile string
 }
 
 func (o *outputFlags) register(fs *flag.FlagSet) {
@@ -147,8 +150,11 @@ func execute(cmd string, plan scenarios.Plan, o outputFlags, keepFailure bool, s
 		}
 	}
 	j := toJSON(spec, res)
-	if o.specFile != "" {
+	switch {
+	case o.specFile != "":
 		j.Repro = specReproLine(o.specFile, spec, plan.Seed)
+	case o.replayFile != "" && !scenarios.IsBuiltin(spec): // run -scenario would run another spec
+		j.Repro = "go run ./cmd/simrun replay " + shellQuote(o.replayFile)
 	}
 	var replayPath string
 	switch {

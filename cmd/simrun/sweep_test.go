@@ -185,6 +185,9 @@ func TestMergeRefusesIncompleteSweeps(t *testing.T) {
 		{"other scenarios", []string{a, write("s.jsonl", strings.ReplaceAll(two, `"kleppmann-gc-pause"`, `"late-release"`))}, "scenario sets differ"},
 		{"bad trailer", []string{a, write("t.jsonl", strings.Replace(two, `"shard":2,`, `"shard":3,`, 1))}, "not a valid trailer (shard 3/2"},
 		{"not its shard", []string{a, write("w.jsonl", strings.Replace(two, `"seed":1,`, `"seed":9,`, 1))}, "seed 9 is not a run of the shard 2/2"},
+		// Seed 3 is shard 2's: a foreign seed, not a nondeterministic one.
+		{"another shard's seed", []string{write("e.jsonl", strings.Replace(one, `"seed":2,`, `"seed":3,`, 1)), b},
+			"e.jsonl:1: kleppmann-gc-pause seed 3 is not a run of the shard 1/2 of seeds 1..6 its trailer ("},
 	}
 	for _, c := range cases {
 		code, out, errs := simrun(append([]string{"merge"}, c.files...)...)

@@ -322,8 +322,8 @@ func (r *Replica) flush() {
 }
 
 // elected reports a won election once per term and process; a restarted
-// process that leads the same term again reports it again (the recorder
-// keeps one record per node and term).
+// process that leads the same term again (which Raft forbids) reports it
+// again, and S9 reports that.
 func (r *Replica) elected() {
 	if term := r.node.Term(); term != r.ledTerm {
 		r.ledTerm = term
