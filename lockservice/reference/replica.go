@@ -74,6 +74,9 @@ func (m RaftMessage) Fingerprint() uint64 {
 	if r.Reject {
 		rej = 1 << 63
 	}
+	if r.Transfer {
+		rej |= 1 << 62 // zero unless a leadership transfer: old traces keep their hash
+	}
 	return fold(9, uint64(r.Type)<<56|uint64(r.From)<<28|uint64(r.To), r.Term<<32|r.LogTerm, r.Index^r.Commit<<32, last^rej^uint64(len(r.Entries))<<40)
 }
 
