@@ -27,7 +27,9 @@ type config struct {
 	RequestTimeout time.Duration
 	DrainDelay     time.Duration
 	DrainTimeout   time.Duration
-	LogFormat      string
+	// HandoverTimeout bounds the leadership transfer on SIGTERM.
+	HandoverTimeout time.Duration
+	LogFormat       string
 }
 
 // setting is one configurable value: its flag, its variable, its default
@@ -95,6 +97,7 @@ var settings = []setting{
 	{"request-timeout", "FENCESIM_NODE_REQUEST_TIMEOUT", "2s", "longest wait for the replica's answer; past it 503 (the outcome is unknown: retry with the same request id) (10ms..1m)", durIn(10*time.Millisecond, time.Minute, func(c *config, d time.Duration) { c.RequestTimeout = d })},
 	{"drain-delay", "FENCESIM_NODE_DRAIN_DELAY", "0s", "on SIGTERM, how long to answer 503 before closing the listener (0..1m)", durIn(0, time.Minute, func(c *config, d time.Duration) { c.DrainDelay = d })},
 	{"drain-timeout", "FENCESIM_NODE_DRAIN_TIMEOUT", "10s", "on SIGTERM, the deadline for in-flight requests (1s..10m)", durIn(time.Second, 10*time.Minute, func(c *config, d time.Duration) { c.DrainTimeout = d })},
+	{"handover-timeout", "FENCESIM_NODE_HANDOVER_TIMEOUT", "2s", "on SIGTERM, how long a leader waits for a follower to take over before it drains anyway (the others then elect one after their election timeout) (0..1m; 0: no hand-over)", durIn(0, time.Minute, func(c *config, d time.Duration) { c.HandoverTimeout = d })},
 	{"log-format", "FENCESIM_NODE_LOG_FORMAT", "text", "log format on stderr: text or json", func(c *config, v string) error {
 		if v != "text" && v != "json" {
 			return errors.New("must be text or json")

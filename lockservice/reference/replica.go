@@ -266,7 +266,14 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 	}
 	index, term, err := r.node.Propose(encodeCommand(c))
 	if err != nil {
-		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.NotLeader, Leader: lockservice.NoLeader})
+		lead := lockservice.NoLeader
+		if errors.Is(err, raft.ErrTransferring) {
+			// Point the client at the next leader: it takes over within a
+			// round trip or two, sooner than a client told "no leader"
+			// would come back.
+			lead = nodeID(r.node.LeadTransferee())
+		}
+		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.NotLeader, Leader: lead})
 		return
 	}
 	if decision == LeaderGrants {
@@ -540,6 +547,11 @@ func (r *Replica) TransferLeadership(to process.NodeID) (process.NodeID, error) 
 	r.env.Log().Info("replica.transfer", slog.Uint64("term", r.node.Term()), slog.Int("to", int(nodeID(target))))
 	r.flush()
 	return nodeID(target), nil
+}
+
+// Transferring reports whether the replica is handing the lead over.
+func (r *Replica) Transferring() bool {
+	return r.node != nil && r.node.LeadTransferee() != raft.None
 }
 
 // Leader returns the leader the replica knows of in its term, or

@@ -51,8 +51,8 @@ func TestReplicaTransferLeadership(t *testing.T) {
 		t.Errorf("the old leader knows %d as leader, want %d", got, target)
 	}
 	held, inflight, during := p.OnlyLockReply(t, 1), p.OnlyLockReply(t, 2), p.OnlyLockReply(t, 3)
-	if held.Status != lockservice.Granted || inflight.Status != lockservice.Granted || during.Status != lockservice.NotLeader {
-		t.Fatalf("replies %+v, %+v, %+v; want a granted, the in-flight b granted, c redirected (not leader)", held, inflight, during)
+	if held.Status != lockservice.Granted || inflight.Status != lockservice.Granted || during.Status != lockservice.NotLeader || during.Leader != target {
+		t.Fatalf("replies %+v, %+v, %+v; want a granted, the in-flight b granted, c redirected to the target %d", held, inflight, during, target)
 	}
 	heldToken := held.Token
 
