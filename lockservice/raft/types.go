@@ -106,14 +106,15 @@ type Message struct {
 	Entries []Entry
 	Commit  uint64
 	Reject  bool
-	// RejectHint is, in a rejected MsgAppResp, the follower's guess of the
-	// highest index at which its log might match the leader's.
-	RejectHint uint64
 	// Transfer marks a MsgVote of a campaign the leader asked for
 	// (MsgTimeoutNow): voters grant it despite the leader lease
 	// (CheckQuorum), which would otherwise make them ignore a vote request
-	// while they hear from that very leader.
+	// while they hear from that very leader. (Beside Reject, it takes no
+	// room: the struct's padding holds it.)
 	Transfer bool
+	// RejectHint is, in a rejected MsgAppResp, the follower's guess of the
+	// highest index at which its log might match the leader's.
+	RejectHint uint64
 }
 
 // String renders the message compactly for traces and test failures.
