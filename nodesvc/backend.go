@@ -228,8 +228,11 @@ func (w wrapper) Receive(env process.Env, from process.NodeID, m process.Message
 // leader; on the executor.
 func (b *Backend) observeRole() {
 	lead, term := b.rep.IsLeader()
-	if term != b.term.Load() && !lead {
-		b.leader.Store(int64(lockservice.NoLeader)) // a new term: its leader is not known yet
+	if !lead && (term != b.term.Load() || process.NodeID(b.leader.Load()) == b.cfg.ID) {
+		// A new term: its leader is not known yet. Or this replica stepped
+		// down within its term (CheckQuorum): it must not go on calling
+		// itself the leader.
+		b.leader.Store(int64(lockservice.NoLeader))
 	}
 	b.term.Store(term)
 	if lead {
