@@ -79,7 +79,14 @@ type Config struct {
 	// the lead are answered not-leader (the replica forgets them when it
 	// steps down; default 50ms).
 	SweepInterval time.Duration
-	Logger        *slog.Logger
+	// LeaderWait is how long a request answered "not the leader, and no
+	// leader known" (an election or a hand-over under way) is held until
+	// a leader is known, to be redirected there (or submitted again, if
+	// it is this node) instead of answered 503; the client would wait out
+	// the 503's Retry-After, longer than a hand-over takes (default
+	// 250ms, about an election; negative: do not wait).
+	LeaderWait time.Duration
+	Logger     *slog.Logger
 }
 
 // frontEndID is the HTTP front end's node id as the replica's client: no
@@ -138,6 +145,9 @@ func Open(cfg Config) (*Backend, error) {
 	}
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = 50 * time.Millisecond
+	}
+	if cfg.LeaderWait == 0 {
+		cfg.LeaderWait = 250 * time.Millisecond
 	}
 	if n := len(cfg.Peers); n != 3 && n != 5 {
 		return nil, fmt.Errorf("nodesvc: %d peers; a group has 3 or 5 replicas, this one included", n)
@@ -218,8 +228,11 @@ func (w wrapper) Receive(env process.Env, from process.NodeID, m process.Message
 // leader; on the executor.
 func (b *Backend) observeRole() {
 	lead, term := b.rep.IsLeader()
-	if term != b.term.Load() && !lead {
-		b.leader.Store(int64(lockservice.NoLeader)) // a new term: its leader is not known yet
+	if !lead && (term != b.term.Load() || process.NodeID(b.leader.Load()) == b.cfg.ID) {
+		// A new term: its leader is not known yet. Or this replica stepped
+		// down within its term (CheckQuorum): it must not go on calling
+		// itself the leader.
+		b.leader.Store(int64(lockservice.NoLeader))
 	}
 	b.term.Store(term)
 	if lead {
@@ -298,11 +311,55 @@ func (b *Backend) sweep() {
 // errClosed: the node is shutting down.
 var errClosed = errors.New("nodesvc: node closed")
 
-// call submits the request build makes with its number and waits for the
+// call is call1, holding an answer "not the leader" that names no other
+// leader this node knows to lead (an election under way, or this node
+// handing the lead over) for up to LeaderWait, until a leader is known: a
+// peer, which the answer then names (the API redirects there), or this
+// node, which takes the request again under a new number (as a client's
+// retry would; during a hand-over it is refused again at once). A
+// client told "no leader" (503) would wait out a Retry-After longer than
+// an election; one redirected to a hand-over's target before it leads
+// would bounce back here.
+func (b *Backend) call(ctx context.Context, resource, requestID string, build func(request uint64) process.Message) (lockservice.LockReply, error) {
+	deadline := time.Now().Add(b.cfg.LeaderWait)
+	for {
+		rep, err := b.call1(ctx, resource, requestID, build)
+		if err != nil || rep.Status != lockservice.NotLeader {
+			return rep, err
+		}
+		self := process.NodeID(b.leader.Load()) == b.cfg.ID
+		if rep.Leader != lockservice.NoLeader && rep.Leader != b.cfg.ID && !self {
+			return rep, nil // a follower's redirect to the leader it knows
+		}
+		for {
+			if time.Now().After(deadline) {
+				return rep, nil
+			}
+			t := time.NewTimer(2 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return rep, nil
+			case <-b.closed:
+				t.Stop()
+				return rep, nil
+			case <-t.C:
+			}
+			if l := process.NodeID(b.leader.Load()); l == b.cfg.ID {
+				break // this node leads (still, or now): submit again
+			} else if l != lockservice.NoLeader {
+				rep.Leader = l
+				return rep, nil
+			}
+		}
+	}
+}
+
+// call1 submits the request build makes with its number and waits for the
 // replica's answer. For an acquire, resource and requestID are set: a
 // holder's acquire with another request id than the one that granted its
 // lease (as this leader knows it) is answered Busy without a proposal.
-func (b *Backend) call(ctx context.Context, resource, requestID string, build func(request uint64) process.Message) (lockservice.LockReply, error) {
+func (b *Backend) call1(ctx context.Context, resource, requestID string, build func(request uint64) process.Message) (lockservice.LockReply, error) {
 	ch := make(chan lockservice.LockReply, 1)
 	var req uint64
 	var full bool
@@ -490,6 +547,57 @@ func (b *Backend) Ready(ctx context.Context) error {
 		return errors.New("no leader known (an election is under way, or no quorum)")
 	}
 	return nil
+}
+
+// Handover, if this replica leads, hands the lead to the follower whose
+// log is most up to date (reference.Replica.TransferLeadership) and waits
+// until another replica leads, so that stopping this one costs the group
+// no election: requests it had proposed are answered as they commit, new
+// ones are refused as not-leader meanwhile (the client retries, and then
+// follows the redirect to the new leader). A transfer the Raft core
+// abandons (the target did not take over within an election timeout) is
+// started again while ctx lasts. It returns the new leader, or
+// lockservice.NoLeader and nil if this replica does not lead; when ctx
+// ends first it returns ctx's error, and the caller stops anyway (the
+// others then elect a leader after their election timeout).
+func (b *Backend) Handover(ctx context.Context) (process.NodeID, error) {
+	const poll = 5 * time.Millisecond
+	for first := true; ; first = false {
+		var done bool
+		var leader process.NodeID
+		var terr error
+		err := b.node.Do(ctx, func(process.Env) {
+			lead, _ := b.rep.IsLeader()
+			leader = b.rep.Leader()
+			switch {
+			case !lead:
+				done = true
+			case !b.rep.Transferring():
+				_, terr = b.rep.TransferLeadership(lockservice.NoLeader)
+			}
+			b.observeRole()
+		})
+		switch {
+		case errors.Is(err, realrt.ErrClosed):
+			return lockservice.NoLeader, errClosed
+		case err != nil:
+			return lockservice.NoLeader, err
+		case done && first:
+			return lockservice.NoLeader, nil // a follower: nothing to hand over
+		case done && leader != lockservice.NoLeader:
+			b.cfg.Logger.Info("nodesvc.handover.done", slog.Int("leader", int(leader)), slog.Uint64("term", b.term.Load()))
+			return leader, nil
+		case terr != nil:
+			b.cfg.Logger.Warn("nodesvc.handover", slog.Any("err", terr))
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return lockservice.NoLeader, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // IsLeader reports whether this replica led at its last event.

@@ -172,7 +172,8 @@ func appendRaft(b []byte, m *raft.Message) []byte {
 	}
 	b = binary.AppendUvarint(b, m.Commit)
 	b = appendBool(b, m.Reject)
-	return binary.AppendUvarint(b, m.RejectHint)
+	b = binary.AppendUvarint(b, m.RejectHint)
+	return appendBool(b, m.Transfer)
 }
 
 func appendString(b []byte, s string) []byte {
@@ -337,5 +338,6 @@ func (r *reader) raft() raft.Message {
 	m.Commit = r.uvarint()
 	m.Reject = r.bool()
 	m.RejectHint = r.uvarint()
+	m.Transfer = r.bool()
 	return m
 }

@@ -52,6 +52,8 @@ func samples() []process.Message {
 			Entries: []raft.Entry{{Term: 5, Index: 11, Data: nil}, {Term: 5, Index: 12, Data: []byte{}}, {Term: 5, Index: 13, Data: []byte("cmd\x00\xff")}, {Term: max64, Index: max64, Data: bytes.Repeat([]byte{7}, 1000)}}}},
 		reference.RaftMessage{M: raft.Message{Type: raft.MsgAppResp, From: max64, To: 1 << 63, Term: 5, Index: 3, LogTerm: 2, Reject: true, RejectHint: max64}},
 		reference.RaftMessage{M: raft.Message{Type: raft.MsgHeartbeatResp}},
+		reference.RaftMessage{M: raft.Message{Type: raft.MsgVote, From: 2, To: 3, Term: 7, LogTerm: 6, Index: 40, Transfer: true}},
+		reference.RaftMessage{M: raft.Message{Type: raft.MsgTimeoutNow, From: 1, To: 2, Term: 6}},
 		redlock.RedlockSet{Resource: "r", Value: max64, TTL: time.Second, Attempt: 1 << 63},
 		redlock.RedlockExtend{Resource: "r", Value: 1, TTL: -time.Second, Attempt: max64},
 		redlock.RedlockDel{Resource: "r", Value: max64, Attempt: 3},

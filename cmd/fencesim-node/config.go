@@ -30,7 +30,9 @@ type config struct {
 	DrainDelay     time.Duration
 	DrainTimeout   time.Duration
 	Admission      string // lockapi.LimiterConfig.Algorithm
-	LogFormat      string
+	// HandoverTimeout bounds the leadership transfer on SIGTERM.
+	HandoverTimeout time.Duration
+	LogFormat       string
 }
 
 // setting is one configurable value: its flag, its variable, its default
@@ -105,6 +107,7 @@ var settings = []setting{
 		c.Admission = v
 		return nil
 	}},
+	{"handover-timeout", "FENCESIM_NODE_HANDOVER_TIMEOUT", "2s", "on SIGTERM, how long a leader waits for a follower to take over before it drains anyway (the others then elect one after their election timeout) (0..1m; 0: no hand-over)", durIn(0, time.Minute, func(c *config, d time.Duration) { c.HandoverTimeout = d })},
 	{"log-format", "FENCESIM_NODE_LOG_FORMAT", "text", "log format on stderr: text or json", func(c *config, v string) error {
 		if v != "text" && v != "json" {
 			return errors.New("must be text or json")

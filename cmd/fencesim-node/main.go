@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/fencesim/fencesim/lockapi"
+	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/nodesvc"
 	"github.com/fencesim/fencesim/process"
 )
@@ -122,6 +123,22 @@ func run(ctx context.Context, args []string, env map[string]string, stdout, stde
 		log.Error("serve", slog.Any("err", err))
 		return 1
 	case <-ctx.Done():
+	}
+	// A leader first hands the lead to its most up-to-date follower, so
+	// that the group goes on without waiting out an election timeout: the
+	// requests it proposed are answered as they commit, later ones are
+	// redirected to the new leader. Bounded: a leader that cannot hand over
+	// drains anyway and the others elect one.
+	if cfg.HandoverTimeout > 0 && cfg.DevCluster == 0 { // a dev cluster stops whole
+		hctx, cancel := context.WithTimeout(context.Background(), cfg.HandoverTimeout)
+		for _, m := range members {
+			if to, err := m.backend.Handover(hctx); err != nil {
+				log.Warn("leadership hand-over failed; draining anyway", slog.Int("id", int(m.id)), slog.Any("err", err))
+			} else if to != lockservice.NoLeader {
+				log.Info("fencesim-node handed the lead over", slog.Int("id", int(m.id)), slog.Int("leader", int(to)))
+			}
+		}
+		cancel()
 	}
 	log.Info("fencesim-node draining", slog.Duration("timeout", cfg.DrainTimeout))
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainDelay+cfg.DrainTimeout)

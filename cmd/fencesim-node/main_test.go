@@ -162,6 +162,8 @@ type procCluster struct {
 	dirs  []string
 	procs []*exec.Cmd
 	logs  []*syncBuffer
+	// args are added to every node's command line.
+	args []string
 }
 
 func freePort(t testing.TB) string {
@@ -174,8 +176,8 @@ func freePort(t testing.TB) string {
 	return l.Addr().String()
 }
 
-func newProcCluster(t *testing.T) *procCluster {
-	pc := &procCluster{t: t, procs: make([]*exec.Cmd, 3), logs: make([]*syncBuffer, 3)}
+func newProcCluster(t *testing.T, args ...string) *procCluster {
+	pc := &procCluster{t: t, procs: make([]*exec.Cmd, 3), logs: make([]*syncBuffer, 3), args: args}
 	var entries []string
 	for i := range 3 {
 		h := freePort(t)
@@ -199,7 +201,7 @@ func newProcCluster(t *testing.T) *procCluster {
 // API answers.
 func (pc *procCluster) start(i int) {
 	pc.t.Helper()
-	cmd := exec.Command(os.Args[0], "-id", fmt.Sprint(i), "-data", pc.dirs[i], "-peers", pc.peers)
+	cmd := exec.Command(os.Args[0], append([]string{"-id", fmt.Sprint(i), "-data", pc.dirs[i], "-peers", pc.peers}, pc.args...)...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	pc.logs[i] = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = pc.logs[i], pc.logs[i]
@@ -224,6 +226,25 @@ func (pc *procCluster) kill(i int) {
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		pc.procs[i] = nil
+	}
+}
+
+// term SIGTERMs node i and waits (at most 10s) for it to drain and exit
+// 0, which it must.
+func (pc *procCluster) term(i int) {
+	pc.t.Helper()
+	cmd := pc.procs[i]
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		pc.procs[i] = nil
+		if err != nil {
+			pc.t.Fatalf("node %d after SIGTERM: %v: %s", i, err, pc.logs[i].String())
+		}
+	case <-time.After(10 * time.Second):
+		pc.t.Fatalf("node %d did not exit within 10s of SIGTERM: %s", i, pc.logs[i].String())
 	}
 }
 

@@ -83,10 +83,17 @@ func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration
 	return c.acquire(ctx, resource, ttl, false)
 }
 
+// httpReleaseAttempts bounds a release's sends over HTTP. The simulator's
+// client gives up after 3 (its lease then expires on its own); a real
+// caller's release meets a killed leader and an election more often than
+// not in a deploy, and its context bounds the wait, so it keeps trying.
+const httpReleaseAttempts = 20
+
 func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration, once bool) (*Lock, error) {
 	l := c.newLock(resource, ttl)
 	l.ex.post(func() {
-		l.sm.SetOptions(simclient.Options{TryOnce: once, KeepRequestWhenOverloaded: true, RedirectLimit: 3})
+		l.sm.SetOptions(simclient.Options{TryOnce: once, KeepRequestWhenOverloaded: true, RedirectLimit: 3,
+			ReleaseAttempts: httpReleaseAttempts})
 		l.sm.Start(l.env)
 		l.sm.Acquire()
 	})

@@ -468,6 +468,14 @@ func (l *Lock) Release() {
 // lease expires on its own.
 const releaseAttempts = 3
 
+// maxReleaseAttempts is Options.ReleaseAttempts, or releaseAttempts.
+func (l *Lock) maxReleaseAttempts() int {
+	if l.opts.ReleaseAttempts > 0 {
+		return l.opts.ReleaseAttempts
+	}
+	return releaseAttempts
+}
+
 func (l *Lock) resendRelease() {
 	l.relAttempts++
 	l.send(l.server(), lockservice.ReleaseRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, Token: l.token, Request: l.relReq})
@@ -479,7 +487,7 @@ func (l *Lock) resendRelease() {
 // expires on its own.
 func (l *Lock) releaseTimedOut() {
 	l.relUnanswered = true
-	if l.relAttempts < releaseAttempts {
+	if l.relAttempts < l.maxReleaseAttempts() {
 		l.rotate()
 		l.resendRelease()
 		return
@@ -491,7 +499,7 @@ func (l *Lock) releaseTimedOut() {
 
 func (l *Lock) onReleaseReply(m lockservice.LockReply) {
 	stop(l.timeout)
-	if m.Status == lockservice.NotLeader && l.relAttempts < releaseAttempts {
+	if m.Status == lockservice.NotLeader && l.relAttempts < l.maxReleaseAttempts() {
 		named := l.redirect(m)
 		rearm(l.env, &l.timeout, l.retryDelay(named), l.resendReleaseFn)
 		return
@@ -549,6 +557,11 @@ type Options struct {
 	// naming each other during a change of leader are not asked in a
 	// tight loop. 0: no limit (the simulator's client).
 	RedirectLimit int
+	// ReleaseAttempts bounds the release handler's sends (0: releaseAttempts,
+	// the simulator's client). Over HTTP a release may meet a change of
+	// leader that outlasts three attempts (a leader killed, an election):
+	// the caller's context bounds it there instead.
+	ReleaseAttempts int
 }
 
 // SetOptions sets o.

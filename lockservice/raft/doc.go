@@ -65,6 +65,12 @@
 //     (Data == nil) of its term so that this happens promptly.
 //   - The leader counts itself towards a quorum only for entries it has
 //     persisted, that is, after the Advance of the Ready that carried them.
+//   - Leadership transfer (TransferLeadership), as in etcd raft: the leader
+//     refuses proposals, brings the target's log up to date, then sends it
+//     MsgTimeoutNow; the target campaigns at once (no pre-election) with
+//     votes marked Transfer, which voters grant despite the leader lease.
+//     The leader abandons the transfer after an election timeout. Without a
+//     call to TransferLeadership nothing of this runs.
 //
 // # Restart
 //

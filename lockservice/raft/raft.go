@@ -94,6 +94,13 @@ type Node struct {
 	prevHard      HardState
 	handed        uint64
 	handedApplied uint64
+
+	// leadTransferee is the follower a leader is handing leadership to
+	// (TransferLeadership), None otherwise; transferElapsed counts the
+	// ticks since the transfer began, so that it is abandoned after an
+	// election timeout.
+	leadTransferee  ID
+	transferElapsed int
 }
 
 // New builds a node from c, which it validates first. A Config carrying a
@@ -154,7 +161,7 @@ func (n *Node) tickElection() {
 	n.electionElapsed++
 	if n.electionElapsed >= n.randomizedElectionTimeout {
 		n.electionElapsed = 0
-		n.campaign(n.preVote)
+		n.campaign(n.preVote, false)
 	}
 }
 
@@ -162,6 +169,14 @@ func (n *Node) tickElection() {
 // with CheckQuorum, step down every ElectionTick ticks unless a majority was
 // heard from.
 func (n *Node) tickHeartbeat() {
+	if n.leadTransferee != None {
+		n.transferElapsed++
+		if n.transferElapsed >= n.electionTimeout {
+			// The target did not take over in time (down, cut off or
+			// too far behind): lead on, and accept proposals again.
+			n.abortTransfer()
+		}
+	}
 	n.heartbeatElapsed++
 	n.electionElapsed++
 	if n.electionElapsed >= n.electionTimeout {
@@ -187,6 +202,9 @@ func (n *Node) tickHeartbeat() {
 func (n *Node) Propose(data []byte) (index, term uint64, err error) {
 	if n.role != Leader {
 		return 0, 0, ErrNotLeader
+	}
+	if n.leadTransferee != None {
+		return 0, 0, ErrTransferring
 	}
 	if n.log.lastIndex()-n.log.committed >= MaxUncommittedEntries {
 		return 0, 0, ErrProposalDropped
@@ -214,7 +232,9 @@ func (n *Node) Step(m Message) error {
 			// The leader lease (CheckQuorum): a node that has heard from a
 			// leader within the election timeout ignores vote requests, so
 			// a node that merely lost contact cannot unseat a live leader.
-			if n.checkQuorum && n.lead != None && n.electionElapsed < n.electionTimeout {
+			// A campaign the leader itself asked for (Transfer) is the
+			// exception: it is how a live leader hands over.
+			if n.checkQuorum && n.lead != None && n.electionElapsed < n.electionTimeout && !(m.Type == MsgVote && m.Transfer) {
 				return nil
 			}
 		}
@@ -370,6 +390,10 @@ func (n *Node) stepLeader(m Message) error {
 			}
 			for n.sendAppend(i, false) {
 			}
+			if m.From == n.leadTransferee && pr.match == n.log.lastIndex() {
+				// The target has caught up: let it campaign now.
+				n.send(Message{To: m.From, Type: MsgTimeoutNow})
+			}
 		}
 	case MsgHeartbeatResp:
 		pr.recentActive = true
@@ -404,7 +428,7 @@ func (n *Node) stepCandidate(m Message) error {
 		switch n.poll(m.From, !m.Reject) {
 		case electionWon:
 			if n.role == PreCandidate {
-				n.campaign(false)
+				n.campaign(false, false)
 			} else {
 				n.becomeLeader()
 			}
@@ -425,6 +449,12 @@ func (n *Node) stepFollower(m Message) error {
 		n.electionElapsed = 0
 		n.lead = m.From
 		n.handleHeartbeat(m)
+	case MsgTimeoutNow:
+		// The leader hands over to us with our log up to date with its:
+		// campaign at once, skipping the election timeout and the
+		// pre-election (the leader's own vote request would fail it: the
+		// others still hear from the leader).
+		n.campaign(false, true)
 	}
 	return nil
 }
@@ -465,8 +495,9 @@ func (n *Node) handleHeartbeat(m Message) {
 	n.send(Message{To: m.From, Type: MsgHeartbeatResp})
 }
 
-// campaign starts a pre-election (pre) or an election.
-func (n *Node) campaign(pre bool) {
+// campaign starts a pre-election (pre) or an election; transfer marks the
+// election as one the leader asked for (MsgTimeoutNow).
+func (n *Node) campaign(pre, transfer bool) {
 	typ := MsgVote
 	if pre {
 		n.becomePreCandidate()
@@ -481,7 +512,7 @@ func (n *Node) campaign(pre bool) {
 	if n.poll(n.id, true) == electionWon {
 		// A single-node cluster wins at once.
 		if pre {
-			n.campaign(false)
+			n.campaign(false, false)
 		} else {
 			n.becomeLeader()
 		}
@@ -491,7 +522,7 @@ func (n *Node) campaign(pre bool) {
 		if i == n.self {
 			continue
 		}
-		n.send(Message{To: p, Type: typ, Term: term, Index: n.log.lastIndex(), LogTerm: n.log.lastTerm()})
+		n.send(Message{To: p, Type: typ, Term: term, Index: n.log.lastIndex(), LogTerm: n.log.lastTerm(), Transfer: transfer})
 	}
 }
 
@@ -669,6 +700,7 @@ func (n *Node) reset(term uint64) {
 	n.lead = None
 	n.electionElapsed = 0
 	n.heartbeatElapsed = 0
+	n.abortTransfer()
 	n.randomizedElectionTimeout = n.electionTimeout + n.rand.IntN(n.electionTimeout)
 	clear(n.votes)
 	for i := range n.prs {
@@ -786,6 +818,62 @@ func (n *Node) Status() Status {
 		DroppedMessages: n.dropped,
 	}
 }
+
+// TransferLeadership asks the leader to hand leadership to the follower to,
+// as etcd raft does: the leader stops accepting proposals
+// (ErrTransferring), brings to's log up to date with its own and then sends
+// it MsgTimeoutNow, on which to campaigns at once instead of after an
+// election timeout. Its log being complete, it wins unless it or a majority
+// is cut off. If to does not lead within an election timeout, the transfer
+// is abandoned and the leader accepts proposals again. A transfer to the
+// leader itself or to the current target does nothing; a new target
+// replaces the current one. Only the leader can transfer (ErrNotLeader).
+func (n *Node) TransferLeadership(to ID) error {
+	if n.role != Leader {
+		return ErrNotLeader
+	}
+	i, ok := slices.BinarySearch(n.peers, to)
+	if !ok {
+		return fmt.Errorf("raft: cannot transfer leadership to node %d, which is not among the peers %v", to, n.peers)
+	}
+	if to == n.id || to == n.leadTransferee {
+		return nil
+	}
+	n.leadTransferee = to
+	n.transferElapsed = 0
+	if n.prs[i].match == n.log.lastIndex() {
+		n.send(Message{To: to, Type: MsgTimeoutNow})
+		return nil
+	}
+	n.sendAppend(i, true) // catch-up; its ack sends MsgTimeoutNow
+	return nil
+}
+
+// abortTransfer forgets a leadership transfer, on timeout or role change.
+func (n *Node) abortTransfer() {
+	n.leadTransferee = None
+	n.transferElapsed = 0
+}
+
+// TransferTarget returns the follower a leader would best hand over to: the
+// one whose log matches the leader's furthest (the lowest id among equals),
+// so that the transfer waits least for catch-up. None if this node is not
+// the leader or has no peers.
+func (n *Node) TransferTarget() ID {
+	if n.role != Leader {
+		return None
+	}
+	best, bestMatch := None, uint64(0)
+	for i, p := range n.peers {
+		if i != n.self && (best == None || n.prs[i].match > bestMatch) {
+			best, bestMatch = p, n.prs[i].match
+		}
+	}
+	return best
+}
+
+// LeadTransferee returns the follower a transfer is under way to, or None.
+func (n *Node) LeadTransferee() ID { return n.leadTransferee }
 
 // Lead returns the leader this node knows of in its term, or None, so that
 // a caller can redirect proposals.

@@ -55,6 +55,10 @@ const (
 	// MsgHeartbeatResp answers a MsgHeartbeat, so that the leader knows the
 	// follower is alive (CheckQuorum) and can resume replication to it.
 	MsgHeartbeatResp
+	// MsgTimeoutNow tells the leadership transfer's target (see
+	// Node.TransferLeadership) to campaign at once, without waiting for
+	// its election timeout and without a pre-election.
+	MsgTimeoutNow
 )
 
 var messageTypeNames = [...]string{
@@ -66,6 +70,7 @@ var messageTypeNames = [...]string{
 	MsgAppResp:       "MsgAppResp",
 	MsgHeartbeat:     "MsgHeartbeat",
 	MsgHeartbeatResp: "MsgHeartbeatResp",
+	MsgTimeoutNow:    "MsgTimeoutNow",
 }
 
 // String returns the constant's name, so that traces and test failures read
@@ -79,7 +84,7 @@ func (t MessageType) String() string {
 
 // valid reports whether t is one of the defined message types.
 func (t MessageType) valid() bool {
-	return t >= MsgVote && t <= MsgHeartbeatResp
+	return t >= MsgVote && t <= MsgTimeoutNow
 }
 
 // Message is one Raft RPC between two nodes. It is a plain value so that the
@@ -101,6 +106,12 @@ type Message struct {
 	Entries []Entry
 	Commit  uint64
 	Reject  bool
+	// Transfer marks a MsgVote of a campaign the leader asked for
+	// (MsgTimeoutNow): voters grant it despite the leader lease
+	// (CheckQuorum), which would otherwise make them ignore a vote request
+	// while they hear from that very leader. (Beside Reject, it takes no
+	// room: the struct's padding holds it.)
+	Transfer bool
 	// RejectHint is, in a rejected MsgAppResp, the follower's guess of the
 	// highest index at which its log might match the leader's.
 	RejectHint uint64
@@ -114,6 +125,9 @@ func (m Message) String() string {
 	}
 	if m.Reject {
 		s += fmt.Sprintf(" reject hint%d", m.RejectHint)
+	}
+	if m.Transfer {
+		s += " transfer"
 	}
 	return s
 }
@@ -217,6 +231,12 @@ type Status struct {
 // because only the leader may append to the replicated log; the caller
 // should redirect the proposal to Lead().
 var ErrNotLeader = errors.New("raft: not the leader; propose on the leader (see Lead)")
+
+// ErrTransferring is returned by Propose while the leader is handing
+// leadership over (Node.TransferLeadership): an entry appended now would
+// only lengthen the catch-up the transfer waits for, so the caller should
+// retry on the next leader (or here, if the transfer is abandoned).
+var ErrTransferring = errors.New("raft: proposal refused: leadership is being transferred; retry on the next leader")
 
 // ErrProposalDropped is returned by Propose when the leader already holds
 // MaxUncommittedEntries uncommitted entries, so that a stalled cluster

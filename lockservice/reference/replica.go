@@ -2,6 +2,7 @@ package reference
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -73,6 +74,9 @@ func (m RaftMessage) Fingerprint() uint64 {
 	var rej uint64
 	if r.Reject {
 		rej = 1 << 63
+	}
+	if r.Transfer {
+		rej |= 1 << 62 // zero unless a leadership transfer: old traces keep their hash
 	}
 	return fold(9, uint64(r.Type)<<56|uint64(r.From)<<28|uint64(r.To), r.Term<<32|r.LogTerm, r.Index^r.Commit<<32, last^rej^uint64(len(r.Entries))<<40)
 }
@@ -262,7 +266,14 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 	}
 	index, term, err := r.node.Propose(encodeCommand(c))
 	if err != nil {
-		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.NotLeader, Leader: lockservice.NoLeader})
+		lead := lockservice.NoLeader
+		if errors.Is(err, raft.ErrTransferring) {
+			// Point the client at the next leader: it takes over within a
+			// round trip or two, sooner than a client told "no leader"
+			// would come back.
+			lead = nodeID(r.node.LeadTransferee())
+		}
+		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.NotLeader, Leader: lead})
 		return
 	}
 	if decision == LeaderGrants {
@@ -489,8 +500,15 @@ func (r *Replica) leaseDue(resource string, token, since uint64) {
 		return
 	}
 	r.env.Log().Info("replica.lease-due", slog.String("resource", resource), slog.Uint64("token", token))
-	if _, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: resource, Token: token, Since: since})); err == nil {
+	_, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: resource, Token: token, Since: since}))
+	switch {
+	case err == nil:
 		r.flush()
+	case errors.Is(err, raft.ErrTransferring):
+		// Handing over: the next leader restarts the lease in full; if the
+		// transfer is abandoned, this leader must still end it, so it
+		// tries again a tick later.
+		r.arm(resource, token, since, r.cfg.TickInterval)
 	}
 }
 
@@ -499,6 +517,50 @@ func (r *Replica) disarm(resource string) {
 		r.timers.Disarm(resource)
 		delete(r.leases, resource)
 	}
+}
+
+// TransferLeadership hands the lead to replica to, or, if to is
+// lockservice.NoLeader, to the follower whose log is most up to date (see
+// raft.Node.TransferLeadership): a leader that is about to stop calls it so
+// that the group needs no election timeout to go on. Meanwhile the replica
+// refuses new requests as NotLeader (the client retries, there or on the
+// next leader) and answers those already proposed as they commit; the
+// target takes over once its log matches, and restarts every lease at its
+// full TTL as any new leader does, so a transfer never shortens a lease.
+// It returns the target. The transfer is abandoned if the target does not
+// lead within an election timeout. Call it on the replica's thread (the
+// simulator's event loop, realrt's Node.Do).
+func (r *Replica) TransferLeadership(to process.NodeID) (process.NodeID, error) {
+	if r.node == nil || r.node.Role() != raft.Leader {
+		return lockservice.NoLeader, raft.ErrNotLeader
+	}
+	target := r.node.TransferTarget()
+	if to != lockservice.NoLeader {
+		target = raftID(to)
+	}
+	if target == raft.None {
+		return lockservice.NoLeader, errors.New("lockservice: no follower to transfer the lead to")
+	}
+	if err := r.node.TransferLeadership(target); err != nil {
+		return lockservice.NoLeader, err
+	}
+	r.env.Log().Info("replica.transfer", slog.Uint64("term", r.node.Term()), slog.Int("to", int(nodeID(target))))
+	r.flush()
+	return nodeID(target), nil
+}
+
+// Transferring reports whether the replica is handing the lead over.
+func (r *Replica) Transferring() bool {
+	return r.node != nil && r.node.LeadTransferee() != raft.None
+}
+
+// Leader returns the leader the replica knows of in its term, or
+// lockservice.NoLeader.
+func (r *Replica) Leader() process.NodeID {
+	if r.node == nil || r.node.Lead() == raft.None {
+		return lockservice.NoLeader
+	}
+	return nodeID(r.node.Lead())
 }
 
 // IsLeader reports whether the replica believes it leads, and its term.

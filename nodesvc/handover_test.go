@@ -1,0 +1,57 @@
+package nodesvc_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/process"
+)
+
+// TestHandover: a follower has nothing to hand over; the leader hands the
+// lead to a follower, which leads the next term, while a grant made before
+// stays with its holder; the old leader then redirects to the new one.
+func TestHandover(t *testing.T) {
+	c := newCluster(t)
+	old := c.leader()
+	post(t, c.peers[old].HTTP, "h", "acquire", `{"client":"a","ttl_ms":10000,"request_id":"1"}`, http.StatusOK)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	follower := (old + 1) % 3
+	if to, err := c.nodes[follower].Handover(ctx); err != nil || to != lockservice.NoLeader {
+		t.Fatalf("a follower's Handover = %d, %v; want NoLeader, nil", to, err)
+	}
+	term := c.nodes[old].Term()
+	start := time.Now()
+	to, err := c.nodes[old].Handover(ctx)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if to == process.NodeID(old) || to == lockservice.NoLeader {
+		t.Fatalf("handed over to %d from %d", to, old)
+	}
+	// No election could have done it: the old leader was alive, and
+	// CheckQuorum's lease makes the followers ignore a campaign that is not
+	// a transfer.
+	t.Logf("handed over from %d to %d in %v", old, to, took)
+	if !c.nodes[to].IsLeader() || c.nodes[to].Term() != term+1 {
+		t.Fatalf("node %d: leader %v in term %d; want the leader of term %d", to, c.nodes[to].IsLeader(), c.nodes[to].Term(), term+1)
+	}
+	if c.nodes[old].IsLeader() {
+		t.Fatalf("the old leader %d still leads", old)
+	}
+	// The lease stays a's: b is refused, at the new leader.
+	post(t, c.peers[to].HTTP, "h", "acquire", `{"client":"b","ttl_ms":10000,"request_id":"1"}`, http.StatusConflict)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(c.peers[old].HTTP + "/v1/locks/h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusTemporaryRedirect || loc != c.peers[to].HTTP+"/v1/locks/h" {
+		t.Errorf("GET at the old leader: %d to %q, want 307 to %s", resp.StatusCode, loc, c.peers[to].HTTP)
+	}
+}
