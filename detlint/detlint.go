@@ -120,6 +120,7 @@ const SortedDirective = "//detlint:sorted"
 
 // Finding is one violation of the determinism contract.
 type Finding struct {
+	pos     token.Pos // for the analyzer's diagnostics
 	Pos     token.Position
 	Rule    string
 	Message string
@@ -241,6 +242,7 @@ func LintFile(fset *token.FileSet, f *ast.File) []Finding {
 
 func (l *linter) report(pos token.Pos, rule, format string, args ...any) {
 	l.findings = append(l.findings, Finding{
+		pos:     pos,
 		Pos:     l.fset.Position(pos),
 		Rule:    rule,
 		Message: fmt.Sprintf(format, args...),

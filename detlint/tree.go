@@ -22,13 +22,15 @@ type Report struct {
 }
 
 // Lint runs the checks on every non-test .go file under the given paths,
-// each relative to root (or absolute). A directory is checked recursively,
-// so subpackages are covered as soon as they appear ("dir" and "dir/..."
-// mean the same); a path ending in .go is that one file, so part of a
-// package can be held to the contract while the rest (a CLI, a sweep
-// driving goroutines) is not. Directories the go tool ignores (testdata,
-// names starting with "." or "_") and nested modules are skipped. With no
-// paths, root itself is checked. Positions are reported relative to root.
+// each relative to root (or absolute), read as the go command reads
+// patterns: "dir" is the files of that directory, "dir/..." also those of
+// every directory below it, so subpackages are covered as soon as they
+// appear. A path ending in .go is that one file, so part of a package can
+// be held to the contract while the rest (a CLI, a sweep driving
+// goroutines) is not. Below a "/...", directories the go tool ignores
+// (testdata, names starting with "." or "_") and nested modules are
+// skipped. With no paths, root's own files are checked. Positions are
+// reported relative to root.
 func Lint(root string, paths ...string) Report {
 	var res Report
 	if len(paths) == 0 {
@@ -57,6 +59,7 @@ func Lint(root string, paths ...string) Report {
 		return nil
 	}
 	for _, p := range paths {
+		recursive := p == "..." || strings.HasSuffix(p, "/...")
 		top := filepath.FromSlash(strings.TrimSuffix(strings.TrimSuffix(p, "..."), "/"))
 		if top == "" {
 			top = "."
@@ -93,6 +96,9 @@ func Lint(root string, paths ...string) Report {
 				if path == top {
 					return nil
 				}
+				if !recursive {
+					return filepath.SkipDir
+				}
 				if name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
 					return filepath.SkipDir
 				}
@@ -117,8 +123,8 @@ func Lint(root string, paths ...string) Report {
 // relative to the test's working directory (its package directory), as
 // [Lint] does, and fails t on every finding, on any error, on a path that
 // does not exist and when nothing was checked — a gate that checks nothing
-// must not pass. With no paths it checks the package directory and
-// everything below it:
+// must not pass. With no paths it checks the package directory; "./..."
+// takes the directories below it too:
 //
 //	func TestDeterministic(t *testing.T) { detlint.Check(t) }
 func Check(t testing.TB, paths ...string) {

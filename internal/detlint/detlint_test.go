@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -34,6 +33,16 @@ var scenariosExempt = map[string]string{
 	"wall.go":  "the stopwatch: Result.Wall and CheckWall, measured around the loop for the report, never read by it",
 }
 
+// recursive turns directories into go-style patterns for them and
+// everything below.
+func recursive(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		out = append(out, d+"/...")
+	}
+	return out
+}
+
 // simPaths are the simulation packages plus the in-loop files of scenarios.
 func simPaths(t *testing.T, root string) []string {
 	t.Helper()
@@ -42,7 +51,7 @@ func simPaths(t *testing.T, root string) []string {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
-	paths := slices.Clone(simPackages)
+	paths := recursive(simPackages)
 	for _, f := range files {
 		name := filepath.Base(f)
 		if strings.HasSuffix(name, "_test.go") {
@@ -134,14 +143,14 @@ func TestLintTreeCanary(t *testing.T) {
 	write("lockservice/raft/raft.go", "package raft\n\nimport \"time\"\n\nvar t0 = time.Now()\n")
 	write("cmd/tool/main.go", "package main\n\nfunc main() { go main() }\n")
 
-	res := detlint.Lint(root, simPackages...)
+	res := detlint.Lint(root, recursive(simPackages)...)
 	if len(res.Errs) > 0 {
 		t.Fatalf("unexpected errors: %v", res.Errs)
 	}
-	if got, want := strings.Join(res.Paths, ","), "sim,lockservice"; got != want {
+	if got, want := strings.Join(res.Paths, ","), "sim/...,lockservice/..."; got != want {
 		t.Errorf("existing dirs = %s, want %s", got, want)
 	}
-	if got, want := strings.Join(res.Missing, ","), "fakeclock,nemesis,process,scenarios/workload"; got != want {
+	if got, want := strings.Join(res.Missing, ","), "fakeclock/...,nemesis/...,process/...,scenarios/workload/..."; got != want {
 		t.Errorf("missing dirs = %s, want %s", got, want)
 	}
 	if res.Files != 3 {
@@ -164,19 +173,19 @@ func TestLintTreeCanary(t *testing.T) {
 	// A tree where no listed directory exists, or none holds a Go file,
 	// must be noticed by the gate.
 	empty := t.TempDir()
-	if res := detlint.Lint(empty, simPackages...); len(res.Paths) != 0 || res.Files != 0 {
+	if res := detlint.Lint(empty, recursive(simPackages)...); len(res.Paths) != 0 || res.Files != 0 {
 		t.Errorf("empty tree: dirs %v, files %d", res.Paths, res.Files)
 	}
 	if err := os.MkdirAll(filepath.Join(empty, "nemesis"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if res := detlint.Lint(empty, simPackages...); len(res.Paths) != 1 || res.Files != 0 {
+	if res := detlint.Lint(empty, recursive(simPackages)...); len(res.Paths) != 1 || res.Files != 0 {
 		t.Errorf("tree without Go files: dirs %v, files %d", res.Paths, res.Files)
 	}
 
 	// A file that does not parse is an error, not silently skipped.
 	write("nemesis/broken.go", "package nemesis\n\nfunc {\n")
-	if res := detlint.Lint(root, simPackages...); len(res.Errs) == 0 {
+	if res := detlint.Lint(root, recursive(simPackages)...); len(res.Errs) == 0 {
 		t.Error("unparsable file produced no error")
 	}
 }
