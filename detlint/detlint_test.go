@@ -7,15 +7,15 @@ import (
 	"go/token"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func parse(t *testing.T, src string) (*token.FileSet, *ast.File) {
 	t.Helper()
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "snippet.go", src, parser.ParseComments)
-	if err != nil {
-		t.Fatalf("snippet does not parse: %v\n%s", err, src)
-	}
+	require.NoError(t, err, "snippet does not parse:\n%s", src)
 	return fset, f
 }
 
@@ -557,24 +557,14 @@ func TestLintFileFlagsForbiddenConstructs(t *testing.T) {
 			fset, f := parse(t, tc.src)
 			line := wantLine(t, tc.src)
 			got := LintFile(fset, f)
-			if len(got) != 1 {
-				t.Fatalf("got %d findings, want exactly 1:\n%s\nsource:\n%s", len(got), findingList(got), tc.src)
-			}
+			require.Len(t, got, 1, "want exactly one finding:\n%s\nsource:\n%s", findingList(got), tc.src)
 			g := got[0]
-			if g.Rule != tc.rule {
-				t.Errorf("rule = %s, want %s (%s)", g.Rule, tc.rule, g)
-			}
-			if g.Pos.Line != line {
-				t.Errorf("line = %d, want %d (%s)", g.Pos.Line, line, g)
-			}
+			require.Equal(t, tc.rule, g.Rule, "%s", g)
+			require.Equal(t, line, g.Pos.Line, "%s", g)
 			for _, s := range tc.msg {
-				if !strings.Contains(g.Message, s) {
-					t.Errorf("message %q does not contain %q", g.Message, s)
-				}
+				require.Contains(t, g.Message, s)
 			}
-			if !strings.HasPrefix(g.String(), fmt.Sprintf("snippet.go:%d:", line)) {
-				t.Errorf("String() = %q, want a snippet.go:%d: prefix", g, line)
-			}
+			require.True(t, strings.HasPrefix(g.String(), fmt.Sprintf("snippet.go:%d:", line)), "String() = %q", g)
 		})
 	}
 }
@@ -755,9 +745,8 @@ var x = chanutil.Select
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			fset, f := parse(t, tc.src)
-			if got := LintFile(fset, f); len(got) != 0 {
-				t.Errorf("got %d findings, want none:\n%s\nsource:\n%s", len(got), findingList(got), tc.src)
-			}
+			got := LintFile(fset, f)
+			require.Empty(t, got, "want no finding:\n%s\nsource:\n%s", findingList(got), tc.src)
 		})
 	}
 }
@@ -803,9 +792,7 @@ func canary(m map[string]int) {
 		"17:" + RuleChanRecv,
 		"18:" + RuleMapRange,
 	}
-	if strings.Join(rules, " ") != strings.Join(want, " ") {
-		t.Errorf("findings:\n got %v\nwant %v\n%s", rules, want, findingList(got))
-	}
+	require.Equal(t, want, rules, "%s", findingList(got))
 }
 
 // TestEveryRuleIsTested keeps the table in step with the rules.
@@ -818,9 +805,7 @@ func TestEveryRuleIsTested(t *testing.T) {
 		RuleGoStmt, RuleChanType, RuleMakeChan, RuleChanSend, RuleChanRecv, RuleSelect,
 		RuleSync, RuleWallClock, RuleGlobalRand, RuleCryptoRand, RuleMapRange, RuleDotImport,
 	} {
-		if !tested[r] {
-			t.Errorf("rule %s has no test case", r)
-		}
+		require.True(t, tested[r], "rule %s has no test case", r)
 	}
 }
 
