@@ -165,12 +165,7 @@ func TestValidateNames(t *testing.T) {
 		{Op{Kind: Partition, Group: []string{Leader}}, ""},
 	} {
 		t.Run(c.op.String(), func(t *testing.T) {
-			err := Schedule{c.op}.Validate(everyNode)
-			if c.want == "" {
-				require.NoError(t, err)
-			} else {
-				require.ErrorContains(t, err, c.want)
-			}
+			requireErr(t, Schedule{c.op}.Validate(everyNode), c.want)
 		})
 	}
 	require.Error(t, (Schedule{{Kind: Isolate, Node: Leader}}).Validate([]string{"lock"}), "@leader without the selector listed")

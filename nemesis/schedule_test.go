@@ -47,13 +47,18 @@ func TestValidate(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.op.String(), func(t *testing.T) {
-			err := Schedule{c.op}.Validate(nodes)
-			if c.want == "" {
-				require.NoError(t, err)
-			} else {
-				require.ErrorContains(t, err, c.want)
-			}
+			requireErr(t, Schedule{c.op}.Validate(nodes), c.want)
 		})
+	}
+}
+
+// requireErr requires no error when want is empty, else an error saying want.
+func requireErr(t *testing.T, err error, want string) {
+	t.Helper()
+	if want == "" {
+		require.NoError(t, err)
+	} else {
+		require.ErrorContains(t, err, want)
 	}
 }
 
