@@ -1,8 +1,9 @@
 package checker
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestLeaseSafetyCanary: the Kleppmann history with a fenced store passes
@@ -11,14 +12,14 @@ import (
 // lease-safety violation, L1's alone; with the pause excused, L1 holds.
 func TestLeaseSafetyCanary(t *testing.T) {
 	h := kleppmann(false)
-	if v := Check(h, Options{}); v.Kind != VerdictPass {
-		t.Fatalf("Check: got %v %+v, want pass: the canary must fail L1 only", v.Kind, v.Violations)
-	}
+	v := Check(h, Options{})
+	require.Equal(t, VerdictPass, v.Kind, "the canary must fail L1 only: %+v", v.Violations)
 	vs := CheckLeaseSafety(h, nil)
-	if len(vs) != 1 || vs[0].Property != propLeaseSafety || vs[0].At != ms(10000) ||
-		!strings.Contains(vs[0].Detail, `Client "A"`) || !strings.Contains(vs[0].Detail, "5.1s after") {
-		t.Fatalf("got %+v, want one L1 violation of A's belief, 5.1s past the expiry at 10s", vs)
-	}
+	require.Len(t, vs, 1, "one L1 violation of A's belief, 5.1s past the expiry at 10s")
+	require.Equal(t, propLeaseSafety, vs[0].Property)
+	require.Equal(t, ms(10000), vs[0].At)
+	require.Contains(t, vs[0].Detail, `Client "A"`)
+	require.Contains(t, vs[0].Detail, "5.1s after")
 	for _, tc := range []struct {
 		name    string
 		excused []LeaseExcuse
@@ -30,9 +31,9 @@ func TestLeaseSafetyCanary(t *testing.T) {
 		{"a fault after the belief", []LeaseExcuse{{Client: "A", From: ms(15200), To: ms(16000), Fault: "pause of A"}}, 1},
 		{"a fault before the grant", []LeaseExcuse{{Client: "A", From: -ms(5), To: -ms(1), Fault: "pause of A"}}, 1},
 	} {
-		if got := CheckLeaseSafety(h, tc.excused); len(got) != tc.want {
-			t.Errorf("excusing %s: got %d violations %+v, want %d", tc.name, len(got), got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			require.Len(t, CheckLeaseSafety(h, tc.excused), tc.want)
+		})
 	}
 }
 
@@ -59,17 +60,15 @@ func TestLeaseSafetyJudgesOnlyWhatItCan(t *testing.T) {
 		{"starts after the grant", Belief{Client: "A", Resource: "r", Token: 1, From: ms(700), To: ms(710), Reason: "fenced-out"}, 1},
 		{"open past the grant", Belief{Client: "A", Resource: "r", Token: 1, From: ms(12), Open: true}, 1},
 	} {
-		h := base
-		h.Beliefs = []Belief{tc.b}
-		if got := CheckLeaseSafety(h, nil); len(got) != tc.want {
-			t.Errorf("%s: got %+v, want %d violations", tc.name, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			h := base
+			h.Beliefs = []Belief{tc.b}
+			require.Len(t, CheckLeaseSafety(h, nil), tc.want)
+		})
 	}
 	lost := base
 	lost.Grants = []Grant{g}
 	lost.Grants[0].Lost = true // a crash took it back: not a fact
 	lost.Beliefs = []Belief{{Client: "A", Resource: "r", Token: 1, From: ms(12), To: ms(800)}}
-	if got := CheckLeaseSafety(lost, nil); len(got) != 0 {
-		t.Errorf("lost grant: got %+v, want nothing judged", got)
-	}
+	require.Empty(t, CheckLeaseSafety(lost, nil), "lost grant: nothing judged")
 }

@@ -3,20 +3,17 @@ package checker
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestCrashVerdictRoundTrips: a crashed seed's verdict is spelled "crash"
 // in saved results and reads back as VerdictCrash.
 func TestCrashVerdictRoundTrips(t *testing.T) {
 	b, err := json.Marshal(Verdict{Kind: VerdictCrash})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var v Verdict
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%s: %v", b, err)
-	}
-	if v.Kind != VerdictCrash || v.Kind.String() != "crash" {
-		t.Errorf("%s read back as %v, want crash", b, v.Kind)
-	}
+	require.NoError(t, json.Unmarshal(b, &v), "%s", b)
+	require.Equal(t, VerdictCrash, v.Kind, "%s", b)
+	require.Equal(t, "crash", v.Kind.String())
 }

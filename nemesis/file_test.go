@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/sim"
 )
@@ -36,26 +38,19 @@ var everyKind = Schedule{
 var everyNode = []string{"n1", "n2", "n3", "store", "a", "b", Leader}
 
 func TestEveryKindRoundTrips(t *testing.T) {
-	if err := everyKind.Validate(everyNode); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, everyKind.Validate(everyNode))
 	covered := map[Kind]bool{}
 	for _, op := range everyKind {
 		covered[op.Kind] = true
 	}
 	for _, k := range Kinds() {
-		if !covered[k] {
-			t.Errorf("everyKind lacks %s", k)
-		}
+		require.True(t, covered[k], "everyKind lacks %s", k)
 	}
 	b, err := json.Marshal(everyKind)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	back, err := Parse(b)
-	if err != nil || !reflect.DeepEqual(back, everyKind) {
-		t.Fatalf("Parse(Marshal): %v\n got  %v\n want %v", err, back, everyKind)
-	}
+	require.NoError(t, err)
+	require.Equal(t, everyKind, back, "Parse(Marshal)")
 	for _, want := range []string{
 		`{"at":"20ms","kind":"crash","node":"n2","mode":"torn","keep":0.25}`,
 		`{"at":"40ms","kind":"partition","group":["n1","a"]}`,
@@ -64,9 +59,7 @@ func TestEveryKindRoundTrips(t *testing.T) {
 		`{"at":"80ms","kind":"drift","node":"b","duration":"1s","ppm":-2500}`,
 		`{"at":"80ms","kind":"jump","node":"b","duration":"1s","by":"-1.5s"}`,
 	} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("JSON lacks %s:\n%s", want, b)
-		}
+		require.Contains(t, string(b), want)
 	}
 }
 
@@ -77,9 +70,7 @@ func TestOpString(t *testing.T) {
 		"delay delay=1s mean=200ms for 1s", "reorder p=1 delay=20ms for 1s", "network-reset",
 		"drift b -2500ppm for 1s", "jump b by -1.5s for 1s", "clock-reset b", "slow-disk store delay=40ms for 1s",
 	} {
-		if got := everyKind[i].String(); got != want {
-			t.Errorf("op %d: got %q, want %q", i, got, want)
-		}
+		require.Equal(t, want, everyKind[i].String(), "op %d", i)
 	}
 }
 
@@ -87,27 +78,19 @@ func TestFileRoundTrip(t *testing.T) {
 	o := DrawOptions(rng(9), replicated)
 	f := File{Version: FileVersion, Seed: 9, Safety: Duration(safety), Options: o, Ops: Generate(rng(9), o, replicated, safety)}
 	b, err := f.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	back, err := ParseFile(b)
-	if err != nil {
-		t.Fatalf("ParseFile: %v\n%s", err, b)
-	}
-	if !reflect.DeepEqual(back, f) {
-		t.Fatalf("round trip differs:\n%s", b)
-	}
+	require.NoError(t, err, "%s", b)
+	require.Equal(t, f, back, "round trip")
 	var viaJSON File
-	if err := json.Unmarshal(b, &viaJSON); err != nil || !reflect.DeepEqual(viaJSON, f) {
-		t.Errorf("encoding/json reads Marshal's output differently: %v", err)
-	}
-	if n := strings.Count(string(b), "\n    {\"at\""); n != len(f.Ops) {
-		t.Errorf("%d lines hold an op, want one per op (%d)", n, len(f.Ops))
-	}
-	empty, _ := File{Version: FileVersion}.Marshal()
-	if back, err := ParseFile(empty); err != nil || len(back.Ops) != 0 {
-		t.Errorf("empty file: %v\n%s", err, empty)
-	}
+	require.NoError(t, json.Unmarshal(b, &viaJSON))
+	require.Equal(t, f, viaJSON, "encoding/json reads Marshal's output differently")
+	require.Equal(t, len(f.Ops), strings.Count(string(b), "\n    {\"at\""), "lines holding an op: want one per op")
+	empty, err := File{Version: FileVersion}.Marshal()
+	require.NoError(t, err)
+	back, err = ParseFile(empty)
+	require.NoError(t, err, "empty file:\n%s", empty)
+	require.Empty(t, back.Ops)
 }
 
 func TestParseFileErrors(t *testing.T) {
@@ -119,10 +102,10 @@ func TestParseFileErrors(t *testing.T) {
 		{`{"version": 1, "seed": -1}`, "seed"},
 		{`{"version": 1, "safety": "-1s"}`, "safety -1s is negative"},
 	} {
-		_, err := ParseFile([]byte(c.in))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: got %v, want %q", c.in, err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			_, err := ParseFile([]byte(c.in))
+			require.ErrorContains(t, err, c.want, "%s", c.in)
+		})
 	}
 }
 
@@ -161,10 +144,10 @@ func TestParseErrorsNameTheProblem(t *testing.T) {
 		{`{"at":"1s","kind":"heal"}`, "cannot unmarshal object"},
 		{`[{"at":"2562047h","kind":"loss","probability":1,"duration":"2562047h"}]`, "overflows"},
 	} {
-		_, err := Parse([]byte(c.in))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s:\n got  %v\n want %q", c.in, err, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			_, err := Parse([]byte(c.in))
+			require.ErrorContains(t, err, c.want, "%s", c.in)
+		})
 	}
 }
 
@@ -181,14 +164,11 @@ func TestValidateNames(t *testing.T) {
 		{Op{Kind: Isolate, Node: Leader}, ""},
 		{Op{Kind: Partition, Group: []string{Leader}}, ""},
 	} {
-		err := Schedule{c.op}.Validate(everyNode)
-		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
-			t.Errorf("%v: got %v, want %q", c.op, err, c.want)
-		}
+		t.Run(c.op.String(), func(t *testing.T) {
+			requireErr(t, Schedule{c.op}.Validate(everyNode), c.want)
+		})
 	}
-	if err := (Schedule{{Kind: Isolate, Node: Leader}}).Validate([]string{"lock"}); err == nil {
-		t.Errorf("@leader without the selector listed: got nil error, want one")
-	}
+	require.Error(t, (Schedule{{Kind: Isolate, Node: Leader}}).Validate([]string{"lock"}), "@leader without the selector listed")
 }
 
 // FuzzParse: Parse never panics; what it accepts survives a JSON round

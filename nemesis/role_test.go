@@ -1,9 +1,11 @@
 package nemesis
 
 import (
+	"fmt"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 var (
@@ -29,10 +31,11 @@ func TestBindRoles(t *testing.T) {
 		{threeReplicas, Leader, Leader},
 		{oneLockServer, Crashed, Crashed},
 	} {
-		got, err := c.cluster.Bind(c.role)
-		if err != nil || got != c.want {
-			t.Errorf("Bind(%q) on %v = %q, %v; want %q", c.role, c.cluster.Servers, got, err, c.want)
-		}
+		t.Run(fmt.Sprintf("%s on %v", c.role, c.cluster.Servers), func(t *testing.T) {
+			got, err := c.cluster.Bind(c.role)
+			require.NoError(t, err)
+			require.Equal(t, c.want, got)
+		})
 	}
 }
 
@@ -53,16 +56,13 @@ func TestBindRoleErrors(t *testing.T) {
 		{threeReplicas, "@client:c", []string{`no client is named "c"`, "clients: a, b"}},
 		{Cluster{Servers: []string{"n1"}}, StoreNode, []string{"0 stores"}},
 	} {
-		_, err := c.cluster.Bind(c.role)
-		if err == nil {
-			t.Errorf("Bind(%q) on %v: no error", c.role, c.cluster.Servers)
-			continue
-		}
-		for _, w := range c.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("Bind(%q): error %q does not say %q", c.role, err, w)
+		t.Run(fmt.Sprintf("%s on %v", c.role, c.cluster.Servers), func(t *testing.T) {
+			_, err := c.cluster.Bind(c.role)
+			require.Error(t, err)
+			for _, w := range c.want {
+				require.ErrorContains(t, err, w)
 			}
-		}
+		})
 	}
 }
 
@@ -81,9 +81,7 @@ func TestScheduleBind(t *testing.T) {
 	orig := slices.Clone(written)
 	orig[3].Group = slices.Clone(written[3].Group)
 	got, err := written.Bind(threeReplicas)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := Schedule{
 		{At: 1, Kind: Crash, Node: "n2"},
 		{At: 2, Kind: Restart, Node: Crashed},
@@ -92,16 +90,8 @@ func TestScheduleBind(t *testing.T) {
 		{At: 5, Kind: Isolate, Node: Leader},
 		{At: 6, Kind: Pause, Node: "b", Duration: 7},
 	}
-	for i := range want {
-		if got[i].String() != want[i].String() {
-			t.Errorf("op %d: got %s, want %s", i, got[i], want[i])
-		}
-	}
-	for i := range orig {
-		if written[i].String() != orig[i].String() {
-			t.Errorf("Bind changed the written op %d: %s, was %s", i, written[i], orig[i])
-		}
-	}
+	require.Equal(t, want, got)
+	require.Equal(t, orig, written, "Bind changed the schedule it was given")
 }
 
 // TestValidateFor: a schedule of roles is valid on every cluster that has
@@ -116,13 +106,9 @@ func TestValidateFor(t *testing.T) {
 		{At: 5, Kind: Partition, Group: []string{Replica(1), Client("b")}},
 	}
 	for _, c := range []Cluster{threeReplicas, oneLockServer} {
-		if err := portable.ValidateFor(c); err != nil {
-			t.Errorf("on %v: %v", c.Servers, err)
-		}
+		require.NoError(t, portable.ValidateFor(c), "on %v", c.Servers)
 	}
-	if err := (Schedule{{At: 1, Kind: Crash, Node: "n1"}}).ValidateFor(threeReplicas); err != nil {
-		t.Errorf("a node name: %v", err)
-	}
+	require.NoError(t, (Schedule{{At: 1, Kind: Crash, Node: "n1"}}).ValidateFor(threeReplicas), "a node name")
 	for _, c := range []struct {
 		cluster Cluster
 		s       Schedule
@@ -138,15 +124,12 @@ func TestValidateFor(t *testing.T) {
 			[]string{"holds every node"}},
 		{threeReplicas, Schedule{{At: 1, Kind: Crash, Node: "@client:zz"}}, []string{"fault 0 (crash @client:zz)", `no client is named "zz"`}},
 	} {
-		err := c.s.ValidateFor(c.cluster)
-		if err == nil {
-			t.Errorf("%v on %v: no error", c.s, c.cluster.Servers)
-			continue
-		}
-		for _, w := range c.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%v: error %q does not say %q", c.s, err, w)
+		t.Run(fmt.Sprintf("%v on %v", c.s, c.cluster.Servers), func(t *testing.T) {
+			err := c.s.ValidateFor(c.cluster)
+			require.Error(t, err)
+			for _, w := range c.want {
+				require.ErrorContains(t, err, w)
 			}
-		}
+		})
 	}
 }

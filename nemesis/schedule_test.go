@@ -2,10 +2,10 @@ package nemesis
 
 import (
 	"encoding/json"
-	"reflect"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/sim"
@@ -17,25 +17,17 @@ func TestScheduleJSONRoundTrip(t *testing.T) {
 		{At: Duration(time.Second), Kind: Heal},
 	}
 	b, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `[{"at":"30ms","kind":"pause","node":"a","duration":"3s"},{"at":"1s","kind":"heal"}]`
-	if string(b) != want {
-		t.Fatalf("got %s, want %s", b, want)
-	}
+	require.NoError(t, err)
+	require.Equal(t, `[{"at":"30ms","kind":"pause","node":"a","duration":"3s"},{"at":"1s","kind":"heal"}]`, string(b))
 	var out Schedule
-	if err := json.Unmarshal(b, &out); err != nil || !reflect.DeepEqual(out, in) {
-		t.Fatalf("got %v (%v), want %v", out, err, in)
-	}
+	require.NoError(t, json.Unmarshal(b, &out))
+	require.Equal(t, in, out)
 }
 
 func TestDurationRejectsNonStrings(t *testing.T) {
 	for _, bad := range []string{`5`, `"5 seconds"`, `null`, `""`} {
 		var d Duration
-		if err := json.Unmarshal([]byte(bad), &d); err == nil {
-			t.Errorf("%s: got nil error, want one", bad)
-		}
+		require.Error(t, json.Unmarshal([]byte(bad), &d), bad)
 	}
 }
 
@@ -54,10 +46,19 @@ func TestValidate(t *testing.T) {
 		{Op{At: -1, Kind: Heal}, "negative"},
 	}
 	for _, c := range cases {
-		err := Schedule{c.op}.Validate(nodes)
-		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
-			t.Errorf("%+v: got %v, want %q", c.op, err, c.want)
-		}
+		t.Run(c.op.String(), func(t *testing.T) {
+			requireErr(t, Schedule{c.op}.Validate(nodes), c.want)
+		})
+	}
+}
+
+// requireErr requires no error when want is empty, else an error saying want.
+func requireErr(t *testing.T, err error, want string) {
+	t.Helper()
+	if want == "" {
+		require.NoError(t, err)
+	} else {
+		require.ErrorContains(t, err, want)
 	}
 }
 
@@ -86,9 +87,7 @@ func (s sender) Receive(sim.Env, sim.NodeID, sim.Message) {}
 // and 650 ms drops exactly the pings sent in that window.
 func TestInstallAppliesFaultsAtTheirTimes(t *testing.T) {
 	w, err := sim.New(sim.Config{Seed: 1, Network: sim.NetworkConfig{Latency: sim.Latency{Min: time.Millisecond, Max: time.Millisecond}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var got []int
 	rx, _ := w.AddNode("rx", func() sim.Process { return recorder{&got} }, fakeclock.Config{})
 	w.AddNode("tx", func() sim.Process { return sender{rx} }, fakeclock.Config{})
@@ -96,18 +95,8 @@ func TestInstallAppliesFaultsAtTheirTimes(t *testing.T) {
 		{At: Duration(650 * time.Millisecond), Kind: Heal}, // out of order on purpose: Install sorts
 		{At: Duration(250 * time.Millisecond), Kind: Isolate, Node: "rx"},
 	}
-	if err := s.Validate([]string{"rx", "tx"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Validate([]string{"rx", "tx"}))
 	s.Install(w, func(n string) (sim.NodeID, bool) { id, ok := map[string]sim.NodeID{"rx": 0, "tx": 1}[n]; return id, ok })
 	w.Run(2*time.Second, 1000)
-	want := []int{0, 1, 2, 7, 8, 9}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("got %v, want %v", got, want)
-		}
-	}
+	require.Equal(t, []int{0, 1, 2, 7, 8, 9}, got)
 }

@@ -112,7 +112,7 @@ func topLevel(b []byte) (map[string]json.RawMessage, error) {
 // written.
 func fieldDigests(fields map[string]json.RawMessage) (map[string]string, error) {
 	d := map[string]string{}
-	for name, raw := range fields { // each entry on its own: order cannot matter
+	for name, raw := range fields { //detlint:sorted each entry on its own: order cannot matter
 		if name == "format" || name == "digest" {
 			continue
 		}

@@ -254,7 +254,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		return Result{}, err
 	}
 	spec := p.Spec
-	wallStart := time.Now()
+	wall := startStopwatch()
 	limits, reports := spec.limits()
 	w, err := sim.New(sim.Config{Seed: p.Seed, Trace: opt.Trace, Limits: limits, Network: sim.NetworkConfig{
 		Latency: sim.Latency{Shape: sim.Exponential, Min: time.Duration(spec.LatencyMin),
@@ -270,7 +270,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = crashResult(p, w, rec, newCrash(r, w.Step(), w.Now())), nil
-			res.Wall = time.Since(wallStart)
+			res.Wall = wall.elapsed()
 		}
 	}()
 	var obs lockservice.Observer = &boundedObserver{next: rec, w: w, left: reports, max: reports}
@@ -363,7 +363,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		c := w.Cut()
 		res.Cut = fmt.Sprintf("the limit of %d %s was reached at step %d, t=%v", c.Max, c.Limit, c.Step, c.At)
 	}
-	checkStart := time.Now()
+	check := startStopwatch()
 	res.Verdict = checker.Check(h, checker.Options{Steps: opt.CheckSteps, SearchHook: opt.searchHook})
 	// L1, lease safety, holds only inside the lease fault model: the plan
 	// knows which faults left it, and when.
@@ -379,8 +379,8 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		}
 		res.Verdict = checker.Combine(res.Verdict, checker.CheckLiveness(h, time.Duration(spec.Duration), time.Duration(spec.Liveness.Bound), live))
 	}
-	res.CheckWall = time.Since(checkStart)
-	res.Wall = time.Since(wallStart)
+	res.CheckWall = check.elapsed()
+	res.Wall = wall.elapsed()
 	return res, nil
 }
 

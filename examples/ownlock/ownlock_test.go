@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/fencesim/fencesim/detlint"
 	"github.com/fencesim/fencesim/examples/ownlock"
 	"github.com/fencesim/fencesim/scenarios"
 )
@@ -16,6 +17,13 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// TestDeterministic holds the design to the simulator's determinism
+// contract: no goroutines, channels, locks, wall clock, global randomness
+// or unsorted map ranges in its code (its tests are not judged). A design
+// that breaks it would make a seed's failure unreplayable. The same check
+// runs as go vet -vettool=$(which detlint) ./examples/ownlock (cmd/detlint).
+func TestDeterministic(t *testing.T) { detlint.Check(t) }
 
 // load parses a scenario file of testdata/.
 func load(t *testing.T, name string) scenarios.Spec {

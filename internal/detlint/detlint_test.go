@@ -1,16 +1,17 @@
 package detlint
 
 import (
-	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fencesim/fencesim/detlint"
 )
 
 // simPackages are the directories, relative to the module root, that must
@@ -24,27 +25,88 @@ import (
 // virtual time as well as the HTTP API for real.
 var simPackages = []string{"sim", "fakeclock", "lockservice", "nemesis", "process", "scenarios/workload", "admission"}
 
+// scenariosExempt are the files of package scenarios that run outside the
+// event loop and need what the loop forbids; every other non-test file of
+// scenarios (the runner, the recorder, the observers that wrap it, pick,
+// stop, …) runs inside the loop, or prepares or replays it, and is linted.
+// A new file is linted unless it is added here, with the reason, in review.
+// An exemption that is no longer needed fails the gate, so the list only
+// shrinks.
+var scenariosExempt = map[string]string{
+	"sweep.go": "the sweep runs whole simulations on a pool of worker goroutines (channels, select, WaitGroup, a wall-clock deadline); each run inside is single-threaded",
+	"hunt.go":  "measures a hunt's wall time across a sweep, for the report; no run reads it",
+	"spec.go":  "the design registry is a RWMutex-guarded map, read by concurrent sweep workers before their runs start",
+	"wall.go":  "the stopwatch: Result.Wall and CheckWall, measured around the loop for the report, never read by it",
+}
+
+// recursive turns directories into go-style patterns for them and
+// everything below.
+func recursive(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		out = append(out, d+"/...")
+	}
+	return out
+}
+
+// simPaths are the simulation packages plus the in-loop files of scenarios
+// under root, and what is wrong with the exemptions: an exempt file that no
+// longer exists or no longer needs its exemption.
+func simPaths(root string) (paths, stale []string, err error) {
+	files, err := filepath.Glob(filepath.Join(root, "scenarios", "*.go"))
+	if err != nil {
+		return nil, nil, err
+	}
+	seen := map[string]bool{}
+	paths = recursive(simPackages)
+	for _, f := range files {
+		name := filepath.Base(f)
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		seen[name] = true
+		if _, ok := scenariosExempt[name]; !ok {
+			paths = append(paths, "scenarios/"+name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(scenariosExempt)) {
+		if !seen[name] {
+			stale = append(stale, fmt.Sprintf("scenariosExempt lists %s, which does not exist: remove it", name))
+		} else if len(detlint.Lint(root, "scenarios/"+name).Findings) == 0 {
+			stale = append(stale, fmt.Sprintf("scenariosExempt lists %s, which has no finding: remove the exemption", name))
+		}
+	}
+	return paths, stale, nil
+}
+
 // TestSimulationPackagesAreDeterministic is the actual gate: it parses every
-// non-test Go file of the simulation packages and fails on any finding.
+// non-test Go file of the simulation packages and of the in-loop files of
+// scenarios, and fails on any finding.
 func TestSimulationPackagesAreDeterministic(t *testing.T) {
 	root := moduleRoot(t)
-	res := lintTree(root, simPackages)
-	for _, d := range res.missing {
-		t.Logf("skipping %s: directory does not exist (yet)", d)
+	paths, stale, err := simPaths(root)
+	require.NoError(t, err)
+	for _, e := range stale {
+		t.Error(e)
 	}
-	for _, err := range res.errs {
+	require.Contains(t, paths, "scenarios/recorder.go", "the recorder runs in the loop")
+	res := detlint.Lint(root, paths...)
+	for _, d := range res.Missing {
+		t.Logf("skipping %s: does not exist (yet)", d)
+	}
+	for _, err := range res.Errs {
 		t.Errorf("%v", err)
 	}
-	if len(res.dirs) == 0 {
-		t.Fatalf("none of %v exists under module root %s; detlint would check nothing", simPackages, root)
+	if len(res.Paths) == 0 {
+		t.Fatalf("none of %v exists under module root %s; detlint would check nothing", paths, root)
 	}
-	if res.files == 0 {
-		t.Fatalf("no non-test .go file found under %v in %s; detlint would check nothing", res.dirs, root)
+	if res.Files == 0 {
+		t.Fatalf("no non-test .go file found under %v in %s; detlint would check nothing", res.Paths, root)
 	}
-	for _, f := range res.findings {
+	for _, f := range res.Findings {
 		t.Errorf("%s", f)
 	}
-	t.Logf("checked %d files in %v", res.files, res.dirs)
+	t.Logf("checked %d files in %v", res.Files, res.Paths)
 }
 
 // moduleRoot walks up from the working directory to the directory holding
@@ -67,98 +129,17 @@ func moduleRoot(t *testing.T) string {
 	}
 }
 
-type treeResult struct {
-	findings []Finding
-	files    int      // non-test .go files parsed
-	dirs     []string // listed directories that exist
-	missing  []string // listed directories that do not exist
-	errs     []error  // parse and I/O errors
-}
-
-// lintTree runs lintFile on every non-test .go file under root/dir for each
-// listed dir. Directories the go tool ignores (testdata, names starting with
-// "." or "_") and nested modules are skipped. Positions are reported
-// relative to root.
-func lintTree(root string, dirs []string) treeResult {
-	var res treeResult
-	fset := token.NewFileSet()
-	for _, d := range dirs {
-		top := filepath.Join(root, filepath.FromSlash(d))
-		info, err := os.Stat(top)
-		if errors.Is(err, fs.ErrNotExist) {
-			res.missing = append(res.missing, d)
-			continue
-		}
-		if err != nil {
-			res.errs = append(res.errs, err)
-			continue
-		}
-		if !info.IsDir() {
-			res.errs = append(res.errs, fmt.Errorf("%s is not a directory", top))
-			continue
-		}
-		res.dirs = append(res.dirs, d)
-		err = filepath.WalkDir(top, func(path string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			name := e.Name()
-			if e.IsDir() {
-				if path == top {
-					return nil
-				}
-				if name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
-					return filepath.SkipDir
-				}
-				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !e.Type().IsRegular() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-				return nil
-			}
-			src, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			rel, err := filepath.Rel(root, path)
-			if err != nil {
-				rel = path
-			}
-			f, err := parser.ParseFile(fset, rel, src, parser.ParseComments)
-			if err != nil {
-				// A file that does not parse cannot be shown to be
-				// deterministic; lint what was recovered and report.
-				res.errs = append(res.errs, fmt.Errorf("parse: %w", err))
-			}
-			if f != nil {
-				res.files++
-				res.findings = append(res.findings, lintFile(fset, f)...)
-			}
-			return nil
-		})
-		if err != nil {
-			res.errs = append(res.errs, err)
-		}
-	}
-	return res
-}
-
 // TestLintTreeCanary proves that the gate can fail: a tree with forbidden
-// code in a listed directory and a subpackage yields findings, while test
-// files, testdata and unlisted directories are ignored.
+// code in a listed directory, a subpackage and an in-loop file of scenarios
+// yields findings, while test files, testdata, unlisted directories and
+// exempt files of scenarios are ignored, and stale exemptions are named.
 func TestLintTreeCanary(t *testing.T) {
 	root := t.TempDir()
 	write := func(rel, src string) {
 		t.Helper()
 		p := filepath.Join(root, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(src), 0o644))
 	}
 	write("go.mod", "module example.com/canary\n")
 	write("sim/bad.go", "package sim\n\nfunc f() {\n\tgo f()\n}\n")
@@ -167,873 +148,47 @@ func TestLintTreeCanary(t *testing.T) {
 	write("sim/testdata/bad.go", "package x\n\nfunc h() { go h() }\n")
 	write("lockservice/raft/raft.go", "package raft\n\nimport \"time\"\n\nvar t0 = time.Now()\n")
 	write("cmd/tool/main.go", "package main\n\nfunc main() { go main() }\n")
+	write("scenarios/recorder.go", "package scenarios\n\nimport \"time\"\n\nvar t0 = time.Now()\n")
+	write("scenarios/sweep.go", "package scenarios\n\nfunc sweep() { go sweep() }\n")
+	write("scenarios/spec.go", "package scenarios\n\ntype Spec struct{}\n")
+	write("scenarios/runner_test.go", "package scenarios\n\nfunc h() { go h() }\n")
 
-	res := lintTree(root, simPackages)
-	if len(res.errs) > 0 {
-		t.Fatalf("unexpected errors: %v", res.errs)
-	}
-	if got, want := strings.Join(res.dirs, ","), "sim,lockservice"; got != want {
-		t.Errorf("existing dirs = %s, want %s", got, want)
-	}
-	if got, want := strings.Join(res.missing, ","), "fakeclock,nemesis,process,scenarios/workload,admission"; got != want {
-		t.Errorf("missing dirs = %s, want %s", got, want)
-	}
-	if res.files != 3 {
-		t.Errorf("parsed %d files, want 3", res.files)
-	}
+	paths, stale, err := simPaths(root)
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"scenariosExempt lists hunt.go, which does not exist: remove it",
+		"scenariosExempt lists spec.go, which has no finding: remove the exemption",
+		"scenariosExempt lists wall.go, which does not exist: remove it",
+	}, stale)
+	res := detlint.Lint(root, paths...)
+	require.Empty(t, res.Errs)
+	require.Equal(t, []string{"sim/...", "lockservice/...", "scenarios/recorder.go"}, res.Paths)
+	require.Equal(t, []string{"fakeclock/...", "nemesis/...", "process/...", "scenarios/workload/...", "admission/..."}, res.Missing)
+	require.Equal(t, 4, res.Files)
 	var got []string
-	for _, f := range res.findings {
+	for _, f := range res.Findings {
 		got = append(got, fmt.Sprintf("%s:%d %s", filepath.ToSlash(f.Pos.Filename), f.Pos.Line, f.Rule))
 	}
-	want := []string{"sim/bad.go:4 " + RuleGoStmt, "lockservice/raft/raft.go:5 " + RuleWallClock}
-	if strings.Join(got, "; ") != strings.Join(want, "; ") {
-		t.Errorf("findings = %q, want %q", got, want)
-	}
-	if len(res.findings) > 0 {
-		if s := res.findings[0].String(); !strings.HasPrefix(s, filepath.Join("sim", "bad.go")+":4:") {
-			t.Errorf("finding %q does not start with file:line:", s)
-		}
-	}
+	require.Equal(t, []string{
+		"sim/bad.go:4 " + detlint.RuleGoStmt,
+		"lockservice/raft/raft.go:5 " + detlint.RuleWallClock,
+		"scenarios/recorder.go:5 " + detlint.RuleWallClock,
+	}, got)
+	require.True(t, strings.HasPrefix(res.Findings[0].String(), filepath.Join("sim", "bad.go")+":4:"),
+		"finding %q does not start with file:line:", res.Findings[0])
 
 	// A tree where no listed directory exists, or none holds a Go file,
 	// must be noticed by the gate.
 	empty := t.TempDir()
-	if res := lintTree(empty, simPackages); len(res.dirs) != 0 || res.files != 0 {
-		t.Errorf("empty tree: dirs %v, files %d", res.dirs, res.files)
-	}
-	if err := os.MkdirAll(filepath.Join(empty, "nemesis"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if res := lintTree(empty, simPackages); len(res.dirs) != 1 || res.files != 0 {
-		t.Errorf("tree without Go files: dirs %v, files %d", res.dirs, res.files)
-	}
+	res = detlint.Lint(empty, recursive(simPackages)...)
+	require.Empty(t, res.Paths)
+	require.Zero(t, res.Files)
+	require.NoError(t, os.MkdirAll(filepath.Join(empty, "nemesis"), 0o755))
+	res = detlint.Lint(empty, recursive(simPackages)...)
+	require.Len(t, res.Paths, 1)
+	require.Zero(t, res.Files, "tree without Go files")
 
 	// A file that does not parse is an error, not silently skipped.
 	write("nemesis/broken.go", "package nemesis\n\nfunc {\n")
-	if res := lintTree(root, simPackages); len(res.errs) == 0 {
-		t.Error("unparsable file produced no error")
-	}
-}
-
-func parse(t *testing.T, src string) (*token.FileSet, *ast.File) {
-	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "snippet.go", src, parser.ParseComments)
-	if err != nil {
-		t.Fatalf("snippet does not parse: %v\n%s", err, src)
-	}
-	return fset, f
-}
-
-// wantLine is the line of src marked with a "// want" comment.
-func wantLine(t *testing.T, src string) int {
-	t.Helper()
-	line := 0
-	for i, l := range strings.Split(src, "\n") {
-		if strings.Contains(l, "// want") {
-			if line != 0 {
-				t.Fatalf("several // want lines in\n%s", src)
-			}
-			line = i + 1
-		}
-	}
-	if line == 0 {
-		t.Fatalf("no // want line in\n%s", src)
-	}
-	return line
-}
-
-type badCase struct {
-	name string
-	src  string // the finding is expected on the line marked "// want"
-	rule string
-	msg  []string // substrings of the message
-}
-
-func badCases() []badCase {
-	cases := []badCase{
-		// go statements
-		{"go call", `package p
-
-func f() {
-	go f() // want
-}
-`, RuleGoStmt, []string{"go statement", "scheduled by the Go runtime"}},
-		{"go func literal", `package p
-
-func f() {
-	go func() {}() // want
-}
-`, RuleGoStmt, []string{"go statement"}},
-
-		// channels
-		{"chan var", `package p
-
-var c chan int // want
-`, RuleChanType, []string{"channel type chan int", "runtime scheduling"}},
-		{"chan result", `package p
-
-func f() <-chan int { return nil } // want
-`, RuleChanType, []string{"channel type <-chan int"}},
-		{"nested chan", `package p
-
-var c chan chan<- int // want
-`, RuleChanType, []string{"channel type chan chan<- int"}},
-		{"chan field", `package p
-
-type T struct {
-	c chan struct{} // want
-}
-`, RuleChanType, []string{"channel type"}},
-		{"chan in type switch", `package p
-
-func f(x any) {
-	switch x.(type) {
-	case chan int: // want
-	}
-}
-`, RuleChanType, []string{"channel type"}},
-		{"slice of chans", `package p
-
-var s = make([]chan int, 3) // want
-`, RuleChanType, []string{"channel type chan int"}},
-		{"make chan", `package p
-
-var c = make(chan int) // want
-`, RuleMakeChan, []string{"make(chan int)", "channels"}},
-		{"make buffered chan", `package p
-
-func f() {
-	x := make(chan string, 8) // want
-	_ = x
-}
-`, RuleMakeChan, []string{"make(chan string)"}},
-		{"send", `package p
-
-import "example.com/q"
-
-func f(c q.Chan) {
-	c <- 1 // want
-}
-`, RuleChanSend, []string{"channel send c <-"}},
-		{"receive expression", `package p
-
-import "example.com/q"
-
-func f(c q.Chan) int {
-	return <-c // want
-}
-`, RuleChanRecv, []string{"channel receive <-c"}},
-		{"receive statement", `package p
-
-import "example.com/q"
-
-func f(s q.S) {
-	<-s.Done() // want
-}
-`, RuleChanRecv, []string{"channel receive <-s.Done()"}},
-		{"range over channel parameter of a method", `package p
-
-type T struct{}
-
-func (T) Drain(c <-chan int) {
-	for v := range c { // want
-		_ = v
-	}
-}
-`, RuleChanRecv, []string{"range over channel c"}},
-		{"chan in function signature", `package p
-
-func f(c chan<- int) {} // want
-`, RuleChanType, []string{"channel type chan<- int"}},
-		{"chan in method body", `package p
-
-type T struct{}
-
-func (T) F() {
-	var c chan int // want
-	_ = c
-}
-`, RuleChanType, []string{"channel type chan int"}},
-		{"make chan in method returning chan", `package p
-
-type T struct{}
-
-func (T) After() <-chan int {
-	return make(chan int) // want
-}
-`, RuleMakeChan, []string{"make(chan int)"}},
-		{"chan in interface method", `package p
-
-type I interface {
-	After() <-chan int // want
-}
-`, RuleChanType, []string{"channel type <-chan int"}},
-		{"empty select", `package p
-
-func f() {
-	select {} // want
-}
-`, RuleSelect, []string{"select statement", "at random"}},
-		{"select with cases", `package p
-
-import "example.com/q"
-
-func f(c q.Chan) {
-	select { // want
-	case v := <-c:
-		_ = v
-	case c <- 1:
-	case <-c:
-	default:
-	}
-}
-`, RuleSelect, []string{"select statement"}},
-
-		// sync
-		{"sync.Mutex", `package p
-
-import "sync"
-
-var mu sync.Mutex // want
-`, RuleSync, []string{"sync.Mutex", `package "sync" is forbidden`, "real concurrency"}},
-		{"sync.RWMutex field", `package p
-
-import "sync"
-
-type T struct {
-	mu sync.RWMutex // want
-}
-
-func (t *T) f() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-}
-`, RuleSync, []string{"sync.RWMutex"}},
-		{"sync.WaitGroup", `package p
-
-import "sync"
-
-func f() {
-	var wg sync.WaitGroup // want
-	wg.Wait()
-}
-`, RuleSync, []string{"sync.WaitGroup"}},
-		{"sync.Once", `package p
-
-import "sync"
-
-var once sync.Once // want
-`, RuleSync, []string{"sync.Once"}},
-		{"atomic type", `package p
-
-import "sync/atomic"
-
-var n atomic.Int64 // want
-`, RuleSync, []string{"atomic.Int64", `package "sync/atomic" is forbidden`}},
-		{"atomic func", `package p
-
-import "sync/atomic"
-
-func f(x *int64) {
-	atomic.AddInt64(x, 1) // want
-}
-`, RuleSync, []string{"atomic.AddInt64"}},
-		{"renamed sync", `package p
-
-import gosync "sync"
-
-var mu gosync.Mutex // want
-`, RuleSync, []string{`gosync.Mutex (import "sync")`}},
-
-		// time
-		{"renamed time", `package p
-
-import stdtime "time"
-
-func f() {
-	_ = stdtime.Now() // want
-}
-`, RuleWallClock, []string{`stdtime.Now (import "time")`, "fakeclock"}},
-		{"time.Sleep call", `package p
-
-import "time"
-
-func f(d time.Duration) {
-	time.Sleep(d) // want
-}
-`, RuleWallClock, []string{"time.Sleep", "machine's clock"}},
-
-		// math/rand
-		{"renamed rand", `package p
-
-import mrand "math/rand/v2"
-
-var x = mrand.IntN(3) // want
-`, RuleGlobalRand, []string{`mrand.IntN (import "math/rand/v2")`, "global source"}},
-		{"rand shadowing ends at scope", `package p
-
-import "math/rand/v2"
-
-func f() {
-	{
-		rand := rand.New(rand.NewPCG(1, 2))
-		_ = rand.IntN(3)
-	}
-	_ = rand.IntN(3) // want
-}
-`, RuleGlobalRand, []string{"rand.IntN"}},
-
-		// crypto/rand
-		{"crypto/rand", `package p
-
-import "crypto/rand" // want
-
-func f(b []byte) {
-	rand.Read(b)
-}
-`, RuleCryptoRand, []string{`import of "crypto/rand"`, "entropy"}},
-		{"renamed crypto/rand", `package p
-
-import (
-	"math/rand/v2"
-
-	crand "crypto/rand" // want
-)
-
-var r = rand.New(rand.NewPCG(1, 2))
-
-func f(b []byte) { crand.Read(b) }
-`, RuleCryptoRand, []string{"crypto/rand"}},
-		{"blank crypto/rand", `package p
-
-import _ "crypto/rand" // want
-`, RuleCryptoRand, []string{"crypto/rand"}},
-
-		// dot imports
-		{"dot import time", `package p
-
-import . "time" // want
-
-var t0 = Now()
-`, RuleDotImport, []string{`dot import of "time"`}},
-
-		// map ranges
-		{"map literal", `package p
-
-func f() {
-	for k := range map[string]int{"a": 1} { // want
-		_ = k
-	}
-}
-`, RuleMapRange, []string{"range over map map[string]int{", "randomizes map iteration order", SortedDirective}},
-		{"make map", `package p
-
-func f() {
-	for range make(map[int]bool) { // want
-	}
-}
-`, RuleMapRange, []string{"range over map make(map[int]bool)"}},
-		{"short var decl", `package p
-
-func f() {
-	m := map[int]int{}
-	for k, v := range m { // want
-		_, _ = k, v
-	}
-}
-`, RuleMapRange, []string{"range over map m"}},
-		{"var decl with type", `package p
-
-func f() {
-	var m map[string][]int
-	for _, v := range m { // want
-		_ = v
-	}
-}
-`, RuleMapRange, []string{"range over map m"}},
-		{"var decl with value", `package p
-
-func f() {
-	var a, m = 1, make(map[int]int)
-	_ = a
-	for range m { // want
-	}
-}
-`, RuleMapRange, []string{"range over map m"}},
-		{"package var", `package p
-
-var registry = map[string]func(){}
-
-func f() {
-	for name := range registry { // want
-		_ = name
-	}
-}
-`, RuleMapRange, []string{"range over map registry"}},
-		{"parameter", `package p
-
-func f(x int, m map[int]bool) {
-	for k := range m { // want
-		_ = k
-	}
-}
-`, RuleMapRange, []string{"range over map m"}},
-		{"named map type", `package p
-
-type Set map[int]struct{}
-
-func f(s Set) {
-	for k := range s { // want
-		_ = k
-	}
-}
-`, RuleMapRange, []string{"range over map s"}},
-		{"generic map type", `package p
-
-type Index[K comparable, V any] map[K]V
-
-func f(ix Index[string, int]) {
-	for k := range ix { // want
-		_ = k
-	}
-}
-`, RuleMapRange, []string{"range over map ix"}},
-		{"type parameter", `package p
-
-func f[M ~map[K]V, K comparable, V any](m M) {
-	for k := range m { // want
-		_ = k
-	}
-}
-`, RuleMapRange, []string{"range over map m"}},
-		{"struct field via receiver", `package p
-
-type Store struct {
-	locks map[string]int
-	order []string
-}
-
-func (s *Store) f() {
-	for _, o := range s.order {
-		_ = o
-	}
-	for name := range s.locks { // want
-		_ = name
-	}
-}
-`, RuleMapRange, []string{"range over map s.locks"}},
-		{"embedded struct field", `package p
-
-type base struct{ byID map[int]string }
-
-type T struct {
-	base
-	n int
-}
-
-func f(t T) {
-	for id := range t.byID { // want
-		_ = id
-	}
-}
-`, RuleMapRange, []string{"range over map t.byID"}},
-		{"field of address-of literal", `package p
-
-type T struct{ m map[int]int }
-
-func f() {
-	t := &T{}
-	for range t.m { // want
-	}
-}
-`, RuleMapRange, []string{"range over map t.m"}},
-		{"index into map of maps", `package p
-
-func f(m map[int]map[string]bool) {
-	for k := range m[1] { // want
-		_ = k
-	}
-}
-`, RuleMapRange, []string{"range over map m[1]"}},
-		{"range variable", `package p
-
-func f(s []map[int]bool) {
-	for _, inner := range s {
-		for k := range inner { // want
-			_ = k
-		}
-	}
-}
-`, RuleMapRange, []string{"range over map inner"}},
-		{"function result", `package p
-
-func g() map[int]int { return nil }
-
-func f() {
-	for k := range g() { // want
-		_ = k
-	}
-}
-`, RuleMapRange, []string{"range over map g()"}},
-		{"type assertion", `package p
-
-func f(x any) {
-	m := x.(map[int]int)
-	for k := range m { // want
-		_ = k
-	}
-}
-`, RuleMapRange, []string{"range over map m"}},
-		{"maps.Keys iterator", `package p
-
-import (
-	"example.com/q"
-	"maps"
-)
-
-func f(m q.M) {
-	for k := range maps.Keys(m) { // want
-		_ = k
-	}
-}
-`, RuleMapRange, []string{"range over map maps.Keys(m)"}},
-		{"directive too far above", `package p
-
-func f(m map[int]int) {
-	//detlint:sorted
-
-	for k := range m { // want
-		_ = k
-	}
-}
-`, RuleMapRange, []string{"range over map m"}},
-		{"misspelled directive", `package p
-
-func f(m map[int]int) {
-	//detlint:sortedkeys
-	for k := range m { // want
-		_ = k
-	}
-}
-`, RuleMapRange, []string{"range over map m"}},
-		{"directive does not suppress other rules", `package p
-
-import "time"
-
-func f() {
-	//detlint:sorted
-	_ = time.Now() // want
-}
-`, RuleWallClock, []string{"time.Now"}},
-	}
-
-	for _, name := range []string{"Now", "Sleep", "After", "AfterFunc", "Tick", "NewTimer", "NewTicker", "Since", "Until"} {
-		cases = append(cases, badCase{"time." + name, fmt.Sprintf(`package p
-
-import "time"
-
-var x = time.%s // want
-`, name), RuleWallClock, []string{"time." + name + ":", "machine's clock"}})
-	}
-	for _, name := range []string{"IntN", "Float64", "Shuffle", "Int64", "Uint64", "Perm", "N", "Int"} {
-		cases = append(cases, badCase{"rand/v2." + name, fmt.Sprintf(`package p
-
-import "math/rand/v2"
-
-var x = rand.%s // want
-`, name), RuleGlobalRand, []string{"rand." + name + ":", "global source"}})
-	}
-	for _, name := range []string{"Int63", "Intn", "Seed", "Shuffle", "Float64", "Read"} {
-		cases = append(cases, badCase{"rand." + name, fmt.Sprintf(`package p
-
-import "math/rand"
-
-func f() {
-	_ = rand.%s // want
-}
-`, name), RuleGlobalRand, []string{"rand." + name + ":"}})
-	}
-	return cases
-}
-
-func TestLintFileFlagsForbiddenConstructs(t *testing.T) {
-	for _, tc := range badCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			fset, f := parse(t, tc.src)
-			line := wantLine(t, tc.src)
-			got := lintFile(fset, f)
-			if len(got) != 1 {
-				t.Fatalf("got %d findings, want exactly 1:\n%s\nsource:\n%s", len(got), findingList(got), tc.src)
-			}
-			g := got[0]
-			if g.Rule != tc.rule {
-				t.Errorf("rule = %s, want %s (%s)", g.Rule, tc.rule, g)
-			}
-			if g.Pos.Line != line {
-				t.Errorf("line = %d, want %d (%s)", g.Pos.Line, line, g)
-			}
-			for _, s := range tc.msg {
-				if !strings.Contains(g.Message, s) {
-					t.Errorf("message %q does not contain %q", g.Message, s)
-				}
-			}
-			if !strings.HasPrefix(g.String(), fmt.Sprintf("snippet.go:%d:", line)) {
-				t.Errorf("String() = %q, want a snippet.go:%d: prefix", g, line)
-			}
-		})
-	}
-}
-
-func TestLintFileAllowsDeterministicCode(t *testing.T) {
-	cases := []struct{ name, src string }{
-		{"seeded rand v2", `package p
-
-import "math/rand/v2"
-
-type node struct{ rng *rand.Rand }
-
-func f(n *node, s rand.Source) int {
-	r := rand.New(rand.NewPCG(1, 2))
-	var r2 *rand.Rand = rand.New(rand.NewChaCha8([32]byte{}))
-	var pcg rand.PCG
-	_ = pcg
-	z := rand.NewZipf(r, 1.5, 1, 10)
-	_ = z.Uint64()
-	r.Shuffle(3, func(i, j int) {})
-	return r.IntN(3) + r2.IntN(4) + n.rng.IntN(5)
-}
-`},
-		{"seeded rand v1", `package p
-
-import "math/rand"
-
-func f() int {
-	r := rand.New(rand.NewSource(1))
-	return r.Intn(3)
-}
-`},
-		{"local variable shadows rand", `package p
-
-import "math/rand/v2"
-
-func f() int {
-	rand := rand.New(rand.NewPCG(1, 2))
-	return rand.IntN(3)
-}
-
-func g(rand *rand.Rand) int { return rand.IntN(3) }
-`},
-		{"time values", `package p
-
-import "time"
-
-const tick = 10 * time.Millisecond
-
-type T struct{ timeout time.Duration }
-
-func f(d time.Duration) time.Duration {
-	t0 := time.Unix(0, 0).UTC()
-	_ = t0.Add(time.Second).Sub(t0)
-	return d + time.Duration(3)*time.Microsecond + tick
-}
-`},
-		{"renamed time import", `package p
-
-import stdtime "time"
-
-var d stdtime.Duration = stdtime.Second
-`},
-		{"other package named time", `package p
-
-import time "example.com/faketime"
-
-var t0 = time.Now()
-`},
-		{"virtual clock", `package p
-
-import "github.com/fencesim/fencesim/fakeclock"
-
-func f(c *fakeclock.Clock) {
-	_ = c.Now()
-	_ = c.Since(c.Now())
-}
-`},
-		{"ranges over non-maps", `package p
-
-type S struct {
-	items []int
-	byID  map[int][]string
-}
-
-func f(s *S, xs []int, arr [3]int, str string, seq func(func(int) bool)) {
-	for i, x := range xs {
-		_, _ = i, x
-	}
-	for range arr {
-	}
-	for range str {
-	}
-	for range 10 {
-	}
-	for range seq {
-	}
-	for _, x := range []int{1, 2} {
-		_ = x
-	}
-	for range make([]int, 3) {
-	}
-	for range s.items {
-	}
-	for range s.byID[1] {
-	}
-}
-`},
-		{"shadowed map", `package p
-
-func f(m map[int]int) {
-	{
-		m := []int{1}
-		for range m {
-		}
-	}
-}
-`},
-		{"suppressed map ranges", `package p
-
-import (
-	"maps"
-	"slices"
-)
-
-func f(m map[int]int) []int {
-	var keys []int
-	//detlint:sorted keys are sorted below
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	sum := 0
-	for _, v := range m { //detlint:sorted addition is commutative
-		sum += v
-	}
-	//detlint:sorted
-	for k := range maps.Keys(m) {
-		sum += k
-	}
-	_ = slices.Sorted(maps.Keys(m))
-	return append(keys, sum)
-}
-`},
-		{"chan in method signature dictated by an interface", `package p
-
-import (
-	"time"
-
-	"github.com/jonboulle/clockwork"
-)
-
-type Clock struct{}
-
-var _ clockwork.Clock = (*Clock)(nil)
-
-// After is required by clockwork.Clock; it never makes a channel.
-func (c *Clock) After(time.Duration) <-chan time.Time { panic("use AfterFunc") }
-
-func (c *Clock) Watch(f func(<-chan int)) {}
-`},
-		{"forbidden words in strings and comments", `package p
-
-// go func() { time.Now() } and select {} and chan int.
-var s = "go select chan <- time.Now() rand.IntN sync.Mutex"
-`},
-		{"blank and unrelated imports", `package p
-
-import (
-	_ "sync"
-
-	"example.com/chanutil"
-)
-
-var x = chanutil.Select
-`},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			fset, f := parse(t, tc.src)
-			if got := lintFile(fset, f); len(got) != 0 {
-				t.Errorf("got %d findings, want none:\n%s\nsource:\n%s", len(got), findingList(got), tc.src)
-			}
-		})
-	}
-}
-
-// TestLintFileCanary checks a file full of violations: every one is found,
-// in source order, so the checker is demonstrably able to fail.
-func TestLintFileCanary(t *testing.T) {
-	src := `package p
-
-import (
-	"math/rand/v2"
-	"sync"
-	"time"
-)
-
-func canary(m map[string]int) {
-	var mu sync.Mutex
-	c := make(chan int)
-	go func() {
-		time.Sleep(time.Millisecond)
-		c <- rand.IntN(10)
-	}()
-	mu.Lock()
-	<-c
-	for k := range m {
-		_ = k
-	}
-}
-`
-	fset, f := parse(t, src)
-	got := lintFile(fset, f)
-	var rules []string
-	for _, g := range got {
-		rules = append(rules, fmt.Sprintf("%d:%s", g.Pos.Line, g.Rule))
-	}
-	want := []string{
-		"10:" + RuleSync,
-		"11:" + RuleMakeChan,
-		"12:" + RuleGoStmt,
-		"13:" + RuleWallClock,
-		"14:" + RuleChanSend,
-		"14:" + RuleGlobalRand,
-		"17:" + RuleChanRecv,
-		"18:" + RuleMapRange,
-	}
-	if strings.Join(rules, " ") != strings.Join(want, " ") {
-		t.Errorf("findings:\n got %v\nwant %v\n%s", rules, want, findingList(got))
-	}
-}
-
-// TestEveryRuleIsTested keeps the table in step with the rules.
-func TestEveryRuleIsTested(t *testing.T) {
-	tested := make(map[string]bool)
-	for _, tc := range badCases() {
-		tested[tc.rule] = true
-	}
-	for _, r := range []string{
-		RuleGoStmt, RuleChanType, RuleMakeChan, RuleChanSend, RuleChanRecv, RuleSelect,
-		RuleSync, RuleWallClock, RuleGlobalRand, RuleCryptoRand, RuleMapRange, RuleDotImport,
-	} {
-		if !tested[r] {
-			t.Errorf("rule %s has no test case", r)
-		}
-	}
-}
-
-func findingList(fs []Finding) string {
-	var b strings.Builder
-	for _, f := range fs {
-		fmt.Fprintf(&b, "\t%s\n", f)
-	}
-	return b.String()
+	require.NotEmpty(t, detlint.Lint(root, recursive(simPackages)...).Errs, "unparsable file produced no error")
 }

@@ -66,6 +66,15 @@ var layers = []struct {
 		why:     "the wire codec encodes the lock service's messages (the contract's, Raft's as the reference sends them, Redlock's); it must not drag in the simulator",
 	},
 	{
+		pattern: "./detlint",
+		why:     "a user imports the lint into a design's test or builds cmd/detlint from it: it must not drag in the simulator or anything else of fencesim",
+	},
+	{
+		pattern: "./cmd/detlint",
+		allowed: []string{"detlint"},
+		why:     "the vet tool is the lint and the analysis driver, nothing else of fencesim",
+	},
+	{
 		pattern: "./admission",
 		why:     "the concurrency-limit algorithms are pure state machines on a clock interface of their own: the simulator and the HTTP API both run them, so they depend on neither",
 	},

@@ -1,5 +1,6 @@
 // Package detlint enforces fencesim's determinism contract by reading the
-// syntax of the simulator's own packages.
+// syntax of Go files: the simulator's own packages, and a user's design that
+// is to run inside the simulator.
 //
 // # The contract
 //
@@ -70,11 +71,22 @@
 // Files must therefore be parsed without parser.SkipObjectResolution.
 // Map types declared in other files of a package are not seen.
 //
-// The test in this package parses every non-test .go file under the
-// simulation packages and fails on any finding. TestLayers keeps the two
-// worlds apart: the contract (process) depends on no fencesim package, and
-// the lock service, the real clock and the file disk on none but the
-// contract, so that process code builds, and runs, without the simulator.
+// # Using it on your own design
+//
+// A design that runs inside the simulator is bound by the same contract.
+// There are three ways to check it, all running the same checks:
+//
+//   - in the design's own test, [Check] (t, patterns...) fails the test on
+//     any finding; [Lint] returns the findings to inspect;
+//   - as a vet tool: go install github.com/fencesim/fencesim/cmd/detlint,
+//     then go vet -vettool=$(which detlint) ./mydesign/...;
+//   - standalone: detlint ./mydesign/... ([Analyzer] under singlechecker).
+//
+// Test files (_test.go) are never judged: tests drive the design from
+// outside the loop.
+//
+// fencesim's own gate, internal/detlint, lints the simulation packages and
+// the in-loop files of scenarios with [Lint], and keeps the layers apart.
 package detlint
 
 import (
@@ -108,6 +120,7 @@ const SortedDirective = "//detlint:sorted"
 
 // Finding is one violation of the determinism contract.
 type Finding struct {
+	pos     token.Pos // for the analyzer's diagnostics
 	Pos     token.Position
 	Rule    string
 	Message string
@@ -201,12 +214,12 @@ type linter struct {
 	findings []Finding
 }
 
-// lintFile reports every construct in f that breaks the determinism
+// LintFile reports every construct in f that breaks the determinism
 // contract, in source order. It does not modify f. f must have been parsed
 // with comments (for the //detlint:sorted directive) and with object
 // resolution (the default), which is used to tell package names from local
 // variables that shadow them.
-func lintFile(fset *token.FileSet, f *ast.File) []Finding {
+func LintFile(fset *token.FileSet, f *ast.File) []Finding {
 	l := &linter{
 		fset:    fset,
 		imports: make(map[string]string),
@@ -229,6 +242,7 @@ func lintFile(fset *token.FileSet, f *ast.File) []Finding {
 
 func (l *linter) report(pos token.Pos, rule, format string, args ...any) {
 	l.findings = append(l.findings, Finding{
+		pos:     pos,
 		Pos:     l.fset.Position(pos),
 		Rule:    rule,
 		Message: fmt.Sprintf(format, args...),
