@@ -37,6 +37,9 @@ type runJSON struct {
 // reproLine is the one command that reproduces a run of a built-in
 // scenario (with its planted bug, if any).
 func reproLine(spec scenarios.Spec, seed uint64) string {
+	if file, ok := specSource(spec.Name); ok {
+		return specReproLine(file, spec, seed)
+	}
 	return reproWith("-scenario "+spec.Name, spec, seed)
 }
 
@@ -47,7 +50,7 @@ func specReproLine(file string, spec scenarios.Spec, seed uint64) string {
 
 // reproWith is the repro line of a run whose scenario is chosen by what.
 func reproWith(what string, spec scenarios.Spec, seed uint64) string {
-	line := fmt.Sprintf("go run ./cmd/simrun run %s -seed %d", what, seed)
+	line := fmt.Sprintf("%s run %s -seed %d", progFor(spec), what, seed)
 	if spec.Mutant != "" {
 		line += " -mutant " + spec.Mutant
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/report"
@@ -104,7 +105,30 @@ func readSpec(file string) (scenarios.Spec, error) {
 	if err != nil {
 		return scenarios.Spec{}, fmt.Errorf("-spec %s: %w", file, err)
 	}
+	if _, builtin := scenarios.Lookup(spec.Name); !builtin {
+		specSources.Lock()
+		specSources.file[spec.Name] = file
+		specSources.Unlock()
+	}
 	return spec, nil
+}
+
+// specSources maps the name of every scenario read with -spec to its file,
+// so that a repro line made far from the flag (a sweep's MISS line, a
+// JSON line) names the file rather than a built-in that does not exist.
+// A file that reuses a built-in's name is not recorded (its lines name
+// the built-in, as before).
+var specSources = struct {
+	sync.Mutex
+	file map[string]string
+}{file: map[string]string{}}
+
+// specSource is the -spec file the scenario name was read from, if any.
+func specSource(name string) (string, bool) {
+	specSources.Lock()
+	defer specSources.Unlock()
+	f, ok := specSources.file[name]
+	return f, ok
 }
 
 // execute runs a plan and reports it: the seed and every option first (so

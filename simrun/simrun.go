@@ -15,8 +15,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"reflect"
 	"runtime/debug"
 	"strings"
+
+	"github.com/fencesim/fencesim/lockservice"
+	builtin "github.com/fencesim/fencesim/lockservice/designs"
+	"github.com/fencesim/fencesim/scenarios"
 )
 
 // Exit codes, stable for scripts and CI.
@@ -30,11 +36,82 @@ const (
 	exitCrash          = 6
 )
 
-// Main is simrun's main: it runs the command os.Args names and exits with
-// its code.
-func Main() {
+// Main is simrun's main: it registers designs (your own locks, see
+// lockservice.Design), runs the command os.Args names and exits with its
+// code. A program of yours that calls simrun.Main(mylock.Design{}) is
+// simrun with your design in it: run, sweep, replay, shrink and hunt take
+// a scenario spec naming "design": "mylock".
+func Main(designs ...lockservice.Design) {
 	tuneGC()
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(Run(os.Args[1:], os.Stdout, os.Stderr, designs...))
+}
+
+// Run is Main without the process, for tests: it registers designs, runs
+// the command args names (without the program name) and returns its exit
+// code. A design already registered under its name by the same type (an
+// earlier Run, or the caller's scenarios.RegisterDesign) is not an error;
+// a name taken by another design is (exit 2).
+func Run(args []string, stdout, stderr io.Writer, designs ...lockservice.Design) int {
+	if err := register(designs); err != nil {
+		fmt.Fprintf(stderr, "simrun: %v\n", err)
+		return exitUsage
+	}
+	return run(args, stdout, stderr)
+}
+
+// register makes designs available to scenarios, once each.
+func register(ds []lockservice.Design) error {
+	for _, d := range ds {
+		if d == nil {
+			return fmt.Errorf("a nil design")
+		}
+		if have, ok := scenarios.LookupDesign(d.Info().Name); ok {
+			if reflect.TypeOf(have) != reflect.TypeOf(d) {
+				return fmt.Errorf("design %q is already taken by %T; name %T otherwise", d.Info().Name, have, d)
+			}
+			continue
+		}
+		if err := scenarios.RegisterDesign(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// builtinDesign reports whether name is one of fencesim's own designs,
+// which the stock cmd/simrun knows.
+func builtinDesign(name string) bool {
+	for _, d := range builtin.BuiltinDesigns() {
+		if d.Info().Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// progFor is the command that reruns a spec: the stock simrun for
+// fencesim's designs, this program for a design registered with Main —
+// the only one that knows it.
+func progFor(spec scenarios.Spec) string {
+	if spec.Design == "" || builtinDesign(spec.Design) {
+		return "go run ./cmd/simrun"
+	}
+	return thisProgram()
+}
+
+// thisProgram names the running program as a command: "go run ./PKG" for
+// a main package of the module it was built in (from the module root, as
+// ./cmd/simrun), else the executable's name.
+func thisProgram() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && !strings.HasSuffix(bi.Path, ".test") && bi.Main.Path != "" {
+		if bi.Path == bi.Main.Path {
+			return "go run ."
+		}
+		if rel, ok := strings.CutPrefix(bi.Path, bi.Main.Path+"/"); ok {
+			return "go run ./" + rel
+		}
+	}
+	return filepath.Base(os.Args[0])
 }
 
 // batchGCPercent is the collector's target when GOGC is not set. A run
@@ -71,11 +148,11 @@ func init() {
 	commands = []command{
 		{"list", "[-mutants]", "every built-in scenario, its expectation and what it shows\n(-mutants: every planted bug)", cmdList},
 		{"run", "(-scenario NAME | -spec FILE.json) [-seed N]", "simulate one seed and check it (flags: -json, -out DIR, -trace, -check-twice, -mutant)\n-spec runs a scenario you wrote, validated like the built-ins", cmdRun},
-		{"sweep", "[-scenario NAME | -all] [-seeds A..B] [-workers K] [-shard i/n] [-budget D] [-json] [-keep N] [-keep-cap SIZE] [-trace-cap SIZE]", "many seeds on all cores, streamed (memory independent of the range):\nsummary per scenario, one repro line per miss; -json ends with a\ntrailer line that merge checks", cmdSweep},
+		{"sweep", "[-scenario NAME | -spec FILE | -all] [-seeds A..B] [-workers K] [-shard i/n] [-budget D] [-json] [-keep N] [-keep-cap SIZE] [-trace-cap SIZE]", "many seeds on all cores, streamed (memory independent of the range):\nsummary per scenario, one repro line per miss; -json ends with a\ntrailer line that merge checks", cmdSweep},
 		{"merge", "[-partial] FILE...", "merge the -json output of sweep shards into one summary and exit code;\nmissing, duplicate or interrupted shards are an error unless -partial", cmdMerge},
 		{"replay", "[-force] [-trace] FILE", "run a replay file again: the same trace hash and verdict, or why not;\nan edited file is refused as modified (exit 2)", cmdReplay},
-		{"shrink", "(-scenario NAME -seed N | FILE) [-o FILE]", "reduce a failing run's faults, clients and replicas while the same\nproperty still fails; write the smaller run's replay file", cmdShrink},
-		{"hunt", "(-mutant NAME | -all) [-scenario swarm] [-seeds A..B] [-json]", "sweep with a planted bug until the first violation; -all prints\nthe detection table", cmdHunt},
+		{"shrink", "((-scenario NAME | -spec FILE) -seed N | FILE) [-o FILE]", "reduce a failing run's faults, clients and replicas while the same\nproperty still fails; write the smaller run's replay file", cmdShrink},
+		{"hunt", "(-mutant NAME | -all | -scenario NAME | -spec FILE) [-seeds A..B] [-json]", "sweep with a planted bug until the first violation; -all prints\nthe detection table; without -mutant, the build as it is until its\nfirst failure (a bug you patched in): seeds tried, wall, replay file\n(exit 0 when found, 1 when the bug went unnoticed)", cmdHunt},
 		{"bench", "[-seeds N] [-memory M] [-json] [-cpuprofile FILE]", "the standard run's speed against the bare event loop, one worker\nand every core, checker share, peak heap; -memory M: the heap\nafter the first 1% of M seeds against after all M", cmdBench},
 		{"help", "[COMMAND]", "this list, or one command's usage and flags (as COMMAND -h)", nil},
 	}

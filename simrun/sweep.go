@@ -41,6 +41,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simrun sweep", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	name := fs.String("scenario", "", "sweep only this built-in `scenario` (default: every one)")
+	specFile := fs.String("spec", "", "sweep only the scenario spec in `file.json` (one of yours, e.g. naming your design)")
 	all := fs.Bool("all", false, "sweep every built-in scenario (the default)")
 	seeds := fs.String("seeds", defaultSeeds, "seed `range` A..B, inclusive")
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run at once")
@@ -61,14 +62,14 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	specs := scenarios.Builtin()
-	if *name != "" {
+	if *name != "" || *specFile != "" {
 		if *all {
-			fmt.Fprintln(stderr, "simrun sweep: -scenario and -all exclude each other")
+			fmt.Fprintln(stderr, "simrun sweep: -scenario or -spec and -all exclude each other")
 			return exitUsage
 		}
-		spec, ok := scenarios.Lookup(*name)
-		if !ok {
-			fmt.Fprintf(stderr, "simrun sweep: unknown scenario %q; built-in scenarios: %s\n", *name, strings.Join(scenarios.Names(), ", "))
+		spec, err := chooseSpec(*name, *specFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun sweep: %v\n", err)
 			return exitUsage
 		}
 		specs = []scenarios.Spec{spec}
