@@ -106,6 +106,7 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 		} else {
 			s, _ = scenarios.Lookup(scenarios.HuntScenario(m))
 		}
+		expect := s.Expect
 		if m != "" {
 			s.Mutant = string(m)
 		} else {
@@ -121,7 +122,11 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 		if h.Detected {
 			row.Repro = reproLine(s, h.Seed)
 			if m == "" {
-				p, err := writeReplay(failuresDir, h.Result)
+				// The file keeps the scenario's own expectation: it replays
+				// as `run -spec` or `run -scenario` would have run it.
+				res := h.Result
+				res.Plan.Spec.Expect = expect
+				p, err := writeReplay(failuresDir, res)
 				if err != nil {
 					fmt.Fprintf(stderr, "simrun hunt: cannot write the replay file: %v\n", err)
 				}
