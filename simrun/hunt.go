@@ -40,6 +40,7 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	all := fs.Bool("all", false, "hunt every mutant and print the detection table")
 	name := fs.String("scenario", "", "built-in `scenario` to sweep (with -mutant, default: the one that catches each mutant fastest, mostly swarm)")
 	specFile := fs.String("spec", "", "sweep the scenario spec in `file.json` (one of yours, e.g. naming your design)")
+	design := designFlag(fs)
 	seeds := fs.String("seeds", "1..200", "seed `range` A..B to try, in order")
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run at once")
 	asJSON := fs.Bool("json", false, "one JSON object per mutant per line on stdout")
@@ -105,6 +106,14 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 			s = *fixed
 		} else {
 			s, _ = scenarios.Lookup(scenarios.HuntScenario(m))
+		}
+		s, err = withDesign(s, *design)
+		if err == nil && *design != "" {
+			_, err = scenarios.NewPlan(s, lo) // a fault naming another design's node
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun hunt: %s: %v\n", s.Name, err)
+			return exitUsage
 		}
 		expect := s.Expect
 		if m != "" {

@@ -19,6 +19,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	name := fs.String("scenario", "", "built-in `scenario` to shrink (with -seed)")
 	specFile := fs.String("spec", "", "shrink a run of the scenario spec in `file.json` (with -seed)")
+	design := designFlag(fs)
 	seed := fs.Uint64("seed", 0, "`seed` of the failing run (with -scenario)")
 	outFile := fs.String("o", "", "write the shrunk run's replay file to `file` (default failures/SCENARIO-seedN-shrunk.json)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -28,6 +29,9 @@ func cmdShrink(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case (*name != "" || *specFile != "") && fs.NArg() == 0:
 		spec, err := chooseSpec(*name, *specFile)
+		if err == nil {
+			spec, err = withDesign(spec, *design)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "simrun shrink: %v\n", err)
 			return exitUsage
@@ -38,7 +42,7 @@ func cmdShrink(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		plan = p
-	case *name == "" && *specFile == "" && fs.NArg() == 1:
+	case *name == "" && *specFile == "" && *design == "" && fs.NArg() == 1:
 		b, err := os.ReadFile(fs.Arg(0))
 		if err != nil {
 			fmt.Fprintf(stderr, "simrun shrink: %v\n", err)
@@ -50,6 +54,9 @@ func cmdShrink(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		plan = r.Plan()
+	case *design != "" && fs.NArg() == 1:
+		fmt.Fprintln(stderr, "simrun shrink: a replay file runs on its own design; -design goes with -scenario or -spec")
+		return exitUsage
 	default:
 		fs.Usage()
 		return exitUsage

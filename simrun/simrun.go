@@ -183,7 +183,8 @@ func usage() string {
 			fmt.Fprintf(&b, "%31s%s\n", "", l)
 		}
 	}
-	b.WriteString("\nrun and sweep take -mutant NAME too.\n" +
+	b.WriteString("\nrun and sweep take -mutant NAME too; run, sweep, shrink and hunt take -design NAME\n" +
+		"(a scenario on another design, e.g. yours: see simrun.Main).\n" +
 		"failing runs (any verdict but pass) write a replay file under failures/ (or into -out DIR)\n\n")
 	b.WriteString(exitCodesText)
 	return b.String()

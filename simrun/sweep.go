@@ -49,6 +49,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	budget := fs.Duration("budget", 0, "stop the sweep after this wall `duration`, runs in flight included, and summarize what finished (0: no limit)")
 	asJSON := fs.Bool("json", false, "print one JSON object per seed per line on stdout, nothing else")
 	mutant := fs.String("mutant", "", "plant this bug in every scenario (see simrun list -mutants)")
+	design := designFlag(fs)
 	progress := fs.String("progress", "auto", "progress display: auto (a bar on a terminal, lines elsewhere), bar, lines, none")
 	keepDirs := fs.Int("keep", defaultKeep, "write the report directories of at most `n` misses under failures/ (every miss still gets its MISS line)")
 	keepCap, traceCap := size(defaultKeepCap), size(defaultTraceCap)
@@ -73,6 +74,17 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		specs = []scenarios.Spec{spec}
+	}
+	for i := range specs {
+		var err error
+		specs[i], err = withDesign(specs[i], *design)
+		if err == nil && *design != "" {
+			_, err = scenarios.NewPlan(specs[i], 1) // a fault naming another design's node
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun sweep: %s: %v\n", specs[i].Name, err)
+			return exitUsage
+		}
 	}
 	if *mutant != "" {
 		if _, err := mutants.ParseMutant(*mutant); err != nil {
