@@ -1,4 +1,4 @@
-package main
+package simrun
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/report"
@@ -48,6 +49,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	specFile := fs.String("spec", "", "run the scenario spec in `file.json` instead of a built-in (the format of scenarios/builtin/*.json)")
 	seed := fs.Uint64("seed", 1, "root `seed` of the run")
 	mutant := fs.String("mutant", "", "plant this bug (see simrun list -mutants)")
+	design := designFlag(fs)
 	var o outputFlags
 	o.register(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -58,6 +60,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	spec, err := chooseSpec(*name, *specFile)
+	if err == nil {
+		spec, err = withDesign(spec, *design)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun run: %v\n", err)
 		return exitUsage
@@ -106,6 +111,68 @@ func readSpec(file string) (scenarios.Spec, error) {
 	spec, err := scenarios.Parse(b)
 	if err != nil {
 		return scenarios.Spec{}, fmt.Errorf("-spec %s: %w", file, err)
+	}
+	if _, builtin := scenarios.Lookup(spec.Name); !builtin {
+		specSources.Lock()
+		specSources.m[spec.Name] = specSource{file: file, design: spec.Design}
+		specSources.Unlock()
+	}
+	return spec, nil
+}
+
+// specSource is where a scenario read with -spec came from.
+type specSource struct {
+	file   string
+	design string // the file's design, which -design may have replaced
+}
+
+// specSources maps the name of every scenario read with -spec to its file,
+// so that a repro line made far from the flag (a sweep's MISS line, a
+// JSON line) names the file rather than a built-in that does not exist.
+// A file that reuses a built-in's name is not recorded (its lines name
+// the built-in, as before).
+var specSources = struct {
+	sync.Mutex
+	m map[string]specSource
+}{m: map[string]specSource{}}
+
+// sourceOf is where the scenario name was read from, if from a -spec file.
+func sourceOf(name string) (specSource, bool) {
+	specSources.Lock()
+	defer specSources.Unlock()
+	src, ok := specSources.m[name]
+	return src, ok
+}
+
+// designFlag registers -design, shared by run, sweep, shrink and hunt.
+func designFlag(fs *flag.FlagSet) *string {
+	return fs.String("design", "", "run the scenario on this `design` instead of its own (e.g. yours, registered with simrun.Main); "+
+		"its replica count is kept if the design takes it, else the design's default")
+}
+
+// withDesign returns spec on the named design ("" leaves it alone). The
+// replica count stays if the design takes it; otherwise the design's own
+// count (replicas 0) is used, so a one-server design runs a scenario
+// written for three replicas. Faults that name another design's nodes
+// rather than roles are refused later, by the plan's validation.
+func withDesign(spec scenarios.Spec, name string) (scenarios.Spec, error) {
+	if name == "" || name == spec.Design {
+		return spec, nil
+	}
+	d, ok := scenarios.LookupDesign(name)
+	if !ok {
+		var known []string
+		for _, i := range scenarios.Designs() {
+			known = append(known, i.Name)
+		}
+		return spec, fmt.Errorf("-design: unknown design %q; designs: %s", name, strings.Join(known, ", "))
+	}
+	spec.Design = name
+	if _, err := d.Nodes(spec.Replicas); err != nil {
+		if _, err0 := d.Nodes(0); err0 != nil {
+			return spec, fmt.Errorf("-design %s: %v", name, err)
+		}
+		spec.Replicas = 0
 	}
 	return spec, nil
 }

@@ -1,4 +1,4 @@
-package main
+package simrun
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/fencesim/fencesim/lockservice"
@@ -19,7 +18,7 @@ import (
 
 // huntJSON is one line of `hunt -json`.
 type huntJSON struct {
-	Mutant      string  `json:"mutant"`
+	Mutant      string  `json:"mutant,omitempty"` // "" for a hunt of the build as it is
 	Scenario    string  `json:"scenario"`
 	Detected    bool    `json:"detected"`
 	Property    string  `json:"property,omitempty"`
@@ -27,16 +26,21 @@ type huntJSON struct {
 	WallSeconds float64 `json:"wall_seconds"`
 	Seed        uint64  `json:"seed,omitempty"`
 	Repro       string  `json:"repro,omitempty"`
+	Replay      string  `json:"replay,omitempty"` // the failing run's replay file (a hunt of the build as it is)
 }
 
-// cmdHunt sweeps a scenario with a planted bug until the first violation:
-// the proof that the harness catches that bug, and how fast.
+// cmdHunt sweeps a scenario until the first failing run: with -mutant, the
+// proof that the harness catches that planted bug, and how fast; without,
+// the same question for the build as it is — a bug you patched into your
+// own design (or ours) by hand.
 func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simrun hunt", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	mutant := fs.String("mutant", "", "planted bug to hunt (see simrun list -mutants)")
+	mutant := fs.String("mutant", "", "planted bug to hunt (see simrun list -mutants); without it (and -all) hunt the build as it is")
 	all := fs.Bool("all", false, "hunt every mutant and print the detection table")
-	name := fs.String("scenario", "", "built-in `scenario` to sweep (default: the one that catches each mutant fastest, mostly swarm)")
+	name := fs.String("scenario", "", "built-in `scenario` to sweep (with -mutant, default: the one that catches each mutant fastest, mostly swarm)")
+	specFile := fs.String("spec", "", "sweep the scenario spec in `file.json` (one of yours, e.g. naming your design)")
+	design := designFlag(fs)
 	seeds := fs.String("seeds", "1..200", "seed `range` A..B to try, in order")
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run at once")
 	asJSON := fs.Bool("json", false, "one JSON object per mutant per line on stdout")
@@ -52,6 +56,9 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	case *all && *mutant != "":
 		fmt.Fprintln(stderr, "simrun hunt: -mutant and -all exclude each other")
 		return exitUsage
+	case *all && *specFile != "":
+		fmt.Fprintln(stderr, "simrun hunt: -all hunts the planted bugs in built-in scenarios; -spec goes with -mutant or alone")
+		return exitUsage
 	case *all:
 		for _, m := range mutants.Mutants() {
 			targets = append(targets, m.Name)
@@ -63,15 +70,20 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		targets = []lockservice.Mutant{m}
-	default:
-		fmt.Fprintln(stderr, "simrun hunt: -mutant NAME or -all is required (see simrun list -mutants)")
+	case *name == "" && *specFile == "":
+		fmt.Fprintln(stderr, "simrun hunt: -mutant NAME, -all, or (to hunt the build as it is) -scenario NAME or -spec FILE is required (see simrun list -mutants)")
 		return exitUsage
+	default:
+		targets = []lockservice.Mutant{""} // the build as it is
 	}
-	if *name != "" {
-		if _, ok := scenarios.Lookup(*name); !ok {
-			fmt.Fprintf(stderr, "simrun hunt: unknown scenario %q; built-in scenarios: %s\n", *name, strings.Join(scenarios.Names(), ", "))
+	var fixed *scenarios.Spec // the scenario to hunt in, if given
+	if *name != "" || *specFile != "" {
+		spec, err := chooseSpec(*name, *specFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun hunt: %v\n", err)
 			return exitUsage
 		}
+		fixed = &spec
 	}
 	lo, hi, err := parseSeeds(*seeds)
 	if err != nil {
@@ -89,17 +101,46 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	enc := json.NewEncoder(stdout)
 	missed := false
 	for _, m := range targets {
-		scenario := *name
-		if scenario == "" {
-			scenario = scenarios.HuntScenario(m)
+		var s scenarios.Spec
+		if fixed != nil {
+			s = *fixed
+		} else {
+			s, _ = scenarios.Lookup(scenarios.HuntScenario(m))
 		}
-		s, _ := scenarios.Lookup(scenario)
-		s.Mutant = string(m)
+		s, err = withDesign(s, *design)
+		if err == nil && *design != "" {
+			_, err = scenarios.NewPlan(s, lo) // a fault naming another design's node
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun hunt: %s: %v\n", s.Name, err)
+			return exitUsage
+		}
+		expect := s.Expect
+		if m != "" {
+			s.Mutant = string(m)
+		} else {
+			// The build as it is fails when a run violates a property or
+			// loses liveness, whatever the scenario expects: a scenario
+			// written to show a bug (expecting a violation) is hunted for
+			// that bug.
+			s.Expect = scenarios.Expectation{Verdict: "pass"}
+		}
 		h := scenarios.Hunt(ctx, s, lo, hi, *workers)
 		row := huntJSON{Mutant: string(m), Scenario: s.Name, Detected: h.Detected, Property: h.Property,
 			SeedsTried: h.SeedsTried, WallSeconds: h.Wall.Seconds(), Seed: h.Seed}
 		if h.Detected {
-			row.Repro = fmt.Sprintf("go run ./cmd/simrun run -scenario %s -seed %d -mutant %s", s.Name, h.Seed, m)
+			row.Repro = reproLine(s, h.Seed)
+			if m == "" {
+				// The file keeps the scenario's own expectation: it replays
+				// as `run -spec` or `run -scenario` would have run it.
+				res := h.Result
+				res.Plan.Spec.Expect = expect
+				p, err := writeReplay(failuresDir, res)
+				if err != nil {
+					fmt.Fprintf(stderr, "simrun hunt: cannot write the replay file: %v\n", err)
+				}
+				row.Replay = p
+			}
 		} else {
 			missed = true
 		}
@@ -120,12 +161,23 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	case ctx.Err() != nil:
 		return exitInterrupted
 	case missed:
-		return exitViolation // a planted bug went unnoticed: the harness failed
+		return exitViolation // the bug went unnoticed: the harness failed
 	}
 	return exitPass
 }
 
 func printHunt(w io.Writer, r huntJSON, lo, hi uint64) {
+	if r.Mutant == "" {
+		if !r.Detected {
+			fmt.Fprintf(w, "hunt %s: no failure in seeds %d..%d (%d seeds, %.2fs wall)\n", r.Scenario, lo, hi, r.SeedsTried, r.WallSeconds)
+			return
+		}
+		fmt.Fprintf(w, "hunt %s: failed %s at seed %d after %d seeds, %.2fs wall\nreproduce: %s\n", r.Scenario, r.Property, r.Seed, r.SeedsTried, r.WallSeconds, r.Repro)
+		if r.Replay != "" {
+			fmt.Fprintf(w, "replay file: %s\n", r.Replay)
+		}
+		return
+	}
 	if !r.Detected {
 		fmt.Fprintf(w, "mutant %s: NOT detected in seeds %d..%d of %s (%d seeds, %.2fs wall)\n", r.Mutant, lo, hi, r.Scenario, r.SeedsTried, r.WallSeconds)
 		return

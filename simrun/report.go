@@ -1,4 +1,4 @@
-package main
+package simrun
 
 import (
 	"fmt"
@@ -37,6 +37,9 @@ type runJSON struct {
 // reproLine is the one command that reproduces a run of a built-in
 // scenario (with its planted bug, if any).
 func reproLine(spec scenarios.Spec, seed uint64) string {
+	if src, ok := sourceOf(spec.Name); ok {
+		return specReproLine(src.file, spec, seed)
+	}
 	return reproWith("-scenario "+spec.Name, spec, seed)
 }
 
@@ -47,11 +50,27 @@ func specReproLine(file string, spec scenarios.Spec, seed uint64) string {
 
 // reproWith is the repro line of a run whose scenario is chosen by what.
 func reproWith(what string, spec scenarios.Spec, seed uint64) string {
-	line := fmt.Sprintf("go run ./cmd/simrun run %s -seed %d", what, seed)
+	line := fmt.Sprintf("%s run %s -seed %d", progFor(spec), what, seed)
+	if own, ok := ownDesign(spec.Name); ok && spec.Design != own {
+		line += " -design " + spec.Design
+	}
 	if spec.Mutant != "" {
 		line += " -mutant " + spec.Mutant
 	}
 	return line
+}
+
+// ownDesign is the design the scenario name was written for: its -spec
+// file's or the built-in's. A scenario known by neither (a replay file's)
+// says false.
+func ownDesign(name string) (string, bool) {
+	if src, ok := sourceOf(name); ok {
+		return src.design, true
+	}
+	if s, ok := scenarios.Lookup(name); ok {
+		return s.Design, true
+	}
+	return "", false
 }
 
 // shellQuote quotes s for a POSIX shell if it needs it.

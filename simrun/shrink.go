@@ -1,4 +1,4 @@
-package main
+package simrun
 
 import (
 	"flag"
@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/fencesim/fencesim/scenarios"
@@ -19,6 +18,8 @@ func cmdShrink(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simrun shrink", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	name := fs.String("scenario", "", "built-in `scenario` to shrink (with -seed)")
+	specFile := fs.String("spec", "", "shrink a run of the scenario spec in `file.json` (with -seed)")
+	design := designFlag(fs)
 	seed := fs.Uint64("seed", 0, "`seed` of the failing run (with -scenario)")
 	outFile := fs.String("o", "", "write the shrunk run's replay file to `file` (default failures/SCENARIO-seedN-shrunk.json)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -26,10 +27,13 @@ func cmdShrink(args []string, stdout, stderr io.Writer) int {
 	}
 	var plan scenarios.Plan
 	switch {
-	case *name != "" && fs.NArg() == 0:
-		spec, ok := scenarios.Lookup(*name)
-		if !ok {
-			fmt.Fprintf(stderr, "simrun shrink: unknown scenario %q; built-in scenarios: %s\n", *name, strings.Join(scenarios.Names(), ", "))
+	case (*name != "" || *specFile != "") && fs.NArg() == 0:
+		spec, err := chooseSpec(*name, *specFile)
+		if err == nil {
+			spec, err = withDesign(spec, *design)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun shrink: %v\n", err)
 			return exitUsage
 		}
 		p, err := scenarios.NewPlan(spec, *seed)
@@ -38,18 +42,21 @@ func cmdShrink(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		plan = p
-	case *name == "" && fs.NArg() == 1:
+	case *name == "" && *specFile == "" && *design == "" && fs.NArg() == 1:
 		b, err := os.ReadFile(fs.Arg(0))
 		if err != nil {
 			fmt.Fprintf(stderr, "simrun shrink: %v\n", err)
 			return exitUsage
 		}
-		r, err := scenarios.ParseReplay(b)
+		r, err := parseReplay(fs.Arg(0), b)
 		if err != nil {
-			fmt.Fprintf(stderr, "simrun shrink: %s: %v\n", fs.Arg(0), err)
+			fmt.Fprintf(stderr, "simrun shrink: %v\n", err)
 			return exitUsage
 		}
 		plan = r.Plan()
+	case *design != "" && fs.NArg() == 1:
+		fmt.Fprintln(stderr, "simrun shrink: a replay file runs on its own design; -design goes with -scenario or -spec")
+		return exitUsage
 	default:
 		fs.Usage()
 		return exitUsage

@@ -1,4 +1,4 @@
-package main
+package simrun
 
 import (
 	"context"
@@ -41,6 +41,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simrun sweep", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	name := fs.String("scenario", "", "sweep only this built-in `scenario` (default: every one)")
+	specFile := fs.String("spec", "", "sweep only the scenario spec in `file.json` (one of yours, e.g. naming your design)")
 	all := fs.Bool("all", false, "sweep every built-in scenario (the default)")
 	seeds := fs.String("seeds", defaultSeeds, "seed `range` A..B, inclusive")
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run at once")
@@ -48,6 +49,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	budget := fs.Duration("budget", 0, "stop the sweep after this wall `duration`, runs in flight included, and summarize what finished (0: no limit)")
 	asJSON := fs.Bool("json", false, "print one JSON object per seed per line on stdout, nothing else")
 	mutant := fs.String("mutant", "", "plant this bug in every scenario (see simrun list -mutants)")
+	design := designFlag(fs)
 	progress := fs.String("progress", "auto", "progress display: auto (a bar on a terminal, lines elsewhere), bar, lines, none")
 	keepDirs := fs.Int("keep", defaultKeep, "write the report directories of at most `n` misses under failures/ (every miss still gets its MISS line)")
 	keepCap, traceCap := size(defaultKeepCap), size(defaultTraceCap)
@@ -61,17 +63,28 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	specs := scenarios.Builtin()
-	if *name != "" {
+	if *name != "" || *specFile != "" {
 		if *all {
-			fmt.Fprintln(stderr, "simrun sweep: -scenario and -all exclude each other")
+			fmt.Fprintln(stderr, "simrun sweep: -scenario or -spec and -all exclude each other")
 			return exitUsage
 		}
-		spec, ok := scenarios.Lookup(*name)
-		if !ok {
-			fmt.Fprintf(stderr, "simrun sweep: unknown scenario %q; built-in scenarios: %s\n", *name, strings.Join(scenarios.Names(), ", "))
+		spec, err := chooseSpec(*name, *specFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun sweep: %v\n", err)
 			return exitUsage
 		}
 		specs = []scenarios.Spec{spec}
+	}
+	for i := range specs {
+		var err error
+		specs[i], err = withDesign(specs[i], *design)
+		if err == nil && *design != "" {
+			_, err = scenarios.NewPlan(specs[i], 1) // a fault naming another design's node
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "simrun sweep: %s: %v\n", specs[i].Name, err)
+			return exitUsage
+		}
 	}
 	if *mutant != "" {
 		if _, err := mutants.ParseMutant(*mutant); err != nil {

@@ -1,4 +1,4 @@
-package main
+package simrun
 
 import (
 	"encoding/json"

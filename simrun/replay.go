@@ -1,10 +1,12 @@
-package main
+package simrun
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/fencesim/fencesim/scenarios"
 )
@@ -33,9 +35,9 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "simrun replay: %v\n", err)
 		return exitUsage
 	}
-	r, err := scenarios.ParseReplay(b)
+	r, err := parseReplay(fs.Arg(0), b)
 	if err != nil {
-		fmt.Fprintf(stderr, "simrun replay: %s: %v\n", fs.Arg(0), err)
+		fmt.Fprintf(stderr, "simrun replay: %v\n", err)
 		return exitUsage
 	}
 	if r.Program != scenarios.ProgramVersion && !*force {
@@ -67,4 +69,32 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(out, " — the same program version ran differently: nondeterminism")
 	return exitNondeterminism
+}
+
+// parseReplay reads the replay file b (named file). A file whose run used
+// a design this program lacks — one registered by another program's
+// simrun.Main — is refused by name, saying which program replays it,
+// rather than as an invalid spec.
+func parseReplay(file string, b []byte) (scenarios.Replay, error) {
+	var head struct {
+		Spec struct {
+			Design string `json:"design"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(b, &head) == nil && head.Spec.Design != "" {
+		if _, ok := scenarios.LookupDesign(head.Spec.Design); !ok {
+			var known []string
+			for _, d := range scenarios.Designs() {
+				known = append(known, d.Name)
+			}
+			return scenarios.Replay{}, fmt.Errorf("%s: the run used design %q, which this program does not have (it has: %s). "+
+				"Replay it with the program that registers that design (its main calls simrun.Main with it)",
+				file, head.Spec.Design, strings.Join(known, ", "))
+		}
+	}
+	r, err := scenarios.ParseReplay(b)
+	if err != nil {
+		return scenarios.Replay{}, fmt.Errorf("%s: %w", file, err)
+	}
+	return r, nil
 }

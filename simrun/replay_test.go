@@ -1,4 +1,4 @@
-package main
+package simrun
 
 import (
 	"os"
@@ -15,7 +15,7 @@ import (
 // process of their own (a signal).
 func TestMain(m *testing.M) {
 	if os.Getenv("SIMRUN_AS_MAIN") == "1" {
-		main()
+		Main()
 	}
 	dir, err := os.MkdirTemp("", "simrun-test")
 	if err != nil {
