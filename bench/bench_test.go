@@ -64,6 +64,7 @@ func TestMarkdownRatiosToTheBaseline(t *testing.T) {
 		{System: "etcd", Mode: Shared, Workers: 8, Cycles: 10, Attempts: 10, CyclesPerSec: 80, P50us: 100000, P99us: 110000},
 		{System: "a", Mode: PerWorker, Workers: 1, Cycles: 5, Attempts: 5, CyclesPerSec: 50, P50us: 20, P99us: 30},
 		{System: "b", Mode: Shared, Workers: 8, Err: "down"},
+		{System: "c", Mode: Shared, Workers: 8, Cycles: 1, Attempts: 64, CyclesPerSec: 4, P50us: 1.5e6, P99us: 2.675e6},
 	}
 	got := Markdown(rs, "etcd")
 	for _, want := range []string{
@@ -71,6 +72,7 @@ func TestMarkdownRatiosToTheBaseline(t *testing.T) {
 		"| etcd | shared | 8 | 80 | 100 ms | 110 ms | 1.0 | 1.00× | 1.00× |",
 		"| a | per-worker | 1 | 50 | 20 µs | 30 µs | 1.0 | – | – |",
 		"| b | shared | 8 | failed: down |",
+		"| c | shared | 8 | 4.0 | 1.50 s | 2.67 s | 64.0 | 0.05× | 24.32× |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)

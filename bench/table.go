@@ -46,7 +46,8 @@ func Markdown(results []Result, baseline string) string {
 
 func key(r Result) [2]string { return [2]string{r.Mode, strconv.Itoa(r.Workers)} }
 
-// Latency prints d with three significant digits in ms (µs below 1 ms).
+// Latency prints d with about three significant digits: µs below 1 ms,
+// s from 1 s, ms between.
 func Latency(d time.Duration) string {
 	switch {
 	case d < time.Millisecond:
@@ -55,8 +56,10 @@ func Latency(d time.Duration) string {
 		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 	case d < 100*time.Millisecond:
 		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
 	}
-	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	return fmt.Sprintf("%.2f s", d.Seconds())
 }
 
 // thousands prints a rate rounded to a whole number, with thousands

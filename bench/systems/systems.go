@@ -23,10 +23,13 @@ const TTL = 10 * time.Second
 
 // HTTPCycle returns a cycle through the Go client (lockapi/lockclient)
 // against the lock API at endpoints: one client per worker (its own
-// name, so the service sees distinct owners), TryAcquire then Release. A
-// held lock is retried at once, the anchor's best case for one contended
-// lock with a polling client.
-func HTTPCycle(endpoints []string, workers int) (bench.Cycle, error) {
+// name, so the service sees distinct owners), an acquire then Release.
+// With wait false the acquire is TryAcquire and a held lock is retried at
+// once (the anchor's best case for one contended lock with a polling
+// client, every refusal counted as an attempt); with wait true it is the
+// client's Acquire, which polls with jittered exponential backoff (what
+// an application calls), counted as one attempt.
+func HTTPCycle(endpoints []string, workers int, wait bool) (bench.Cycle, error) {
 	clients := make([]*lockclient.Client, workers)
 	for i := range clients {
 		c, err := lockclient.New(lockclient.Config{Endpoints: endpoints, Name: "bench-w" + strconv.Itoa(i)})
@@ -36,7 +39,11 @@ func HTTPCycle(endpoints []string, workers int) (bench.Cycle, error) {
 		clients[i] = c
 	}
 	return func(ctx context.Context, w int, resource string) (bool, error) {
-		l, err := clients[w].TryAcquire(ctx, resource, TTL)
+		acquire := clients[w].TryAcquire
+		if wait {
+			acquire = clients[w].Acquire
+		}
+		l, err := acquire(ctx, resource, TTL)
 		if errors.Is(err, lockclient.ErrHeld) {
 			return false, nil
 		}

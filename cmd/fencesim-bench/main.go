@@ -54,6 +54,8 @@ type options struct {
 	workers          []int
 	duration, warmup time.Duration
 	json             bool
+	held             string // retry or backoff
+	backoff          bool
 	redisAddr        string
 	etcdDriver       string
 	dataDir          string
@@ -79,6 +81,7 @@ type Machine struct {
 	WarmupSeconds float64  `json:"warmup_seconds"`
 	CellSeconds   float64  `json:"cell_seconds"`
 	Systems       []string `json:"systems"`
+	Held          string   `json:"held"` // how node and lockd clients met a held lock
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -91,6 +94,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per cell (10ms..10m)")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "warm-up per cell, not counted (0..1m)")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of the table")
+	held := fs.String("held", "retry", "node and lockd clients finding the lock held: retry (at once, the anchor's way) or backoff (the Go client's Acquire: jittered exponential backoff)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "use the Redis at host:port for lockd instead of starting redis-server")
 	fs.StringVar(&o.etcdDriver, "etcd-driver", "", "the etcd driver binary (default: build bench/etcd of this checkout)")
 	fs.StringVar(&o.dataDir, "data", "", "directory for the servers' data (default: a temporary one, removed)")
@@ -108,6 +112,14 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		if !slices.Contains(o.only, s) {
 			o.only = append(o.only, s)
 		}
+	}
+	o.held = *held
+	switch *held {
+	case "retry":
+	case "backoff":
+		o.backoff = true
+	default:
+		return o, fmt.Errorf("-held %q: must be retry or backoff", *held)
 	}
 	var err error
 	if o.modes, err = bench.ParseModes(*modes); err != nil {
@@ -148,7 +160,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// errors only.
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m := Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-		LoadBefore: loadavg(), WarmupSeconds: o.warmup.Seconds(), CellSeconds: o.duration.Seconds(), Systems: o.only}
+		LoadBefore: loadavg(), WarmupSeconds: o.warmup.Seconds(), CellSeconds: o.duration.Seconds(), Systems: o.only, Held: o.held}
 	began := time.Now()
 	var results []bench.Result
 	failed := false
@@ -183,8 +195,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		enc.Encode(Report{Machine: m, Results: results})
 	} else {
-		fmt.Fprintf(stdout, "%d CPUs (GOMAXPROCS %d), %s; load average before %s, after %s; %v per cell after %v warm-up; run took %.0fs\n",
-			m.CPUs, m.GOMAXPROCS, m.GoVersion, m.LoadBefore, m.LoadAfter, o.duration, o.warmup, m.Seconds)
+		fmt.Fprintf(stdout, "%d CPUs (GOMAXPROCS %d), %s; load average before %s, after %s; %v per cell after %v warm-up; held: %s; run took %.0fs\n",
+			m.CPUs, m.GOMAXPROCS, m.GoVersion, m.LoadBefore, m.LoadAfter, o.duration, o.warmup, m.Held, m.Seconds)
 		if m.Etcd != "" || m.Redis != "" {
 			fmt.Fprintf(stdout, "etcd %s, redis %s\n", or(m.Etcd, "–"), or(m.Redis, "–"))
 		}
@@ -208,7 +220,7 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 					return rs
 				}
 				c := bench.Cell{Mode: mode, Workers: n, Warmup: o.warmup, Duration: o.duration, Prefix: prefix}
-				cycle, err := systems.HTTPCycle(endpoints(), n)
+				cycle, err := systems.HTTPCycle(endpoints(), n, o.backoff)
 				var r bench.Result
 				if err != nil {
 					r = bench.Result{System: sys, Mode: mode, Workers: n, Err: err.Error()}

@@ -58,7 +58,7 @@ func TestSmoke(t *testing.T) {
 
 	// The table: a header and a row per cell, in cell order.
 	out.Reset()
-	if code := run(context.Background(), append(args, "-workers", "1", "-modes", "shared"), &out, &errb); code != 0 {
+	if code := run(context.Background(), append(args, "-workers", "1", "-modes", "shared", "-held", "backoff"), &out, &errb); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, errb.String())
 	}
 	var rows []string
@@ -79,6 +79,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"-workers", "0"},
 		{"-modes", "exclusive"},
 		{"-duration", "1ms"},
+		{"-held", "wait"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 || !strings.Contains(errb.String(), args[0]) {
