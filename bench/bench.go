@@ -45,8 +45,12 @@ type Cell struct {
 	Prefix string
 }
 
-// Result is one cell's figures. Latencies are per completed cycle, from
-// its first attempt to its release, held-and-retried attempts included.
+// Result is one cell's figures. Cycles (and cycles/s, attempts) count the
+// cycles that started after the warm-up and ended inside the window.
+// Latencies are of every cycle that started inside the window, however
+// late it ended — from its first attempt to its release, held-and-retried
+// attempts included — so a worker starved of a shared lock for the whole
+// window still shows in p99 and max instead of vanishing from them.
 type Result struct {
 	System       string  `json:"system"`
 	Mode         string  `json:"mode"`
@@ -57,12 +61,16 @@ type Result struct {
 	CyclesPerSec float64 `json:"cycles_per_sec"`
 	P50us        float64 `json:"p50_us"`
 	P99us        float64 `json:"p99_us"`
+	MaxUs        float64 `json:"max_us"`
 	Err          string  `json:"error,omitempty"`
 }
 
 // P50 and P99 are the percentiles as durations.
 func (r Result) P50() time.Duration { return time.Duration(r.P50us * float64(time.Microsecond)) }
 func (r Result) P99() time.Duration { return time.Duration(r.P99us * float64(time.Microsecond)) }
+
+// Max is the slowest cycle.
+func (r Result) Max() time.Duration { return time.Duration(r.MaxUs * float64(time.Microsecond)) }
 
 // Resource is worker w's lock name in cell c.
 func (c Cell) Resource(w int) string {
@@ -73,9 +81,9 @@ func (c Cell) Resource(w int) string {
 }
 
 // Run runs cycle on c.Workers goroutines for c.Warmup+c.Duration and
-// counts the cycles that both start after the warm-up and end inside the
-// window. A worker finishes the cycle it is in when the window closes
-// (never abandoning a held lock mid-cycle); ctx bounds that tail. The
+// measures as Result says. A worker finishes the cycle it is in when the
+// window closes (never abandoning a held lock mid-cycle, and timing the
+// wait of one still queued); ctx bounds that tail. The
 // first error, if any, is in Result.Err, and the figures then cover what
 // completed before it.
 func Run(ctx context.Context, system string, c Cell, cycle Cycle) Result {
@@ -87,7 +95,7 @@ func Run(ctx context.Context, system string, c Cell, cycle Cycle) Result {
 	start := time.Now()
 	from, to := start.Add(c.Warmup), start.Add(c.Warmup+c.Duration)
 	lat := make([][]time.Duration, c.Workers)
-	attempts := make([]int, c.Workers)
+	attempts, cycles := make([]int, c.Workers), make([]int, c.Workers)
 	var stop atomic.Bool
 	var first error
 	var once sync.Once
@@ -115,9 +123,17 @@ func Run(ctx context.Context, system string, c Cell, cycle Cycle) Result {
 					if ok {
 						break
 					}
+					if stop.Load() {
+						return
+					}
 				}
-				if end := time.Now(); !t0.Before(from) && !end.After(to) {
-					lat[w] = append(lat[w], end.Sub(t0))
+				end := time.Now()
+				if t0.Before(from) {
+					continue
+				}
+				lat[w] = append(lat[w], end.Sub(t0))
+				if !end.After(to) {
+					cycles[w]++
 					attempts[w] += tries
 				}
 			}
@@ -132,14 +148,15 @@ func Run(ctx context.Context, system string, c Cell, cycle Cycle) Result {
 	}
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	res.Cycles = len(all)
-	for _, a := range attempts {
-		res.Attempts += a
+	for w := range c.Workers {
+		res.Cycles += cycles[w]
+		res.Attempts += attempts[w]
 	}
 	res.CyclesPerSec = float64(res.Cycles) / c.Duration.Seconds()
 	if len(all) > 0 {
 		res.P50us = micros(all[len(all)/2])
 		res.P99us = micros(all[min(len(all)-1, len(all)*99/100)])
+		res.MaxUs = micros(all[len(all)-1])
 	}
 	return res
 }

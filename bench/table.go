@@ -22,11 +22,11 @@ func Markdown(results []Result, baseline string) string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| system | mode | workers | cycles/s | cycle p50 | cycle p99 | attempts/cycle | cycles/s ÷ %s | p99 ÷ %s |\n", baseline, baseline)
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| system | mode | workers | cycles/s | cycle p50 | cycle p99 | cycle max | attempts/cycle | cycles/s ÷ %s | p99 ÷ %s |\n", baseline, baseline)
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		if r.Err != "" {
-			fmt.Fprintf(&b, "| %s | %s | %d | failed: %s | | | | | |\n", r.System, r.Mode, r.Workers, strings.ReplaceAll(r.Err, "|", "/"))
+			fmt.Fprintf(&b, "| %s | %s | %d | failed: %s | | | | | | |\n", r.System, r.Mode, r.Workers, strings.ReplaceAll(r.Err, "|", "/"))
 			continue
 		}
 		ratio, p99 := "–", "–"
@@ -38,8 +38,8 @@ func Markdown(results []Result, baseline string) string {
 		if r.Cycles > 0 {
 			per = strconv.FormatFloat(float64(r.Attempts)/float64(r.Cycles), 'f', 1, 64)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", r.System, r.Mode, r.Workers,
-			thousands(r.CyclesPerSec), Latency(r.P50()), Latency(r.P99()), per, ratio, p99)
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", r.System, r.Mode, r.Workers,
+			thousands(r.CyclesPerSec), Latency(r.P50()), Latency(r.P99()), Latency(r.Max()), per, ratio, p99)
 	}
 	return b.String()
 }
