@@ -94,6 +94,10 @@ var layers = []struct {
 		why:     "the HTTP client is the simulator's lock client on the real clock: its state machine and the contract it speaks, nothing of the simulator or of any service",
 	},
 	{
+		pattern: "./bench",
+		why:     "the benchmark harness knows no lock service: the etcd driver's own module (bench/etcd) imports it without building fencesim",
+	},
+	{
 		pattern: "./lockd",
 		allowed: []string{"lockapi", "admission"},
 		why:     "the Redis backend is a lockapi.Backend and nothing else of fencesim",

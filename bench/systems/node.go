@@ -1,0 +1,94 @@
+package systems
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/fencesim/fencesim/lockapi"
+	"github.com/fencesim/fencesim/nodesvc"
+	"github.com/fencesim/fencesim/process"
+)
+
+// Node is a three-replica fencesim-node cluster in this process, built as
+// `fencesim-node -dev-cluster 3` builds it: the reference replica on the
+// real runtime, its log fsynced by a majority before a reply, behind the
+// HTTP lock API with the default configuration (adaptive limit included).
+type Node struct {
+	backends []*nodesvc.Backend
+	servers  []*lockapi.Server
+	// Endpoints are the HTTP base URLs, the leader's first.
+	Endpoints []string
+}
+
+// StartNode starts the cluster with data under dir and waits (at most
+// 10s) for a leader.
+func StartNode(dir string, log *slog.Logger) (*Node, error) {
+	n := &Node{}
+	const size = 3
+	var hls, rls []net.Listener
+	peers := make([]nodesvc.Peer, size)
+	for i := range size {
+		hl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, closeAll(err, hls, rls)
+		}
+		hls = append(hls, hl)
+		rl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, closeAll(err, hls, rls)
+		}
+		rls = append(rls, rl)
+		peers[i] = nodesvc.Peer{ID: process.NodeID(i), Raft: rl.Addr().String(), HTTP: "http://" + hl.Addr().String()}
+	}
+	for i := range size {
+		b, err := nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", i)),
+			Listener: rls[i], Peers: peers, Logger: log.With("node", i)})
+		if err != nil {
+			n.Close()
+			return nil, closeAll(fmt.Errorf("starting replica %d: %w", i, err), hls[i:], rls[i+1:])
+		}
+		s := lockapi.NewServer(b, lockapi.Config{Logger: log.With("node", i)})
+		go s.Serve(hls[i])
+		n.backends, n.servers = append(n.backends, b), append(n.servers, s)
+	}
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for i, b := range n.backends {
+			if b.IsLeader() {
+				for j := range size {
+					n.Endpoints = append(n.Endpoints, peers[(i+j)%size].HTTP)
+				}
+				return n, nil
+			}
+		}
+		if time.Now().After(end) {
+			n.Close()
+			return nil, fmt.Errorf("fencesim-node: no leader within 10s")
+		}
+	}
+}
+
+// Close drains the HTTP fronts, then stops the replicas.
+func (n *Node) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range n.servers {
+		s.Shutdown(ctx)
+	}
+	for _, b := range n.backends {
+		b.Close()
+	}
+	n.servers, n.backends = nil, nil
+}
+
+func closeAll(err error, ls ...[]net.Listener) error {
+	for _, l := range ls {
+		for _, x := range l {
+			x.Close()
+		}
+	}
+	return err
+}

@@ -1,0 +1,337 @@
+// Command fencesim-bench times acquire→release cycles of three lock
+// services on this machine in one run — fencesim-node (3 replicas, fsync
+// on), fencesim-lockd over a real redis-server (AOF appendfsync always)
+// and etcd's concurrency.Mutex over a real 3-member etcd-server — with 1,
+// 8 and 64 concurrent clients on one lock each and on one shared lock,
+// and prints one markdown table with each figure's ratio to etcd's. Run
+// it from the checkout (it builds the etcd driver, module bench/etcd):
+//
+//	go run ./cmd/fencesim-bench                 # everything, ~2 minutes
+//	go run ./cmd/fencesim-bench -only node,lockd -workers 8 -duration 1s
+//
+// Every server it starts (redis-server, etcd members, the in-process
+// replicas) listens on free loopback ports with data in a temporary
+// directory, and is stopped before it exits.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fencesim/fencesim/bench"
+	"github.com/fencesim/fencesim/bench/systems"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// allSystems are the systems in the table's order; etcd is the baseline.
+var allSystems = []string{"node", "lockd", "etcd"}
+
+// names are the systems as the table prints them.
+var names = map[string]string{"node": "fencesim-node", "lockd": "fencesim-lockd", "etcd": "etcd"}
+
+type options struct {
+	only             []string
+	modes            []string
+	workers          []int
+	duration, warmup time.Duration
+	json             bool
+	held             string // retry or backoff
+	backoff          bool
+	redisAddr        string
+	etcdDriver       string
+	dataDir          string
+}
+
+// Report is what -json prints: the machine, the run's options and every
+// cell's result.
+type Report struct {
+	Machine Machine        `json:"machine"`
+	Results []bench.Result `json:"results"`
+}
+
+// Machine is what the figures depend on besides the code.
+type Machine struct {
+	CPUs          int      `json:"cpus"`
+	GOMAXPROCS    int      `json:"gomaxprocs"`
+	GoVersion     string   `json:"go"`
+	LoadBefore    string   `json:"load_before"` // /proc/loadavg's 1/5/15-minute averages
+	LoadAfter     string   `json:"load_after"`
+	Etcd          string   `json:"etcd,omitempty"`
+	Redis         string   `json:"redis,omitempty"`
+	Seconds       float64  `json:"seconds"` // wall time of the whole run
+	WarmupSeconds float64  `json:"warmup_seconds"`
+	CellSeconds   float64  `json:"cell_seconds"`
+	Systems       []string `json:"systems"`
+	Held          string   `json:"held"` // how node and lockd clients met a held lock
+}
+
+func parse(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("fencesim-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	only := fs.String("only", "node,lockd,etcd", "systems to run, comma-separated: node, lockd, etcd")
+	modes := fs.String("modes", "per-worker,shared", "lock layouts: per-worker (a lock each), shared (one lock)")
+	workers := fs.String("workers", "1,8,64", "concurrent clients per cell, comma-separated")
+	var o options
+	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per cell (10ms..10m)")
+	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "warm-up per cell, not counted (0..1m)")
+	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of the table")
+	held := fs.String("held", "retry", "node and lockd clients finding the lock held: retry (at once, the anchor's way) or backoff (the Go client's Acquire: jittered exponential backoff)")
+	fs.StringVar(&o.redisAddr, "redis-addr", "", "use the Redis at host:port for lockd instead of starting redis-server")
+	fs.StringVar(&o.etcdDriver, "etcd-driver", "", "the etcd driver binary (default: build bench/etcd of this checkout)")
+	fs.StringVar(&o.dataDir, "data", "", "directory for the servers' data (default: a temporary one, removed)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for _, s := range strings.Split(*only, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(allSystems, s) {
+			return o, fmt.Errorf("-only: unknown system %q (node, lockd, etcd)", s)
+		}
+		if !slices.Contains(o.only, s) {
+			o.only = append(o.only, s)
+		}
+	}
+	o.held = *held
+	switch *held {
+	case "retry":
+	case "backoff":
+		o.backoff = true
+	default:
+		return o, fmt.Errorf("-held %q: must be retry or backoff", *held)
+	}
+	var err error
+	if o.modes, err = bench.ParseModes(*modes); err != nil {
+		return o, fmt.Errorf("-modes: %w", err)
+	}
+	if o.workers, err = bench.ParseWorkers(*workers); err != nil {
+		return o, fmt.Errorf("-workers: %w", err)
+	}
+	if o.duration < 10*time.Millisecond || o.duration > 10*time.Minute {
+		return o, fmt.Errorf("-duration %v: must be 10ms..10m", o.duration)
+	}
+	if o.warmup < 0 || o.warmup > time.Minute {
+		return o, fmt.Errorf("-warmup %v: must be 0..1m", o.warmup)
+	}
+	return o, nil
+}
+
+// run is the whole program; it returns the exit code: 0 every cell
+// measured, 1 a system failed to start or a cell failed, 2 bad flags.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "fencesim-bench: %v\n", err)
+		return 2
+	}
+	dir := o.dataDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "fencesim-bench-"); err != nil {
+			fmt.Fprintf(stderr, "fencesim-bench: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+	}
+	// The servers' own logs would drown the progress lines: warnings and
+	// errors only.
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	m := Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
+		LoadBefore: loadavg(), WarmupSeconds: o.warmup.Seconds(), CellSeconds: o.duration.Seconds(), Systems: o.only, Held: o.held}
+	began := time.Now()
+	var results []bench.Result
+	failed := false
+	progress := func(r bench.Result) {
+		if r.Err != "" {
+			failed = true
+			fmt.Fprintf(stderr, "  %-14s %-10s %3d workers  FAILED: %s\n", names[r.System], r.Mode, r.Workers, r.Err)
+			return
+		}
+		fmt.Fprintf(stderr, "  %-14s %-10s %3d workers  %9.0f cycles/s  p50 %-9s p99 %s\n", names[r.System], r.Mode, r.Workers,
+			r.CyclesPerSec, bench.Latency(r.P50()), bench.Latency(r.P99()))
+	}
+	for _, sys := range o.only {
+		if ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(stderr, "fencesim-bench: %s\n", names[sys])
+		rs, err := runSystem(ctx, sys, o, dir, log, stderr, &m, progress)
+		for i := range rs {
+			rs[i].System = names[sys]
+		}
+		results = append(results, rs...)
+		if err != nil {
+			fmt.Fprintf(stderr, "fencesim-bench: %s: %v\n", names[sys], err)
+			failed = true
+		}
+	}
+	m.LoadAfter, m.Seconds = loadavg(), time.Since(began).Seconds()
+	sortResults(results, o)
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(Report{Machine: m, Results: results})
+	} else {
+		fmt.Fprintf(stdout, "%d CPUs (GOMAXPROCS %d), %s; load average before %s, after %s; %v per cell after %v warm-up; held: %s; run took %.0fs\n",
+			m.CPUs, m.GOMAXPROCS, m.GoVersion, m.LoadBefore, m.LoadAfter, o.duration, o.warmup, m.Held, m.Seconds)
+		if m.Etcd != "" || m.Redis != "" {
+			fmt.Fprintf(stdout, "etcd %s, redis %s\n", or(m.Etcd, "–"), or(m.Redis, "–"))
+		}
+		fmt.Fprintln(stdout)
+		fmt.Fprint(stdout, bench.Markdown(results, "etcd"))
+	}
+	if failed || ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
+// runSystem starts one system, runs every cell on it and stops it.
+func runSystem(ctx context.Context, sys string, o options, dir string, log *slog.Logger, stderr io.Writer, m *Machine, progress func(bench.Result)) ([]bench.Result, error) {
+	cells := func(endpoints func() []string) []bench.Result {
+		var rs []bench.Result
+		prefix := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+		for _, mode := range o.modes {
+			for _, n := range o.workers {
+				if ctx.Err() != nil {
+					return rs
+				}
+				c := bench.Cell{Mode: mode, Workers: n, Warmup: o.warmup, Duration: o.duration, Prefix: prefix}
+				cycle, err := systems.HTTPCycle(endpoints(), n, o.backoff)
+				var r bench.Result
+				if err != nil {
+					r = bench.Result{System: sys, Mode: mode, Workers: n, Err: err.Error()}
+				} else {
+					cctx, cancel := context.WithTimeout(ctx, o.warmup+o.duration+30*time.Second)
+					r = bench.Run(cctx, sys, c, cycle)
+					cancel()
+				}
+				progress(r)
+				rs = append(rs, r)
+			}
+		}
+		return rs
+	}
+	switch sys {
+	case "node":
+		sub, err := mkdirTemp(dir, "node-")
+		if err != nil {
+			return nil, err
+		}
+		n, err := systems.StartNode(sub, log)
+		if err != nil {
+			return nil, err
+		}
+		defer n.Close()
+		return cells(func() []string { return n.Endpoints }), nil
+	case "lockd":
+		addr := o.redisAddr
+		if addr == "" {
+			sub, err := mkdirTemp(dir, "redis-")
+			if err != nil {
+				return nil, err
+			}
+			r, err := systems.StartRedis(sub)
+			if err != nil {
+				return nil, err
+			}
+			defer r.Close()
+			addr = r.Addr
+			if out, err := exec.Command("redis-server", "--version").Output(); err == nil {
+				m.Redis = strings.TrimSpace(string(out))
+			}
+		}
+		d, err := systems.StartLockd(addr, log)
+		if err != nil {
+			return nil, err
+		}
+		defer d.Close()
+		return cells(func() []string { return []string{d.Endpoint} }), nil
+	case "etcd":
+		driver := o.etcdDriver
+		if driver == "" {
+			root, err := systems.ModuleRoot()
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(stderr, "  building the etcd driver (%s/bench/etcd)\n", root)
+			if driver, err = systems.BuildEtcdDriver(root, dir); err != nil {
+				return nil, err
+			}
+		}
+		sub, err := mkdirTemp(dir, "etcd-")
+		if err != nil {
+			return nil, err
+		}
+		e, err := systems.StartEtcd(sub)
+		if err != nil {
+			return nil, err
+		}
+		defer e.Close()
+		m.Etcd = e.Version
+		return systems.RunEtcdDriver(ctx, driver, e, o.modes, o.workers, o.warmup, o.duration, progress)
+	}
+	return nil, fmt.Errorf("unknown system %q", sys)
+}
+
+// sortResults orders rows by mode, then workers (the flags' orders), then
+// system (node, lockd, etcd), so each cell's systems sit together.
+func sortResults(rs []bench.Result, o options) {
+	idx := func(r bench.Result) [3]int {
+		sys := slices.IndexFunc(allSystems, func(s string) bool { return names[s] == r.System })
+		return [3]int{slices.Index(o.modes, r.Mode), slices.Index(o.workers, r.Workers), sys}
+	}
+	slices.SortStableFunc(rs, func(a, b bench.Result) int {
+		ia, ib := idx(a), idx(b)
+		for i := range ia {
+			if ia[i] != ib[i] {
+				return ia[i] - ib[i]
+			}
+		}
+		return 0
+	})
+}
+
+func mkdirTemp(dir, pattern string) (string, error) { return os.MkdirTemp(dir, pattern) }
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func or(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// TestSmoke runs the whole harness briefly against fencesim-node (three
+// replicas in process) and fencesim-lockd over miniredis — etcd and a real
+// redis-server only run by hand — and checks that every cell was measured
+// with sane figures and that the table lists every cell.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	mr := miniredis.RunT(t)
+	args := []string{"-only", "node,lockd", "-workers", "1,8", "-duration", "300ms", "-warmup", "50ms",
+		"-redis-addr", mr.Addr(), "-data", t.TempDir()}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append(args, "-json"), &out, &errb); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errb.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("-json printed %q: %v", out.String(), err)
+	}
+	seen := map[string]bool{}
+	for _, r := range rep.Results {
+		cell := fmt.Sprintf("%s/%s/%d", r.System, r.Mode, r.Workers)
+		seen[cell] = true
+		switch {
+		case r.Err != "":
+			t.Errorf("%s failed: %s", cell, r.Err)
+		case r.Cycles < 1 || r.CyclesPerSec <= 0 || r.Attempts < r.Cycles:
+			t.Errorf("%s: %d cycles (%v/s) in %d attempts", cell, r.Cycles, r.CyclesPerSec, r.Attempts)
+		case r.P50us <= 0 || r.P99us < r.P50us || r.P99us > 5e6:
+			t.Errorf("%s: p50 %vµs p99 %vµs", cell, r.P50us, r.P99us)
+		case r.Mode == "per-worker" && r.Attempts != r.Cycles:
+			t.Errorf("%s: %d attempts for %d cycles on locks of its own: none can be held", cell, r.Attempts, r.Cycles)
+		}
+	}
+	for _, sys := range []string{"fencesim-node", "fencesim-lockd"} {
+		for _, cell := range []string{"per-worker/1", "per-worker/8", "shared/1", "shared/8"} {
+			if !seen[sys+"/"+cell] {
+				t.Errorf("no result for %s/%s", sys, cell)
+			}
+		}
+	}
+	if len(rep.Results) != 8 || rep.Machine.CPUs < 1 || rep.Machine.LoadBefore == "" {
+		t.Errorf("%d results, machine %+v", len(rep.Results), rep.Machine)
+	}
+
+	// The table: a header and a row per cell, in cell order.
+	out.Reset()
+	if code := run(context.Background(), append(args, "-workers", "1", "-modes", "shared", "-held", "backoff"), &out, &errb); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errb.String())
+	}
+	var rows []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "| fencesim-") {
+			rows = append(rows, strings.Join(strings.Fields(l)[:7], " "))
+		}
+	}
+	want := []string{"| fencesim-node | shared | 1 |", "| fencesim-lockd | shared | 1 |"}
+	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Errorf("table rows\n%s\nwant\n%s\nin:\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"), out.String())
+	}
+}
+
+func TestBadFlagsExit2(t *testing.T) {
+	for _, args := range [][]string{
+		{"-only", "node,zookeeper"},
+		{"-workers", "0"},
+		{"-modes", "exclusive"},
+		{"-duration", "1ms"},
+		{"-held", "wait"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code != 2 || !strings.Contains(errb.String(), args[0]) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 naming %s", args, code, errb.String(), args[0])
+		}
+	}
+}
