@@ -214,6 +214,12 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	if !st.Complete() && !st.BudgetSpent && code == exitPass {
 		return exitInterrupted
 	}
+	if st.Emitted == 0 && total > 0 && code == exitPass {
+		// Nothing was judged: a gate whose budget is too short to finish
+		// one run must not read as a pass.
+		fmt.Fprintln(out, "no run finished: nothing was checked (exit 5); give the sweep a longer -budget")
+		return exitUnknown
+	}
 	return code
 }
 

@@ -229,6 +229,16 @@ func TestSweepHugeRangeWithBudget(t *testing.T) {
 	}
 }
 
+// TestSweepWithNothingFinishedIsNotAPass: a budget too short to finish a
+// single run checked nothing, so the sweep exits 5 (unknown), not 0: a CI
+// gate with a mis-set budget must not pass.
+func TestSweepWithNothingFinishedIsNotAPass(t *testing.T) {
+	code, out, errs := simrun("sweep", "-scenario", "swarm", "-seeds", "1..1000", "-budget", "1ns", "-progress", "none")
+	if code != exitUnknown || !strings.Contains(out, "no run finished: nothing was checked") {
+		t.Fatalf("exit %d, want %d\n%s%s", code, exitUnknown, out, errs)
+	}
+}
+
 // TestSweepAllInterleavesScenarios: a sweep of every scenario runs them
 // seed-major, so a budget that stops it early has run each of them (it
 // used to run the first scenario over the whole range, and only that).
