@@ -1,7 +1,9 @@
 package scenarios
 
 import (
+	"math"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -211,5 +213,44 @@ func TestReplicaRecordsOnlyWithRaft(t *testing.T) {
 				t.Fatalf("%s: record %d is index %d, want %d (one per index, in order)", name, i, a.Index, i+1)
 			}
 		}
+	}
+}
+
+// TestRecorderFarLogIndexes: a design may start its log, and so its
+// tokens, anywhere up to 2^64−1. The recorder's table of entries by index
+// must not be sized by the index (a dense table reached 2^62 entries'
+// worth of memory), and replicas that disagree far out are still recorded
+// for S10, and replicas that agree once.
+func TestRecorderFarLogIndexes(t *testing.T) {
+	w, err := sim.New(sim.Config{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder(w, map[string]sim.NodeID{}, false)
+	far := uint64(1) << 62
+	for i, e := range []lockservice.Event{
+		{Kind: lockservice.EvEntryApplied, Node: "n1", Index: 1, Term: 1, Digest: 1},
+		{Kind: lockservice.EvEntryApplied, Node: "n1", Index: far, Term: 2, Digest: 0xaa},
+		{Kind: lockservice.EvEntryApplied, Node: "n2", Index: far, Term: 2, Digest: 0xaa},
+		{Kind: lockservice.EvEntryApplied, Node: "n3", Index: far, Term: 2, Digest: 0xbb},
+		{Kind: lockservice.EvEntryApplied, Node: "n1", Index: math.MaxUint64, Term: 3, Digest: 7},
+	} {
+		w.At(time.Duration(i+1)*time.Millisecond, "script", func() { rec.Observe(e) })
+	}
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	w.Run(time.Second, 1000)
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Fatalf("recording five applies allocated %d MB", grew>>20)
+	}
+	h := rec.history()
+	if len(h.EntryApplies) != 4 {
+		t.Fatalf("recorded %d entries, want 4 (index 1, two different entries at 2^62, 2^64−1): %+v", len(h.EntryApplies), h.EntryApplies)
+	}
+	v := checker.Check(h, checker.Options{})
+	if !slices.ContainsFunc(v.Violations, func(x checker.Violation) bool { return x.Property == "S10" }) {
+		t.Fatalf("no S10 for replicas that disagree at index 2^62: %+v", v)
 	}
 }

@@ -26,6 +26,7 @@ type recorder struct {
 	// h.EntryApplies (0: none yet); moreEntries, to the positions of the
 	// other entries applied at it (only when replicas disagree).
 	entryAt     []int32
+	sparseAt    map[uint64]int32 // entryAt for indexes far past its end
 	moreEntries map[uint64][]int
 
 	// ids resolves node names (filled by the runner as it adds nodes).
@@ -240,8 +241,8 @@ func (r *recorder) granted(e lockservice.Event) {
 // judge.
 func (r *recorder) entryApplied(e lockservice.Event) {
 	same := func(i int) bool { a := &r.h.EntryApplies[i]; return a.Term == e.Term && a.Command == e.Digest }
-	if e.Index < uint64(len(r.entryAt)) && r.entryAt[e.Index] != 0 {
-		if same(int(r.entryAt[e.Index]) - 1) {
+	if first := r.firstEntry(e.Index); first != 0 {
+		if same(int(first) - 1) {
 			return
 		}
 		if slices.ContainsFunc(r.moreEntries[e.Index], same) {
@@ -250,17 +251,44 @@ func (r *recorder) entryApplied(e lockservice.Event) {
 	}
 	i := push(&r.h.EntryApplies, checker.EntryApply{Node: e.Node, Index: e.Index, Term: e.Term, Command: e.Digest,
 		At: r.w.Now(), Step: r.w.Step()})
-	for e.Index >= uint64(len(r.entryAt)) {
-		push(&r.entryAt, 0)
-	}
-	if r.entryAt[e.Index] == 0 {
-		r.entryAt[e.Index] = int32(i + 1)
+	if r.firstEntry(e.Index) == 0 {
+		r.setFirstEntry(e.Index, int32(i+1))
 		return
 	}
 	if r.moreEntries == nil {
 		r.moreEntries = map[uint64][]int{}
 	}
 	r.moreEntries[e.Index] = append(r.moreEntries[e.Index], i)
+}
+
+// denseSlack is how far past the dense table's end an index may land and
+// still grow it: a log's indexes come one after another, but a design may
+// start its log (and so its tokens) anywhere, up to 2^64−1, and a table
+// sized by the index itself would then take the machine's memory.
+const denseSlack = 1 << 16
+
+// firstEntry is 1 + the position of the first record at index (0: none).
+func (r *recorder) firstEntry(index uint64) int32 {
+	if index < uint64(len(r.entryAt)) {
+		return r.entryAt[index]
+	}
+	return r.sparseAt[index]
+}
+
+// setFirstEntry records the first record at index: in the dense table when
+// the index is near its end, else in a map.
+func (r *recorder) setFirstEntry(index uint64, pos int32) {
+	if index < uint64(len(r.entryAt))+denseSlack {
+		for index >= uint64(len(r.entryAt)) {
+			push(&r.entryAt, 0)
+		}
+		r.entryAt[index] = pos
+		return
+	}
+	if r.sparseAt == nil {
+		r.sparseAt = map[uint64]int32{}
+	}
+	r.sparseAt[index] = pos
 }
 
 // syncing returns when node's slow sync in flight completes, if one is in
