@@ -221,7 +221,7 @@ func execute(cmd string, plan scenarios.Plan, o outputFlags, keepFailure bool, s
 	case o.specFile != "":
 		j.Repro = specReproLine(o.specFile, spec, plan.Seed)
 	case o.replayFile != "" && !scenarios.IsBuiltin(spec): // run -scenario would run another spec
-		j.Repro = "go run ./cmd/simrun replay " + shellQuote(o.replayFile)
+		j.Repro = progFor(spec) + " replay " + shellQuote(o.replayFile)
 	}
 	var replayPath string
 	switch {
@@ -267,7 +267,7 @@ func execute(cmd string, plan scenarios.Plan, o outputFlags, keepFailure bool, s
 		fmt.Fprintf(w, "reproduce: %s\n", j.Repro)
 	}
 	if replayPath != "" {
-		fmt.Fprintf(w, "replay file: %s (simrun replay %s)\n", replayPath, replayPath)
+		fmt.Fprintf(w, "replay file: %s (%s replay %s)\n", replayPath, progFor(spec), shellQuote(replayPath))
 	}
 	return res, code
 }

@@ -83,6 +83,6 @@ func cmdShrink(args []string, stdout, stderr io.Writer) int {
 	for _, op := range got.Result.Plan.Schedule {
 		fmt.Fprintf(stdout, "  at %v: %s\n", time.Duration(op.At), op)
 	}
-	fmt.Fprintf(stdout, "replay file: %s (simrun replay %s)\n", path, path)
+	fmt.Fprintf(stdout, "replay file: %s (%s replay %s)\n", path, progFor(got.Result.Plan.Spec), shellQuote(path))
 	return exitViolation
 }

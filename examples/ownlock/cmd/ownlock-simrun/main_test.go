@@ -88,6 +88,10 @@ func TestHuntFindsTheServerCrashBug(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "reproduced: trace hash") || !strings.Contains(out, "violation S1") {
 		t.Fatalf("replay: exit %d\n%s", code, out)
 	}
+	// Its repro line names this program: the stock simrun lacks the design.
+	if strings.Contains(out, "./cmd/simrun") || !strings.Contains(out, " replay "+h.Replay) {
+		t.Fatalf("replay names another program to rerun it:\n%s", out)
+	}
 	// The shrunk run still issues token 1 twice.
 	if code, out := ownlockSimrun(t, "shrink", "-o", "shrunk.json", h.Replay); code != 1 || !strings.Contains(out, "property S1 still fails") {
 		t.Fatalf("shrink: exit %d\n%s", code, out)
