@@ -21,41 +21,40 @@ type cluster struct {
 	servers []*lockapi.Server
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
+// newCluster starts three nodes on loopback. Every listener, HTTP and
+// Raft, is opened before any node starts and handed over open, so no other
+// test's process can take a port in between.
 func newCluster(t *testing.T) *cluster {
 	c := &cluster{t: t, nodes: make([]*nodesvc.Backend, 3), servers: make([]*lockapi.Server, 3)}
-	hls := make([]string, 3)
-	for i := range 3 {
-		hls[i] = freeAddr(t)
-		c.peers = append(c.peers, nodesvc.Peer{ID: process.NodeID(i), Raft: freeAddr(t), HTTP: "http://" + hls[i]})
+	listen := func() net.Listener {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
 	}
+	https, rafts := make([]net.Listener, 3), make([]net.Listener, 3)
 	for i := range 3 {
-		b, err := nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: t.TempDir(), Listen: c.peers[i].Raft, Peers: c.peers})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := net.Listen("tcp", hls[i])
-		if err != nil {
-			b.Close()
-			t.Fatal(err)
-		}
-		s := lockapi.NewServer(b, lockapi.Config{})
-		go s.Serve(l)
-		c.nodes[i], c.servers[i] = b, s
+		https[i], rafts[i] = listen(), listen()
+		c.peers = append(c.peers, nodesvc.Peer{ID: process.NodeID(i), Raft: rafts[i].Addr().String(), HTTP: "http://" + https[i].Addr().String()})
 	}
 	t.Cleanup(func() {
 		for i := range c.nodes {
 			c.stop(i)
 		}
 	})
+	for i := range 3 {
+		b, err := nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: t.TempDir(), Listener: rafts[i], Peers: c.peers})
+		if err != nil {
+			for _, l := range append(https[i:], rafts[i+1:]...) {
+				l.Close()
+			}
+			t.Fatal(err)
+		}
+		s := lockapi.NewServer(b, lockapi.Config{})
+		go s.Serve(https[i])
+		c.nodes[i], c.servers[i] = b, s
+	}
 	return c
 }
 
