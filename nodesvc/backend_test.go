@@ -25,24 +25,29 @@ type cluster struct {
 	nodes   []*nodesvc.Backend
 	servers []*lockapi.Server
 	hls     []string // HTTP listen addresses
+	// first are the listeners of each node's first start (Raft, HTTP),
+	// opened before any node starts so that no parallel test takes a
+	// port in between; a restart listens on the same addresses again.
+	first [][2]net.Listener
 }
 
-func freeAddr(t testing.TB) string {
+// listen opens a loopback listener on a port the kernel picks.
+func listen(t testing.TB) net.Listener {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return l
 }
 
 func newCluster(t testing.TB) *cluster {
 	c := &cluster{t: t}
 	for i := range 3 {
-		h := freeAddr(t)
-		c.hls = append(c.hls, h)
-		c.peers = append(c.peers, nodesvc.Peer{ID: process.NodeID(i), Raft: freeAddr(t), HTTP: "http://" + h})
+		raft, http := listen(t), listen(t)
+		c.first = append(c.first, [2]net.Listener{raft, http})
+		c.hls = append(c.hls, http.Addr().String())
+		c.peers = append(c.peers, nodesvc.Peer{ID: process.NodeID(i), Raft: raft.Addr().String(), HTTP: "http://" + http.Addr().String()})
 		c.dirs = append(c.dirs, t.TempDir())
 	}
 	c.nodes = make([]*nodesvc.Backend, 3)
@@ -60,12 +65,17 @@ func newCluster(t testing.TB) *cluster {
 
 func (c *cluster) start(i int) {
 	c.t.Helper()
-	b, err := nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: c.dirs[i], Listen: c.peers[i].Raft, Peers: c.peers})
+	cfg := nodesvc.Config{ID: process.NodeID(i), DataDir: c.dirs[i], Listen: c.peers[i].Raft, Peers: c.peers}
+	var l net.Listener
+	if first := c.first[i]; first[0] != nil {
+		cfg.Listener, l = first[0], first[1]
+		c.first[i] = [2]net.Listener{}
+	}
+	b, err := nodesvc.Open(cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	var l net.Listener
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(5 * time.Second); l == nil; time.Sleep(10 * time.Millisecond) {
 		if l, err = net.Listen("tcp", c.hls[i]); err == nil {
 			break
 		}
