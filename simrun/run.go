@@ -39,7 +39,7 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.trace, "trace", false, "print the readable trace to stderr")
 	fs.BoolVar(&o.twice, "check-twice", false, "run twice and fail with exit 4 if the trace hashes differ")
 	o.traceCap = defaultTraceCap
-	fs.Var(&o.traceCap, "trace-cap", "with -out, keep trace.txt only if it is at most this `size`, e.g. 64MB (0: any size)")
+	fs.Var(&o.traceCap, "trace-cap", "with -out, keep trace.txt only if it is at most this `size`, e.g. 64MB (0: no cap of its own; the spec's limits.trace_bytes still ends the trace)")
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {

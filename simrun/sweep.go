@@ -54,7 +54,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	keepDirs := fs.Int("keep", defaultKeep, "write the report directories of at most `n` misses under failures/ (every miss still gets its MISS line)")
 	keepCap, traceCap := size(defaultKeepCap), size(defaultTraceCap)
 	fs.Var(&keepCap, "keep-cap", "stop writing report directories once they take this `size` in all")
-	fs.Var(&traceCap, "trace-cap", "keep a miss's trace.txt only if it is at most this `size` (0: any size, within -keep-cap)")
+	fs.Var(&traceCap, "trace-cap", "keep a miss's trace.txt only if it is at most this `size` (0: no cap of its own, within -keep-cap and the spec's limits.trace_bytes)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
