@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencesim/fencesim/internal/httpx"
 )
 
 // metrics are the server's Prometheus series, all prefixed fencesim_lockapi_.
@@ -27,7 +29,7 @@ func newMetrics(s *Server) *metrics {
 		}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "fencesim_lockapi_request_duration_seconds", Help: "Latency of admitted lock requests.",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+			Buckets: httpx.LatencyBuckets(),
 		}, []string{"op", "outcome"}),
 	}
 	s.reg.MustRegister(m.grants, m.rejections, m.shed, m.latency,

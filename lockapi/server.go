@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fencesim/fencesim/internal/httpx"
 )
 
 // Config is the server's policy. Zero fields take the defaults of
@@ -112,13 +114,9 @@ func NewServer(b Backend, cfg Config) *Server {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
-	s.http = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
-		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
-		MaxHeaderBytes: 16 << 10,
-		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-	}
+	s.http = httpx.NewServer(mux, httpx.Timeouts{
+		ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout,
+	}, cfg.Logger)
 	return s
 }
 
@@ -142,18 +140,7 @@ func (s *Server) Serve(l net.Listener) error { return s.http.Serve(l) }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.cfg.Logger.Info("lockapi.drain.start", slog.Duration("delay", s.cfg.DrainDelay), slog.Int("in_flight", s.limiter.InFlight()))
-	if s.cfg.DrainDelay > 0 {
-		t := time.NewTimer(s.cfg.DrainDelay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
-	}
-	err := s.http.Shutdown(ctx)
-	if err != nil {
-		s.http.Close()
-	}
+	err := httpx.Drain(ctx, s.http, s.cfg.DrainDelay)
 	s.cfg.Logger.Info("lockapi.drain.done", slog.Any("err", err))
 	return err
 }
@@ -172,16 +159,16 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		warn = wb.Warnings()
 	}
 	if s.draining.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, ready{Reason: "draining", Warnings: warn})
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, ready{Reason: "draining", Warnings: warn})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	if err := s.backend.Ready(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, ready{Reason: "backend: " + err.Error(), Warnings: warn})
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, ready{Reason: "backend: " + err.Error(), Warnings: warn})
 		return
 	}
-	writeJSON(w, http.StatusOK, ready{Ready: true, Warnings: warn})
+	httpx.WriteJSON(w, http.StatusOK, ready{Ready: true, Warnings: warn})
 }
 
 // apiError is a non-2xx answer; reason labels the rejection metric.
@@ -230,7 +217,7 @@ func (s *Server) lockOp(op string, h opFunc) http.Handler {
 			return
 		}
 		om.observe("ok", lat)
-		writeJSON(w, http.StatusOK, body)
+		httpx.WriteJSON(w, http.StatusOK, body)
 	})
 }
 
@@ -241,21 +228,11 @@ func (s *Server) retryLater(status int, reason, code, msg string) *apiError {
 }
 
 func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
-	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
-		secs := int64((e.body.RetryAfterMs + 999) / 1000)
-		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-	}
+	httpx.SetRetryAfter(w, e.status, e.body.RetryAfterMs)
 	if e.location != "" {
 		w.Header().Set("Location", e.location)
 	}
-	writeJSON(w, e.status, e.body)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	httpx.WriteJSON(w, e.status, e.body)
 }
 
 // decode reads one JSON object of at most MaxBodyBytes with no unknown

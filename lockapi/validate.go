@@ -3,6 +3,8 @@ package lockapi
 import (
 	"fmt"
 	"time"
+
+	"github.com/fencesim/fencesim/internal/httpx"
 )
 
 // Name limits: resource and client names and request ids are short ASCII
@@ -17,16 +19,7 @@ const (
 // ValidName reports whether s is a valid resource or client name (max
 // MaxNameLen) or request id (max MaxRequestIDLen).
 func ValidName(s string, max int) bool {
-	if len(s) == 0 || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return httpx.ValidName(s, max)
 }
 
 // invalid is a 400 naming the field.
@@ -38,7 +31,7 @@ func invalid(field, format string, args ...any) *apiError {
 
 func checkName(field, v string, max int) *apiError {
 	if !ValidName(v, max) {
-		return invalid(field, "must be 1..%d characters of [A-Za-z0-9._-], got %q", max, truncate(v, 40))
+		return invalid(field, "must be 1..%d characters of [A-Za-z0-9._-], got %q", max, httpx.Truncate(v, 40))
 	}
 	return nil
 }
@@ -49,11 +42,4 @@ func (s *Server) checkTTL(ms int64) (time.Duration, *apiError) {
 		return 0, invalid("ttl_ms", "must be between %d and %d (milliseconds), got %d", lo, hi, ms)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -2,7 +2,6 @@ package storesvc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fencesim/fencesim/internal/httpx"
 	"github.com/fencesim/fencesim/process"
 	"github.com/fencesim/fencesim/realrt"
 )
@@ -89,13 +89,9 @@ func (s *Service) newHTTPServer() *http.Server {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
-	return &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, ReadTimeout: s.cfg.ReadTimeout,
-		WriteTimeout: s.cfg.WriteTimeout, IdleTimeout: s.cfg.IdleTimeout,
-		MaxHeaderBytes: 16 << 10,
-		ErrorLog:       slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
-	}
+	return httpx.NewServer(mux, httpx.Timeouts{
+		ReadHeader: s.cfg.ReadHeaderTimeout, Read: s.cfg.ReadTimeout, Write: s.cfg.WriteTimeout, Idle: s.cfg.IdleTimeout,
+	}, s.cfg.Logger)
 }
 
 func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
@@ -104,17 +100,17 @@ func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
 		Reason string `json:"reason,omitempty"`
 	}
 	if s.draining.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, ready{Reason: "draining"})
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, ready{Reason: "draining"})
 		return
 	}
 	// The store answers when its executor runs a no-op in time.
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	if err := s.node.Do(ctx, func(process.Env) {}); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, ready{Reason: "store: " + err.Error()})
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, ready{Reason: "store: " + err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, ready{Ready: true})
+	httpx.WriteJSON(w, http.StatusOK, ready{Ready: true})
 }
 
 // opFunc handles one admitted object request: the status and body of the
@@ -145,8 +141,8 @@ func (s *Service) objectOp(op string, h opFunc) http.Handler {
 			body   any
 			aerr   *apiError
 		)
-		if !validKey(key) {
-			aerr = invalid("key", "must be 1..%d characters of [A-Za-z0-9._-], got %q", MaxKeyLen, truncate(key, 40))
+		if !httpx.ValidName(key, MaxKeyLen) {
+			aerr = invalid("key", "must be 1..%d characters of [A-Za-z0-9._-], got %q", MaxKeyLen, httpx.Truncate(key, 40))
 		} else {
 			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 			status, body, aerr = h(w, r.WithContext(ctx), key)
@@ -160,7 +156,7 @@ func (s *Service) objectOp(op string, h opFunc) http.Handler {
 			s.writeError(w, aerr)
 			return
 		}
-		writeJSON(w, status, body)
+		httpx.WriteJSON(w, status, body)
 	})
 }
 
@@ -230,7 +226,7 @@ func parseToken(vals []string) (uint64, *apiError) {
 	t, err := strconv.ParseUint(v, 10, 64)
 	switch {
 	case !ok || err != nil:
-		return 0, invalid(HeaderToken, "must be a decimal uint64 (digits only, at most 18446744073709551615), got %q", truncate(v, 40))
+		return 0, invalid(HeaderToken, "must be a decimal uint64 (digits only, at most 18446744073709551615), got %q", httpx.Truncate(v, 40))
 	case t == 0:
 		return 0, invalid(HeaderToken, "token 0 is never granted by a lock service")
 	}
@@ -253,7 +249,7 @@ func (s *Service) parseValue(w http.ResponseWriter, r *http.Request) (int64, *ap
 	v := strings.TrimSpace(string(b))
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return 0, invalid("body", "must be a decimal int64 (the store holds integers, as the simulated store does), got %q", truncate(v, 40))
+		return 0, invalid("body", "must be a decimal int64 (the store holds integers, as the simulated store does), got %q", httpx.Truncate(v, 40))
 	}
 	return n, nil
 }
@@ -282,40 +278,9 @@ func (s *Service) retryLater(status int, reason, code, msg string) *apiError {
 }
 
 func (s *Service) writeError(w http.ResponseWriter, e *apiError) {
-	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
-		secs := (e.body.RetryAfterMs + 999) / 1000
-		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-	}
+	httpx.SetRetryAfter(w, e.status, e.body.RetryAfterMs)
 	if e.body.TMax != 0 {
 		w.Header().Set(HeaderTokenMax, strconv.FormatUint(e.body.TMax, 10))
 	}
-	writeJSON(w, e.status, e.body)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
-}
-
-// validKey reports whether k is 1..MaxKeyLen characters of [A-Za-z0-9._-].
-func validKey(k string) bool {
-	if len(k) == 0 || len(k) > MaxKeyLen {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	httpx.WriteJSON(w, e.status, e.body)
 }

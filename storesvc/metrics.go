@@ -2,6 +2,8 @@ package storesvc
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencesim/fencesim/internal/httpx"
 )
 
 // metrics are the service's Prometheus series, all prefixed
@@ -27,7 +29,7 @@ func newMetrics(s *Service) *metrics {
 		}, []string{"op", "reason"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "fencesim_store_request_duration_seconds", Help: "Latency of admitted object requests, fsync included for writes.",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+			Buckets: httpx.LatencyBuckets(),
 		}, []string{"op"}),
 	}
 	s.reg.MustRegister(m.writes, m.reads, m.errors, m.latency,

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencesim/fencesim/filedisk"
+	"github.com/fencesim/fencesim/internal/httpx"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/fencedstore"
 	"github.com/fencesim/fencesim/process"
@@ -258,18 +259,7 @@ func (s *Service) Serve(l net.Listener) error { return s.http.Serve(l) }
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.cfg.Logger.Info("storesvc.drain.start", slog.Duration("delay", s.cfg.DrainDelay), slog.Int64("in_flight", s.inFlight.Load()))
-	if s.cfg.DrainDelay > 0 {
-		t := time.NewTimer(s.cfg.DrainDelay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
-	}
-	err := s.http.Shutdown(ctx)
-	if err != nil {
-		s.http.Close()
-	}
+	err := httpx.Drain(ctx, s.http, s.cfg.DrainDelay)
 	s.cfg.Logger.Info("storesvc.drain.done", slog.Any("err", err))
 	return err
 }

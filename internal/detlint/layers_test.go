@@ -79,18 +79,22 @@ var layers = []struct {
 		why:     "the concurrency-limit algorithms are pure state machines on a clock interface of their own: the simulator and the HTTP API both run them, so they depend on neither",
 	},
 	{
+		pattern: "./internal/httpx",
+		why:     "the HTTP plumbing lockapi and storesvc share (server timeouts, JSON answers, draining, name checks) is standard library only",
+	},
+	{
 		pattern: "./lockapi",
-		allowed: []string{"admission"},
-		why:     "the HTTP lock API is generic over its Backend: a Redis or Raft backend plugs in from outside, the API depends on neither (only on the admission algorithms)",
+		allowed: []string{"admission", "internal/httpx"},
+		why:     "the HTTP lock API is generic over its Backend: a Redis or Raft backend plugs in from outside, the API depends on neither (only on the admission algorithms and the shared HTTP plumbing)",
 	},
 	{
 		pattern: "./lockapi/lockapitest",
-		allowed: []string{"lockapi", "admission"},
+		allowed: []string{"lockapi", "admission", "internal/httpx"},
 		why:     "the API's test backend and contract suite are the API's, generic over any Backend",
 	},
 	{
 		pattern: "./lockapi/lockclient",
-		allowed: []string{"lockapi", "admission", "process", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "realclock"},
+		allowed: []string{"lockapi", "admission", "internal/httpx", "process", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "realclock"},
 		why:     "the HTTP client is the simulator's lock client on the real clock: its state machine and the contract it speaks, nothing of the simulator or of any service",
 	},
 	{
@@ -99,7 +103,7 @@ var layers = []struct {
 	},
 	{
 		pattern: "./lockd",
-		allowed: []string{"lockapi", "admission"},
+		allowed: []string{"lockapi", "admission", "internal/httpx"},
 		why:     "the Redis backend is a lockapi.Backend and nothing else of fencesim",
 	},
 }
