@@ -37,7 +37,7 @@ func TestClientTimerArmAllocatesOnlyTheTimer(t *testing.T) {
 	c := NewLock(lockservice.DefaultClientConfig("c", []process.NodeID{0}, "r"), nil, nil)
 	c.env = p.Env
 	allocs := testing.AllocsPerRun(100, func() {
-		rearm(c.env, &c.timeout, time.Second, c.retryAcquireFn)
+		Rearm(c.env, &c.timeout, time.Second, c.retryAcquireFn)
 	})
 	if allocs > 1 {
 		t.Fatalf("arming a timer made %v allocations, want 1 (the timer)", allocs)

@@ -201,19 +201,20 @@ func (l *Lock) logStatus(prefix string, st lockservice.Status, req uint64, attrs
 	}
 }
 
-// rearm (re)arms *t to run f after d on env's monotonic clock. f is one of
-// the callbacks bound at construction, so arming allocates only the timer:
-// a new timer rather than a Reset of the old one, because a timer's
-// creation order decides which of the clock's timers a drift change
-// re-arms first.
-func rearm(env process.Env, t *clockwork.Timer, d time.Duration, f func()) {
+// Rearm (re)arms *t to run f after d on env's monotonic clock: a new timer
+// rather than a Reset of the old one, because a timer's creation order
+// decides which of the clock's timers a drift change re-arms first. The
+// lock client passes callbacks bound at construction, so arming allocates
+// only the timer. The workload arms its timers the same way.
+func Rearm(env process.Env, t *clockwork.Timer, d time.Duration, f func()) {
 	if *t != nil {
 		(*t).Stop()
 	}
 	*t = env.Clock().AfterFunc(d, f)
 }
 
-func stop(t clockwork.Timer) {
+// StopTimer stops t if it was ever armed.
+func StopTimer(t clockwork.Timer) {
 	if t != nil {
 		t.Stop()
 	}
@@ -268,7 +269,7 @@ func (l *Lock) sendAcquire() {
 	}
 	l.send(l.server(), lockservice.AcquireRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, TTL: l.cfg.TTL, Request: l.acqReq})
 	l.Log("acquire.sent", l.acqReq, slog.Int("to", int(l.server())))
-	rearm(l.env, &l.timeout, l.cfg.RequestTimeout, l.retryAcquireFn)
+	Rearm(l.env, &l.timeout, l.cfg.RequestTimeout, l.retryAcquireFn)
 }
 
 // retryAcquire resends the acquire elsewhere, with the same id: the last
@@ -309,7 +310,7 @@ func (l *Lock) retryDelay(named bool) time.Duration {
 }
 
 func (l *Lock) onAcquireReply(m lockservice.LockReply) {
-	stop(l.timeout)
+	StopTimer(l.timeout)
 	if m.Status != lockservice.NotLeader { // a redirect is not an answer: the call goes on
 		l.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpAcquire, Request: m.Request, Token: m.Token, Status: m.Status})
 	}
@@ -319,7 +320,7 @@ func (l *Lock) onAcquireReply(m lockservice.LockReply) {
 		l.extend(l.acqStart, m.TTL)
 		l.phase = lockHolding
 		l.Log("acquire.granted", m.Request, slog.Uint64("token", m.Token))
-		rearm(l.env, &l.renewTimer, l.cfg.TTL/3, l.sendRenewFn)
+		Rearm(l.env, &l.renewTimer, l.cfg.TTL/3, l.sendRenewFn)
 		l.h.Granted()
 	case lockservice.Busy, lockservice.Overloaded, lockservice.Stale:
 		l.logStatus("acquire.", m.Status, m.Request)
@@ -331,11 +332,11 @@ func (l *Lock) onAcquireReply(m lockservice.LockReply) {
 		if m.Status != lockservice.Overloaded || !l.opts.KeepRequestWhenOverloaded {
 			l.acqReq = l.NewRequest() // a definitive answer: the next attempt is new
 		}
-		rearm(l.env, &l.timeout, l.backoffAfter(m.Status), l.sendAcquireFn)
+		Rearm(l.env, &l.timeout, l.backoffAfter(m.Status), l.sendAcquireFn)
 	case lockservice.NotLeader:
 		named := l.redirect(m)
 		l.Log("acquire.redirect", m.Request, slog.Int("leader", int(m.Leader)))
-		rearm(l.env, &l.timeout, l.retryDelay(named), l.sendAcquireFn) // same id
+		Rearm(l.env, &l.timeout, l.retryDelay(named), l.sendAcquireFn) // same id
 	default:
 		l.Log("acquire.failed", m.Request, slog.String("status", m.Status.String()), slog.String("err", m.Err))
 		l.Stop()
@@ -352,7 +353,7 @@ func (l *Lock) onAcquireReply(m lockservice.LockReply) {
 func (l *Lock) extend(start, ttl time.Duration) {
 	l.leaseStart = start
 	l.deadline = WatchdogDeadline(l.cfg, start, l.now(), ttl)
-	rearm(l.env, &l.watchdog, l.deadline-l.now(), l.watchdogFiredFn)
+	Rearm(l.env, &l.watchdog, l.deadline-l.now(), l.watchdogFiredFn)
 }
 
 // WatchdogDeadline is the watchdog's limit for a lease of ttl whose
@@ -387,7 +388,7 @@ func (l *Lock) watchdogFired() {
 // up its workload.
 func (l *Lock) Stop() {
 	for _, t := range []clockwork.Timer{l.timeout, l.renewTimer, l.watchdog} {
-		stop(t)
+		StopTimer(t)
 	}
 	l.phase = lockIdle
 }
@@ -398,8 +399,8 @@ func (l *Lock) Stop() {
 // with reason.
 func (l *Lock) Lose(reason string) {
 	l.observe(lockservice.Event{Kind: lockservice.EvBeliefEnd, Token: l.token, Reason: reason})
-	stop(l.renewTimer)
-	stop(l.watchdog)
+	StopTimer(l.renewTimer)
+	StopTimer(l.watchdog)
 	l.phase = lockIdle
 	l.h.Lost(reason)
 }
@@ -420,7 +421,7 @@ func (l *Lock) sendRenew() {
 	l.send(l.server(), lockservice.RenewRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, Token: l.token, Request: l.renewReq})
 	l.Log("renew.sent", l.renewReq, slog.Uint64("token", l.token))
 	// Renew again at a third of the TTL; a lost renewal is covered by the next.
-	rearm(l.env, &l.renewTimer, l.cfg.TTL/3, l.sendRenewFn)
+	Rearm(l.env, &l.renewTimer, l.cfg.TTL/3, l.sendRenewFn)
 }
 
 func (l *Lock) onRenewReply(m lockservice.LockReply) {
@@ -453,8 +454,8 @@ func (l *Lock) onRenewReply(m lockservice.LockReply) {
 // once, and sends the release (retried elsewhere, at most releaseAttempts
 // times); the Handler hears Released when it is answered or given up.
 func (l *Lock) Release() {
-	stop(l.renewTimer)
-	stop(l.watchdog)
+	StopTimer(l.renewTimer)
+	StopTimer(l.watchdog)
 	l.phase = lockReleasing
 	l.relReq = l.NewRequest()
 	l.relAttempts, l.redirects = 0, 0
@@ -480,7 +481,7 @@ func (l *Lock) resendRelease() {
 	l.relAttempts++
 	l.send(l.server(), lockservice.ReleaseRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, Token: l.token, Request: l.relReq})
 	l.Log("release.sent", l.relReq, slog.Uint64("token", l.token))
-	rearm(l.env, &l.timeout, l.cfg.RequestTimeout, l.releaseTimedOutFn)
+	Rearm(l.env, &l.timeout, l.cfg.RequestTimeout, l.releaseTimedOutFn)
 }
 
 // releaseTimedOut retries the release elsewhere, then gives up: the lease
@@ -498,10 +499,10 @@ func (l *Lock) releaseTimedOut() {
 }
 
 func (l *Lock) onReleaseReply(m lockservice.LockReply) {
-	stop(l.timeout)
+	StopTimer(l.timeout)
 	if m.Status == lockservice.NotLeader && l.relAttempts < l.maxReleaseAttempts() {
 		named := l.redirect(m)
-		rearm(l.env, &l.timeout, l.retryDelay(named), l.resendReleaseFn)
+		Rearm(l.env, &l.timeout, l.retryDelay(named), l.resendReleaseFn)
 		return
 	}
 	l.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRelease, Request: m.Request, Token: l.token, Status: m.Status})
@@ -586,11 +587,11 @@ func (l *Lock) ReceiveHint(m lockservice.LockReply, retryAfter time.Duration) {
 func (l *Lock) NoAnswer(req uint64) {
 	switch {
 	case l.phase == lockAcquiring && req == l.acqReq:
-		rearm(l.env, &l.timeout, l.backoff(), l.retryAcquireFn)
+		Rearm(l.env, &l.timeout, l.backoff(), l.retryAcquireFn)
 	case l.phase == lockHolding && req == l.renewReq && l.renewPending:
-		rearm(l.env, &l.renewTimer, l.backoff(), l.sendRenewFn)
+		Rearm(l.env, &l.renewTimer, l.backoff(), l.sendRenewFn)
 	case l.phase == lockReleasing && req == l.relReq:
-		rearm(l.env, &l.timeout, l.backoff(), l.releaseTimedOutFn)
+		Rearm(l.env, &l.timeout, l.backoff(), l.releaseTimedOutFn)
 	}
 }
 

@@ -84,7 +84,7 @@ func New(cfg Config, p lockservice.Protocol) *Client {
 func (c *Client) Start(env process.Env) {
 	c.env = env
 	c.lock.Start(env)
-	rearm(c.env, &c.workTimer, c.cfg.StartDelay, c.beginCycleFn)
+	lockclient.Rearm(c.env, &c.workTimer, c.cfg.StartDelay, c.beginCycleFn)
 }
 
 // observe reports an event about this client's own operations.
@@ -117,18 +117,18 @@ func (c *Client) Granted() {
 }
 
 // Lost moves on to the next cycle after ThinkTime, without releasing.
-func (c *Client) Lost(string) { rearm(c.env, &c.workTimer, c.cfg.ThinkTime, c.beginCycleFn) }
+func (c *Client) Lost(string) { lockclient.Rearm(c.env, &c.workTimer, c.cfg.ThinkTime, c.beginCycleFn) }
 
 // Released moves on to the next cycle after ThinkTime.
-func (c *Client) Released() { rearm(c.env, &c.workTimer, c.cfg.ThinkTime, c.beginCycleFn) }
+func (c *Client) Released() { lockclient.Rearm(c.env, &c.workTimer, c.cfg.ThinkTime, c.beginCycleFn) }
 
 // Failed ends the workload: the service refuses what it asks.
 func (c *Client) Failed() { c.stop() }
 
 // stop ends the workload: every timer stops.
 func (c *Client) stop() {
-	stop(c.storeTimer)
-	stop(c.workTimer)
+	lockclient.StopTimer(c.storeTimer)
+	lockclient.StopTimer(c.workTimer)
 	c.done = true
 }
 
@@ -146,7 +146,7 @@ func (c *Client) beginWork() {
 		c.sendRead()
 		return
 	}
-	rearm(c.env, &c.workTimer, c.cfg.WorkDuration, c.sendWriteFn)
+	lockclient.Rearm(c.env, &c.workTimer, c.cfg.WorkDuration, c.sendWriteFn)
 }
 
 func (c *Client) sendWrite() {
@@ -157,7 +157,7 @@ func (c *Client) sendWrite() {
 	c.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpWrite, Request: c.storeReq, Token: token, Value: value})
 	c.env.Send(c.cfg.Store, lockservice.WriteRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Token: token, Value: value, Request: c.storeReq})
 	c.lock.Log("write.sent", c.storeReq, slog.Uint64("token", token), slog.Int64("value", value))
-	rearm(c.env, &c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
+	lockclient.Rearm(c.env, &c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
 }
 
 func (c *Client) sendRead() {
@@ -166,7 +166,7 @@ func (c *Client) sendRead() {
 	c.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpRead, Request: c.storeReq})
 	c.env.Send(c.cfg.Store, lockservice.ReadRequest{Resource: c.cfg.Resource, Client: c.cfg.Name, Request: c.storeReq})
 	c.lock.Log("read.sent", c.storeReq)
-	rearm(c.env, &c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
+	lockclient.Rearm(c.env, &c.storeTimer, c.cfg.RequestTimeout, c.storeTimedOutFn)
 }
 
 // storeTimedOut gives up on the outstanding store operation: its outcome is
@@ -181,7 +181,7 @@ func (c *Client) onWriteReply(m lockservice.WriteReply) {
 	if m.Request != c.storeReq || c.storeRead {
 		return
 	}
-	stop(c.storeTimer)
+	lockclient.StopTimer(c.storeTimer)
 	c.storeReq = 0
 	if m.Err != "" {
 		c.lock.Log("write.invalid", m.Request, slog.String("err", m.Err))
@@ -207,7 +207,7 @@ func (c *Client) onReadReply(m lockservice.ReadReply) {
 	if m.Request != c.storeReq || !c.storeRead {
 		return
 	}
-	stop(c.storeTimer)
+	lockclient.StopTimer(c.storeTimer)
 	c.storeReq = 0
 	if m.Err == "" {
 		c.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRead, Request: m.Request, Value: m.Value, Token: m.Token})
@@ -240,22 +240,5 @@ func (c *Client) Receive(_ process.Env, from process.NodeID, msg process.Message
 		c.onWriteReply(m)
 	case lockservice.ReadReply:
 		c.onReadReply(m)
-	}
-}
-
-// rearm (re)arms *t to run f after d on env's monotonic clock: a new timer
-// rather than a Reset of the old one, as the lock client does, because a
-// timer's creation order decides which of the clock's timers a drift
-// change re-arms first.
-func rearm(env process.Env, t *clockwork.Timer, d time.Duration, f func()) {
-	if *t != nil {
-		(*t).Stop()
-	}
-	*t = env.Clock().AfterFunc(d, f)
-}
-
-func stop(t clockwork.Timer) {
-	if t != nil {
-		t.Stop()
 	}
 }
