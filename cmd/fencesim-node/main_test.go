@@ -74,8 +74,8 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("-h: exit %d", code)
 	}
 	for _, s := range settings {
-		if !strings.Contains(out.String(), s.env) || !strings.Contains(out.String(), "-"+s.flag) {
-			t.Errorf("-h does not list %s / -%s", s.env, s.flag)
+		if !strings.Contains(out.String(), s.Env) || !strings.Contains(out.String(), "-"+s.Flag) {
+			t.Errorf("-h does not list %s / -%s", s.Env, s.Flag)
 		}
 	}
 }
