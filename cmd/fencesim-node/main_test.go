@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/lockapi/lockclient"
 )
 
@@ -135,22 +136,8 @@ func newClient(t testing.TB, name string, urls []string) *lockclient.Client {
 	return cl
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+// syncBuffer is a stderr that tests may read while run writes.
+type syncBuffer = svcmain.SyncBuffer
 
 // procCluster is three nodes, each a child process (this test binary
 // re-executed as the command) on fixed loopback ports with its own data

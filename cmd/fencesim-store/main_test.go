@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencesim/fencesim/internal/svcmain"
 )
 
 // childEnv makes the test binary run the command instead of the tests, so
@@ -118,22 +120,8 @@ func TestRunDrainsOnCancel(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+// syncBuffer is a stderr that tests may read while run writes.
+type syncBuffer = svcmain.SyncBuffer
 
 var httpc = &http.Client{Timeout: 5 * time.Second}
 
