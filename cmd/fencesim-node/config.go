@@ -115,17 +115,7 @@ var settings = []svcmain.Setting[config]{
 const maxID = 1<<20 - 1
 
 func checkHostPort(v string) error {
-	host, port, err := net.SplitHostPort(v)
-	if err != nil {
-		return errors.New("must be host:port, e.g. 127.0.0.1:8080 or :8080")
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return errors.New("the port must be a number in 0..65535")
-	}
-	if host != "" && net.ParseIP(host) == nil && !svcmain.ValidHostname(host) {
-		return errors.New("the host must be an IP address or a host name")
-	}
-	return nil
+	return svcmain.CheckHostPort(v, "127.0.0.1:8080 or :8080")
 }
 
 // parsePeers reads id=raft=http entries; the HTTP address may be a URL

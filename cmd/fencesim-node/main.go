@@ -45,12 +45,8 @@ type member struct {
 // base URLs once every listener is open.
 func run(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer, ready func(urls []string)) int {
 	cfg, err := loadConfig(args, env, stderr)
-	if errors.Is(err, svcmain.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "fencesim-node: %v\n", err)
-		return 2
+	if code, stop := svcmain.ConfigExit("fencesim-node", err, stderr); stop {
+		return code
 	}
 	log := svcmain.Logger(stderr, cfg.LogFormat)
 

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/fencesim/fencesim/internal/svcmain"
@@ -29,15 +27,8 @@ type config struct {
 // settings are the command's flags and variables.
 var settings = []svcmain.Setting[config]{
 	svcmain.S("listen", "FENCESIM_STORE_LISTEN", "127.0.0.1:8090", "HTTP listen address, host:port (port 0: any free port)", func(c *config, v string) error {
-		host, port, err := net.SplitHostPort(v)
-		if err != nil {
-			return errors.New("must be host:port, e.g. 127.0.0.1:8090 or :8090")
-		}
-		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-			return errors.New("the port must be a number in 0..65535")
-		}
-		if host != "" && net.ParseIP(host) == nil && !svcmain.ValidHostname(host) {
-			return errors.New("the host must be an IP address or a host name")
+		if err := svcmain.CheckHostPort(v, "127.0.0.1:8090 or :8090"); err != nil {
+			return err
 		}
 		c.Listen = v
 		return nil

@@ -8,8 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -30,12 +28,8 @@ func main() {
 // address once the listener is open.
 func run(ctx context.Context, args []string, env map[string]string, stderr io.Writer, ready func(addr string)) int {
 	cfg, err := loadConfig(args, env, stderr)
-	if errors.Is(err, svcmain.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "fencesim-store: %v\n", err)
-		return 2
+	if code, stop := svcmain.ConfigExit("fencesim-store", err, stderr); stop {
+		return code
 	}
 	log := svcmain.Logger(stderr, cfg.LogFormat)
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -182,4 +183,35 @@ func ServeUntilDone(ctx context.Context, log *slog.Logger, name string, served c
 // S is a Setting, for tables written one setting a line.
 func S[C any](flag, env, def, help string, set func(c *C, v string) error) Setting[C] {
 	return Setting[C]{Flag: flag, Env: env, Def: def, Help: help, Set: set}
+}
+
+// CheckHostPort accepts host:port with a numeric port and an IP address,
+// a host name or nothing as the host; example is shown when v is not
+// host:port.
+func CheckHostPort(v, example string) error {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return errors.New("must be host:port, e.g. " + example)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return errors.New("the port must be a number in 0..65535")
+	}
+	if host != "" && net.ParseIP(host) == nil && !ValidHostname(host) {
+		return errors.New("the host must be an IP address or a host name")
+	}
+	return nil
+}
+
+// ConfigExit reports what run does after loading its configuration: with
+// stop, return code (0 after -h; 2, the error printed as name: err, for a
+// bad configuration).
+func ConfigExit(name string, err error, stderr io.Writer) (code int, stop bool) {
+	if errors.Is(err, ErrHelp) {
+		return 0, true
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2, true
+	}
+	return 0, false
 }
