@@ -42,9 +42,8 @@ func run(ctx context.Context, args []string, env map[string]string, stderr io.Wr
 		}
 	}
 	cfg, err := loadConfig(env)
-	if err != nil {
-		fmt.Fprintf(stderr, "fencesim-lockd: %v\n", err)
-		return 2
+	if code, stop := svcmain.ConfigExit("fencesim-lockd", err, stderr); stop {
+		return code
 	}
 	log := svcmain.Logger(stderr, cfg.LogFormat)
 
