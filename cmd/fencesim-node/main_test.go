@@ -25,8 +25,7 @@ import (
 const childEnv = "FENCESIM_NODE_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		main()
+	if svcmain.AsChild(childEnv, main) {
 		return
 	}
 	os.Exit(m.Run())
@@ -188,8 +187,7 @@ func newProcCluster(t *testing.T, args ...string) *procCluster {
 // API answers.
 func (pc *procCluster) start(i int) {
 	pc.t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"-id", fmt.Sprint(i), "-data", pc.dirs[i], "-peers", pc.peers}, pc.args...)...)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd := svcmain.Child(childEnv, append([]string{"-id", fmt.Sprint(i), "-data", pc.dirs[i], "-peers", pc.peers}, pc.args...)...)
 	pc.logs[i] = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = pc.logs[i], pc.logs[i]
 	if err := cmd.Start(); err != nil {

@@ -26,8 +26,7 @@ import (
 const childEnv = "FENCESIM_STORE_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		main()
+	if svcmain.AsChild(childEnv, main) {
 		return
 	}
 	os.Exit(m.Run())
@@ -169,8 +168,7 @@ var addrRE = regexp.MustCompile(`msg="fencesim-store serving" addr=(\S+)`)
 
 func startChild(t *testing.T, dir string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-data", dir, "-listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd := svcmain.Child(childEnv, "-data", dir, "-listen", "127.0.0.1:0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
