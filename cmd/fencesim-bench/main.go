@@ -24,22 +24,21 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/fencesim/fencesim/bench"
 	"github.com/fencesim/fencesim/bench/systems"
+	"github.com/fencesim/fencesim/internal/svcmain"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	svcmain.Main(func(ctx context.Context) int {
+		return run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	})
 }
 
 // allSystems are the systems in the table's order; etcd is the baseline.

@@ -6,38 +6,24 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockd"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], environ(), os.Stderr, nil))
-}
-
-func environ() map[string]string {
-	m := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
+	svcmain.Main(func(ctx context.Context) int {
+		return run(ctx, os.Args[1:], svcmain.Environ(), os.Stderr, nil)
+	})
 }
 
 // run is the whole program: it returns the exit code (0 clean drain, 1
@@ -56,15 +42,10 @@ func run(ctx context.Context, args []string, env map[string]string, stderr io.Wr
 		}
 	}
 	cfg, err := loadConfig(env)
-	if err != nil {
-		fmt.Fprintf(stderr, "fencesim-lockd: %v\n", err)
-		return 2
+	if code, stop := svcmain.ConfigExit("fencesim-lockd", err, stderr); stop {
+		return code
 	}
-	var h slog.Handler = slog.NewTextHandler(stderr, nil)
-	if cfg.LogFormat == "json" {
-		h = slog.NewJSONHandler(stderr, nil)
-	}
-	log := slog.New(h)
+	log := svcmain.Logger(stderr, cfg.LogFormat)
 
 	addr := cfg.RedisAddr
 	if addr == "" {
@@ -111,25 +92,7 @@ func run(ctx context.Context, args []string, env map[string]string, stderr io.Wr
 		ready(l.Addr().String())
 	}
 
-	select {
-	case err := <-served:
-		log.Error("serve", slog.Any("err", err))
-		return 1
-	case <-ctx.Done():
-	}
-	log.Info("fencesim-lockd draining", slog.Duration("timeout", cfg.DrainTimeout))
-	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
-	defer cancel()
-	if err := srv.Shutdown(dctx); err != nil {
-		log.Error("drain cut short: in-flight requests were aborted", slog.Any("err", err))
-		return 1
-	}
-	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("serve", slog.Any("err", err))
-		return 1
-	}
-	log.Info("fencesim-lockd drained")
-	return 0
+	return svcmain.ServeUntilDone(ctx, log, "fencesim-lockd", served, cfg.DrainTimeout, cfg.DrainTimeout, srv.Shutdown)
 }
 
 // checkRedis pings Redis and checks its durability at boot. An unreachable

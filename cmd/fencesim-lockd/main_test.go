@@ -14,27 +14,13 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/fencesim/fencesim/internal/redistest"
+	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/lockapi/lockapitest"
 	"github.com/fencesim/fencesim/lockapi/lockclient"
 )
 
 // syncBuffer is a stderr that tests may read while run writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = svcmain.SyncBuffer
 
 func TestBadConfigExits2NamingTheVariable(t *testing.T) {
 	cases := []struct {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/nodesvc"
 	"github.com/fencesim/fencesim/process"
@@ -35,23 +35,17 @@ type config struct {
 	LogFormat       string
 }
 
-// setting is one configurable value: its flag, its variable, its default
-// and what it accepts. set validates a value and stores it.
-type setting struct {
-	flag, env, def, help string
-	set                  func(c *config, v string) error
-}
-
-var settings = []setting{
-	{"dev-cluster", "FENCESIM_NODE_DEV_CLUSTER", "0", "run a local cluster of this many replicas (3 or 5) in this process on free loopback ports, with temporary data (or -data/node-<id>); 0: run one node", func(c *config, v string) error {
+// settings are the command's flags and variables.
+var settings = []svcmain.Setting[config]{
+	svcmain.S("dev-cluster", "FENCESIM_NODE_DEV_CLUSTER", "0", "run a local cluster of this many replicas (3 or 5) in this process on free loopback ports, with temporary data (or -data/node-<id>); 0: run one node", func(c *config, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n != 0 && n != 3 && n != 5 {
 			return errors.New("must be 0, 3 or 5")
 		}
 		c.DevCluster = n
 		return nil
-	}},
-	{"id", "FENCESIM_NODE_ID", "", "this replica's id, one of the ids in -peers (required unless -dev-cluster)", func(c *config, v string) error {
+	}),
+	svcmain.S("id", "FENCESIM_NODE_ID", "", "this replica's id, one of the ids in -peers (required unless -dev-cluster)", func(c *config, v string) error {
 		if v == "" {
 			c.ID = -1
 			return nil
@@ -62,15 +56,15 @@ var settings = []setting{
 		}
 		c.ID = process.NodeID(n)
 		return nil
-	}},
-	{"data", "FENCESIM_NODE_DATA", "", "data directory (required unless -dev-cluster; created if missing): Raft term, vote and log, fsynced; one process at a time", func(c *config, v string) error {
+	}),
+	svcmain.S("data", "FENCESIM_NODE_DATA", "", "data directory (required unless -dev-cluster; created if missing): Raft term, vote and log, fsynced; one process at a time", func(c *config, v string) error {
 		if fi, err := os.Stat(v); v != "" && err == nil && !fi.IsDir() {
 			return errors.New("exists and is not a directory")
 		}
 		c.DataDir = v
 		return nil
-	}},
-	{"listen", "FENCESIM_NODE_LISTEN", "", "HTTP listen address of the lock API, host:port (default: the host:port of this node's HTTP address in -peers)", func(c *config, v string) error {
+	}),
+	svcmain.S("listen", "FENCESIM_NODE_LISTEN", "", "HTTP listen address of the lock API, host:port (default: the host:port of this node's HTTP address in -peers)", func(c *config, v string) error {
 		if v != "" {
 			if err := checkHostPort(v); err != nil {
 				return err
@@ -78,8 +72,8 @@ var settings = []setting{
 		}
 		c.Listen = v
 		return nil
-	}},
-	{"peer-listen", "FENCESIM_NODE_PEER_LISTEN", "", "Raft listen address, host:port (default: this node's Raft address in -peers)", func(c *config, v string) error {
+	}),
+	svcmain.S("peer-listen", "FENCESIM_NODE_PEER_LISTEN", "", "Raft listen address, host:port (default: this node's Raft address in -peers)", func(c *config, v string) error {
 		if v != "" {
 			if err := checkHostPort(v); err != nil {
 				return err
@@ -87,8 +81,8 @@ var settings = []setting{
 		}
 		c.PeerListen = v
 		return nil
-	}},
-	{"peers", "FENCESIM_NODE_PEERS", "", "every replica, this one included (3 or 5), as id=raft-host:port=http-host:port,... e.g. 0=127.0.0.1:7000=127.0.0.1:8080,1=...", func(c *config, v string) error {
+	}),
+	svcmain.S("peers", "FENCESIM_NODE_PEERS", "", "every replica, this one included (3 or 5), as id=raft-host:port=http-host:port,... e.g. 0=127.0.0.1:7000=127.0.0.1:8080,1=...", func(c *config, v string) error {
 		if v == "" {
 			c.Peers = nil
 			return nil
@@ -96,42 +90,32 @@ var settings = []setting{
 		ps, err := parsePeers(v)
 		c.Peers = ps
 		return err
-	}},
-	{"request-timeout", "FENCESIM_NODE_REQUEST_TIMEOUT", "2s", "longest wait for the replica's answer; past it 503 (the outcome is unknown: retry with the same request id) (10ms..1m)", durIn(10*time.Millisecond, time.Minute, func(c *config, d time.Duration) { c.RequestTimeout = d })},
-	{"drain-delay", "FENCESIM_NODE_DRAIN_DELAY", "0s", "on SIGTERM, how long to answer 503 before closing the listener (0..1m)", durIn(0, time.Minute, func(c *config, d time.Duration) { c.DrainDelay = d })},
-	{"drain-timeout", "FENCESIM_NODE_DRAIN_TIMEOUT", "10s", "on SIGTERM, the deadline for in-flight requests (1s..10m)", durIn(time.Second, 10*time.Minute, func(c *config, d time.Duration) { c.DrainTimeout = d })},
-	{"admission", "FENCESIM_NODE_ADMISSION", "gradient", "how the API's concurrency limit (8..256 requests in flight, over it 429 at once) adapts: gradient (to the ratio of long- to short-term latency), aimd (shrinks past 50ms) or static (256)", func(c *config, v string) error {
+	}),
+	svcmain.S("request-timeout", "FENCESIM_NODE_REQUEST_TIMEOUT", "2s", "longest wait for the replica's answer; past it 503 (the outcome is unknown: retry with the same request id) (10ms..1m)", svcmain.DurIn(10*time.Millisecond, time.Minute, func(c *config, d time.Duration) { c.RequestTimeout = d })),
+	svcmain.S("drain-delay", "FENCESIM_NODE_DRAIN_DELAY", "0s", "on SIGTERM, how long to answer 503 before closing the listener (0..1m)", svcmain.DurIn(0, time.Minute, func(c *config, d time.Duration) { c.DrainDelay = d })),
+	svcmain.S("drain-timeout", "FENCESIM_NODE_DRAIN_TIMEOUT", "10s", "on SIGTERM, the deadline for in-flight requests (1s..10m)", svcmain.DurIn(time.Second, 10*time.Minute, func(c *config, d time.Duration) { c.DrainTimeout = d })),
+	svcmain.S("admission", "FENCESIM_NODE_ADMISSION", "gradient", "how the API's concurrency limit (8..256 requests in flight, over it 429 at once) adapts: gradient (to the ratio of long- to short-term latency), aimd (shrinks past 50ms) or static (256)", func(c *config, v string) error {
 		if !slices.Contains(lockapi.Algorithms, v) {
 			return errors.New("must be one of " + strings.Join(lockapi.Algorithms, ", "))
 		}
 		c.Admission = v
 		return nil
-	}},
-	{"handover-timeout", "FENCESIM_NODE_HANDOVER_TIMEOUT", "2s", "on SIGTERM, how long a leader waits for a follower to take over before it drains anyway (the others then elect one after their election timeout) (0..1m; 0: no hand-over)", durIn(0, time.Minute, func(c *config, d time.Duration) { c.HandoverTimeout = d })},
-	{"log-format", "FENCESIM_NODE_LOG_FORMAT", "text", "log format on stderr: text or json", func(c *config, v string) error {
+	}),
+	svcmain.S("handover-timeout", "FENCESIM_NODE_HANDOVER_TIMEOUT", "2s", "on SIGTERM, how long a leader waits for a follower to take over before it drains anyway (the others then elect one after their election timeout) (0..1m; 0: no hand-over)", svcmain.DurIn(0, time.Minute, func(c *config, d time.Duration) { c.HandoverTimeout = d })),
+	svcmain.S("log-format", "FENCESIM_NODE_LOG_FORMAT", "text", "log format on stderr: text or json", func(c *config, v string) error {
 		if v != "text" && v != "json" {
 			return errors.New("must be text or json")
 		}
 		c.LogFormat = v
 		return nil
-	}},
+	}),
 }
 
 // maxID keeps ids clear of the front end's own id in nodesvc.
 const maxID = 1<<20 - 1
 
 func checkHostPort(v string) error {
-	host, port, err := net.SplitHostPort(v)
-	if err != nil {
-		return errors.New("must be host:port, e.g. 127.0.0.1:8080 or :8080")
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return errors.New("the port must be a number in 0..65535")
-	}
-	if host != "" && net.ParseIP(host) == nil && !validHostname(host) {
-		return errors.New("the host must be an IP address or a host name")
-	}
-	return nil
+	return svcmain.CheckHostPort(v, "127.0.0.1:8080 or :8080")
 }
 
 // parsePeers reads id=raft=http entries; the HTTP address may be a URL
@@ -170,69 +154,13 @@ func parsePeers(v string) ([]nodesvc.Peer, error) {
 	return ps, nil
 }
 
-func durIn(lo, hi time.Duration, set func(*config, time.Duration)) func(*config, string) error {
-	return func(c *config, v string) error {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < lo || d > hi {
-			return fmt.Errorf("must be a duration in %v..%v, such as 500ms or 2s", lo, hi)
-		}
-		set(c, d)
-		return nil
-	}
-}
-
-func validHostname(h string) bool {
-	for _, part := range strings.Split(h, ".") {
-		if part == "" || len(part) > 63 {
-			return false
-		}
-		for i := 0; i < len(part); i++ {
-			c := part[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	return len(h) <= 253
-}
-
-// errHelp is -h: usage was printed, exit 0.
-var errHelp = errors.New("help requested")
-
 // loadConfig reads every setting from args (flags), else env, else its
 // default, and validates each and then the whole. The error names the flag
 // or variable, the value and what is allowed.
 func loadConfig(args []string, env map[string]string, stderr io.Writer) (config, error) {
-	fs := flag.NewFlagSet("fencesim-node", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	vals := make([]*string, len(settings))
-	for i, s := range settings {
-		vals[i] = fs.String(s.flag, "", s.help)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stderr)
-			return config{}, errHelp
-		}
-		return config{}, fmt.Errorf("%v (fencesim-node -h lists the flags)", err)
-	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected argument %q (fencesim-node -h lists the flags)", fs.Arg(0))
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var c config
-	for i, s := range settings {
-		v, src := s.def, "default"
-		if ev, ok := env[s.env]; ok {
-			v, src = ev, s.env
-		}
-		if given[s.flag] {
-			v, src = *vals[i], "-"+s.flag
-		}
-		if err := s.set(&c, v); err != nil {
-			return config{}, fmt.Errorf("%s=%q: %v", src, v, err)
-		}
+	c, err := svcmain.Load("fencesim-node", settings, args, env, stderr, usage)
+	if err != nil {
+		return config{}, err
 	}
 	if c.DevCluster > 0 {
 		if c.ID >= 0 || c.Peers != nil || c.PeerListen != "" || c.Listen != "" {
@@ -288,12 +216,6 @@ with the HTTP lock API; fencing tokens are Raft log indexes.
 Each setting is a flag or an environment variable (the flag wins):
 
 `)
-	for _, s := range settings {
-		def := s.def
-		if def == "" {
-			def = "(none)"
-		}
-		fmt.Fprintf(w, "  -%-16s %-30s default %s\n      %s\n", s.flag, s.env, def, s.help)
-	}
+	svcmain.Usage(w, settings, 30)
 	fmt.Fprintf(w, "\nSIGTERM or SIGINT drains: /readyz turns 503, in-flight requests finish, then the replica stops.\nExit codes: 0 drained, 1 failure, 2 bad configuration.\n")
 }

@@ -16,11 +16,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"strings"
-	"syscall"
 
+	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/nodesvc"
@@ -28,19 +26,9 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], environ(), os.Stdout, os.Stderr, nil))
-}
-
-func environ() map[string]string {
-	m := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
+	svcmain.Main(func(ctx context.Context) int {
+		return run(ctx, os.Args[1:], svcmain.Environ(), os.Stdout, os.Stderr, nil)
+	})
 }
 
 // member is one replica this process runs, with its API.
@@ -57,18 +45,10 @@ type member struct {
 // base URLs once every listener is open.
 func run(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer, ready func(urls []string)) int {
 	cfg, err := loadConfig(args, env, stderr)
-	if errors.Is(err, errHelp) {
-		return 0
+	if code, stop := svcmain.ConfigExit("fencesim-node", err, stderr); stop {
+		return code
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "fencesim-node: %v\n", err)
-		return 2
-	}
-	var h slog.Handler = slog.NewTextHandler(stderr, nil)
-	if cfg.LogFormat == "json" {
-		h = slog.NewJSONHandler(stderr, nil)
-	}
-	log := slog.New(h)
+	log := svcmain.Logger(stderr, cfg.LogFormat)
 
 	var members []*member
 	defer func() {

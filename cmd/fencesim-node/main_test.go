@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/lockapi/lockclient"
 )
 
@@ -24,8 +25,7 @@ import (
 const childEnv = "FENCESIM_NODE_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		main()
+	if svcmain.AsChild(childEnv, main) {
 		return
 	}
 	os.Exit(m.Run())
@@ -74,8 +74,8 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("-h: exit %d", code)
 	}
 	for _, s := range settings {
-		if !strings.Contains(out.String(), s.env) || !strings.Contains(out.String(), "-"+s.flag) {
-			t.Errorf("-h does not list %s / -%s", s.env, s.flag)
+		if !strings.Contains(out.String(), s.Env) || !strings.Contains(out.String(), "-"+s.Flag) {
+			t.Errorf("-h does not list %s / -%s", s.Env, s.Flag)
 		}
 	}
 }
@@ -135,22 +135,8 @@ func newClient(t testing.TB, name string, urls []string) *lockclient.Client {
 	return cl
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+// syncBuffer is a stderr that tests may read while run writes.
+type syncBuffer = svcmain.SyncBuffer
 
 // procCluster is three nodes, each a child process (this test binary
 // re-executed as the command) on fixed loopback ports with its own data
@@ -201,8 +187,7 @@ func newProcCluster(t *testing.T, args ...string) *procCluster {
 // API answers.
 func (pc *procCluster) start(i int) {
 	pc.t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"-id", fmt.Sprint(i), "-data", pc.dirs[i], "-peers", pc.peers}, pc.args...)...)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd := svcmain.Child(childEnv, append([]string{"-id", fmt.Sprint(i), "-data", pc.dirs[i], "-peers", pc.peers}, pc.args...)...)
 	pc.logs[i] = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = pc.logs[i], pc.logs[i]
 	if err := cmd.Start(); err != nil {

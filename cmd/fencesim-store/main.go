@@ -8,34 +8,19 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 
+	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/storesvc"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], environ(), os.Stderr, nil))
-}
-
-func environ() map[string]string {
-	m := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
+	svcmain.Main(func(ctx context.Context) int {
+		return run(ctx, os.Args[1:], svcmain.Environ(), os.Stderr, nil)
+	})
 }
 
 // run is the whole program: it returns the exit code (0 clean drain, 1
@@ -43,18 +28,10 @@ func environ() map[string]string {
 // address once the listener is open.
 func run(ctx context.Context, args []string, env map[string]string, stderr io.Writer, ready func(addr string)) int {
 	cfg, err := loadConfig(args, env, stderr)
-	if errors.Is(err, errHelp) {
-		return 0
+	if code, stop := svcmain.ConfigExit("fencesim-store", err, stderr); stop {
+		return code
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "fencesim-store: %v\n", err)
-		return 2
-	}
-	var h slog.Handler = slog.NewTextHandler(stderr, nil)
-	if cfg.LogFormat == "json" {
-		h = slog.NewJSONHandler(stderr, nil)
-	}
-	log := slog.New(h)
+	log := svcmain.Logger(stderr, cfg.LogFormat)
 
 	scfg := cfg.serviceConfig()
 	scfg.Logger = log
@@ -80,23 +57,5 @@ func run(ctx context.Context, args []string, env map[string]string, stderr io.Wr
 		ready(l.Addr().String())
 	}
 
-	select {
-	case err := <-served:
-		log.Error("serve", slog.Any("err", err))
-		return 1
-	case <-ctx.Done():
-	}
-	log.Info("fencesim-store draining", slog.Duration("timeout", cfg.DrainTimeout))
-	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainDelay+cfg.DrainTimeout)
-	defer cancel()
-	if err := svc.Shutdown(dctx); err != nil {
-		log.Error("drain cut short: in-flight requests were aborted", slog.Any("err", err))
-		return 1
-	}
-	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("serve", slog.Any("err", err))
-		return 1
-	}
-	log.Info("fencesim-store drained")
-	return 0
+	return svcmain.ServeUntilDone(ctx, log, "fencesim-store", served, cfg.DrainTimeout, cfg.DrainDelay+cfg.DrainTimeout, svc.Shutdown)
 }

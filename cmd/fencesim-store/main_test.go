@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencesim/fencesim/internal/svcmain"
 )
 
 // childEnv makes the test binary run the command instead of the tests, so
@@ -24,8 +26,7 @@ import (
 const childEnv = "FENCESIM_STORE_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		main()
+	if svcmain.AsChild(childEnv, main) {
 		return
 	}
 	os.Exit(m.Run())
@@ -74,8 +75,8 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("-h: exit %d", code)
 	}
 	for _, s := range settings {
-		if !strings.Contains(out.String(), s.env) || !strings.Contains(out.String(), "-"+s.flag) {
-			t.Errorf("-h does not list %s / -%s", s.env, s.flag)
+		if !strings.Contains(out.String(), s.Env) || !strings.Contains(out.String(), "-"+s.Flag) {
+			t.Errorf("-h does not list %s / -%s", s.Env, s.Flag)
 		}
 	}
 }
@@ -118,22 +119,8 @@ func TestRunDrainsOnCancel(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+// syncBuffer is a stderr that tests may read while run writes.
+type syncBuffer = svcmain.SyncBuffer
 
 var httpc = &http.Client{Timeout: 5 * time.Second}
 
@@ -181,8 +168,7 @@ var addrRE = regexp.MustCompile(`msg="fencesim-store serving" addr=(\S+)`)
 
 func startChild(t *testing.T, dir string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-data", dir, "-listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd := svcmain.Child(childEnv, "-data", dir, "-listen", "127.0.0.1:0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
