@@ -102,6 +102,15 @@ var layers = []struct {
 		why:     "the benchmark harness knows no lock service: the etcd driver's own module (bench/etcd) imports it without building fencesim",
 	},
 	{
+		pattern: "./internal/etcdcluster",
+		why:     "an etcd cluster's flags and health check, shared by the benchmark and the live targets: standard library only",
+	},
+	{
+		pattern: "./live/redlockclient",
+		allowed: []string{"live/liveclient"},
+		why:     "a target's Locker is what a user writes for their own service: the liveclient contract and the service's client library, nothing else of fencesim",
+	},
+	{
 		pattern: "./lockd",
 		allowed: []string{"lockapi", "admission", "internal/httpx"},
 		why:     "the Redis backend is a lockapi.Backend and nothing else of fencesim",
