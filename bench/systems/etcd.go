@@ -42,7 +42,7 @@ func StartEtcd(dir string) (*Etcd, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := etcdcluster.Plan(dir, ports[:size], ports[size:], etcdcluster.Options{Token: "fencesim-bench"})
+	plan, err := etcdcluster.Plan(func(i int) string { return filepath.Join(dir, fmt.Sprintf("etcd-%d", i)) }, ports[:size], ports[size:], etcdcluster.Options{Token: "fencesim-bench"})
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -59,8 +58,8 @@ func Version(bin string) string {
 }
 
 // Plan returns the members of a new cluster with one member per entry of
-// clientPorts (peerPorts alike), data under dir/etcd-i.
-func Plan(dir string, clientPorts, peerPorts []int, opt Options) ([]Member, error) {
+// clientPorts (peerPorts alike), member i's data in dataDir(i).
+func Plan(dataDir func(i int) string, clientPorts, peerPorts []int, opt Options) ([]Member, error) {
 	if len(clientPorts) == 0 || len(clientPorts) != len(peerPorts) {
 		return nil, fmt.Errorf("etcdcluster: %d client ports for %d peer ports: give one of each per member", len(clientPorts), len(peerPorts))
 	}
@@ -83,7 +82,7 @@ func Plan(dir string, clientPorts, peerPorts []int, opt Options) ([]Member, erro
 			Name:      fmt.Sprintf("m%d", i),
 			ClientURL: url(clientPorts[i]),
 			PeerURL:   url(peerPorts[i]),
-			DataDir:   filepath.Join(dir, fmt.Sprintf("etcd-%d", i)),
+			DataDir:   dataDir(i),
 		}
 		m.Args = []string{"--name", m.Name, "--data-dir", m.DataDir,
 			"--listen-client-urls", m.ClientURL, "--advertise-client-urls", m.ClientURL,

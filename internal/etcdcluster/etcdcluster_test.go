@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -14,14 +15,14 @@ import (
 
 func TestPlanRefusesMismatchedPorts(t *testing.T) {
 	for _, c := range []struct{ client, peer []int }{{nil, nil}, {[]int{1, 2}, []int{3}}} {
-		if _, err := Plan(t.TempDir(), c.client, c.peer, Options{}); err == nil || !strings.Contains(err.Error(), "one of each per member") {
+		if _, err := Plan(func(int) string { return t.TempDir() }, c.client, c.peer, Options{}); err == nil || !strings.Contains(err.Error(), "one of each per member") {
 			t.Errorf("Plan(%v, %v): got %v, want an error saying what to give", c.client, c.peer, err)
 		}
 	}
 }
 
 func TestPlanAdvertisesThePeerURLItIsGiven(t *testing.T) {
-	plan, err := Plan("/d", []int{1, 2}, []int{3, 4}, Options{
+	plan, err := Plan(func(i int) string { return fmt.Sprintf("/d/etcd-%d", i) }, []int{1, 2}, []int{3, 4}, Options{
 		ElectionTimeout: 500 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
 		AdvertisePeer: func(i int) string { return []string{"http://127.0.0.1:13", "http://127.0.0.1:14"}[i] },
 	})
@@ -53,7 +54,8 @@ func TestPlannedClusterBecomesHealthy(t *testing.T) {
 		t.Skipf("skipping the real-etcd test: %v", err)
 	}
 	ports := freePorts(t, 6)
-	plan, err := Plan(t.TempDir(), ports[:3], ports[3:], Options{ElectionTimeout: 500 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond})
+	dir := t.TempDir()
+	plan, err := Plan(func(i int) string { return fmt.Sprintf("%s/etcd-%d", dir, i) }, ports[:3], ports[3:], Options{ElectionTimeout: 500 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
