@@ -228,16 +228,6 @@ func tokensFeasible(ops []checker.LockOp) bool {
 	return true
 }
 
-// storeApply is one entry of the store's apply log (GET /test/applies).
-type storeApply struct {
-	Seq      uint64 `json:"seq"`
-	Key      string `json:"key"`
-	Value    int64  `json:"value"`
-	Token    uint64 `json:"token"`
-	Accepted bool   `json:"accepted"`
-	MonoNs   int64  `json:"mono_ns"`
-}
-
 // history builds the checker's History from the recorder, the store's
 // apply log and the schedule; notes say what it could not know.
 func (r *run) history() (checker.History, []string) {
@@ -270,16 +260,9 @@ func (r *run) history() (checker.History, []string) {
 	if err != nil {
 		notes = append(notes, "the store's apply log was unreadable ("+err.Error()+"): S3–S5 cannot be judged")
 	}
-	acked := map[int64]bool{}
-	for _, o := range rec.ops {
-		if o.Kind == checker.OpWrite && o.Outcome == checker.OutcomeAccepted {
-			acked[o.Value] = true
-		}
-	}
 	for _, a := range applies {
 		h.Applies = append(h.Applies, checker.StoreApply{Resource: a.Key, Client: rec.owner[a.Value], Token: a.Token,
-			Value: a.Value, Accepted: a.Accepted, At: time.Duration(a.MonoNs) - r.base,
-			Lost: a.lost && !acked[a.Value]})
+			Value: a.Value, Accepted: a.Accepted, At: time.Duration(a.MonoNs) - r.base})
 	}
 	if err != nil {
 		// Without the store's own record, S3–S5 have nothing to judge,

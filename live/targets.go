@@ -109,8 +109,11 @@ func apiLeader(ctx context.Context, servers []Server) (string, bool) {
 type lockdTarget struct{}
 
 func (lockdTarget) Info() TargetInfo {
+	// No clock faults: lockd's leases live on Redis's clock (PEXPIRE),
+	// which no endpoint can skew; its own test clock moves only its
+	// admission windows.
 	return TargetInfo{Name: "lockd", Doc: "the Redis lock API: 2 fencesim-lockd instances over one redis-server (appendfsync always), tokens from a Redis counter",
-		Fenced: true, ClockFaults: true, Binaries: []string{"fencesim-lockd", "redis-server", "fencesim-store", "fencesim-liveclient"}}
+		Fenced: true, Binaries: []string{"fencesim-lockd", "redis-server", "fencesim-store", "fencesim-liveclient"}}
 }
 
 func (lockdTarget) Layout(s *Setup) (Layout, error) {
@@ -150,9 +153,9 @@ func (lockdTarget) Layout(s *Setup) (Layout, error) {
 		base := "http://" + addr
 		l.Servers = append(l.Servers, Server{
 			Name: name, Replica: true, Argv: []string{lockd},
-			Env: []string{"FENCESIM_TEST_HOOKS=1", "FENCESIM_LISTEN=" + addr, "FENCESIM_REDIS_ADDR=" + via,
-				"FENCESIM_DRAIN_TIMEOUT=1s", "FENCESIM_REQUIRE_DURABLE=true"},
-			ReadyURL: base + "/readyz", Endpoint: base, TestURL: base,
+			Env: []string{"FENCESIM_LISTEN=" + addr, "FENCESIM_REDIS_ADDR=" + via,
+				"FENCESIM_DRAIN_TIMEOUT=1s"},
+			ReadyURL: base + "/readyz", Endpoint: base,
 		})
 	}
 	redisSrv := Server{Name: "redis", Dir: rdir,
