@@ -30,7 +30,7 @@ type ReplayFile struct {
 
 // NewReplayFile records res's plan for target.
 func NewReplayFile(res Result) []byte {
-	rp := scenarios.Replay{Seed: res.Plan.Seed, Spec: res.Plan.Spec, Options: res.Plan.Options, Schedule: res.Plan.Schedule,
+	rp := scenarios.Replay{Program: scenarios.ProgramVersion, Seed: res.Plan.Seed, Spec: res.Plan.Spec, Options: res.Plan.Options, Schedule: res.Plan.Schedule,
 		Verdict: res.Verdict.Kind.String(), Property: res.Verdict.Property(), TraceHash: "live"}
 	rf := ReplayFile{Format: ReplayFormat, Target: res.Target, Plan: rp.Marshal()}
 	b, _ := json.MarshalIndent(rf, "", "  ")
