@@ -83,6 +83,10 @@ var layers = []struct {
 		why:     "the HTTP plumbing lockapi and storesvc share (server timeouts, JSON answers, draining, name checks) is standard library only",
 	},
 	{
+		pattern: "./internal/testhooks",
+		why:     "the test-only endpoints (clock, disk, apply log) are standard library only: each service hands them its own setters",
+	},
+	{
 		pattern: "./lockapi",
 		allowed: []string{"admission", "internal/httpx"},
 		why:     "the HTTP lock API is generic over its Backend: a Redis or Raft backend plugs in from outside, the API depends on neither (only on the admission algorithms and the shared HTTP plumbing)",

@@ -1,0 +1,268 @@
+package live
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/scenarios"
+)
+
+// binDir holds the binaries TestMain built: the services, the store and
+// the client of the lock API.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		dir, err := os.MkdirTemp("", "fencesim-live-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		cmd := exec.Command("go", "build", "-o", dir, "../cmd/fencesim-node", "../cmd/fencesim-store", "../cmd/fencesim-lockd", "../cmd/fencesim-liveclient")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "live: building the binaries: %v\n", err)
+			return 1
+		}
+		binDir = dir
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// need skips the test when an outside binary is missing, except in CI
+// (CI=true), where it fails.
+func need(t *testing.T, bin string) {
+	t.Helper()
+	if _, err := exec.LookPath(bin); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not installed (CI requires it: apt-get install %s)", bin, bin)
+		}
+		t.Skipf("skipping: %s is not installed (apt-get install %s); CI=true makes this a failure", bin, bin)
+	}
+}
+
+func plan(t *testing.T, name string, seed uint64) scenarios.Plan {
+	t.Helper()
+	s, ok := scenarios.Lookup(name)
+	if !ok {
+		t.Fatalf("no scenario %s", name)
+	}
+	p, err := scenarios.NewPlan(s, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func runLive(t *testing.T, target Target, p scenarios.Plan) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Run(ctx, Options{Target: target, Plan: p, BinDirs: []string{binDir}, Dir: t.TempDir(), StopGrace: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noLeftovers(t, res.PIDs)
+	return res
+}
+
+// noLeftovers checks the process table (/proc): no live process is left
+// in any group the run started. A zombie is dead (its parent, the init of
+// a container, may be slow to reap it) and does not count.
+func noLeftovers(t *testing.T, pgids []int) {
+	t.Helper()
+	if len(pgids) == 0 {
+		t.Fatal("the run reports no process groups: nothing to check")
+	}
+	groups := map[int]bool{}
+	for _, pg := range pgids {
+		groups[pg] = true
+	}
+	var left []string
+	for range 20 { // a SIGKILLed process may take a moment to die
+		left = left[:0]
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			t.Skipf("no /proc: %v", err)
+		}
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if err != nil {
+				continue
+			}
+			// pid (comm) state ppid pgrp ...: comm may hold spaces.
+			s := string(b)
+			f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+			if len(f) < 3 || f[0] == "Z" {
+				continue
+			}
+			if pg, err := strconv.Atoi(f[2]); err == nil && groups[pg] {
+				left = append(left, e.Name()+" "+s[:strings.LastIndexByte(s, ')')+1])
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("processes left in the run's process groups: %v", left)
+}
+
+// kleppmann checks the Kleppmann pause against a fenced target: the pause
+// was carried out on A's process, no write of A's was accepted after B's
+// (whether A's acquire returned before the pause, so that A wrote late and
+// was rejected, or after it, so that A's watchdog kept it from writing, is
+// the machine's timing), and the verdict passes.
+func kleppmann(t *testing.T, target Target) {
+	res := runLive(t, target, plan(t, "kleppmann-gc-pause", 1))
+	if len(res.Faults) != 1 || res.Faults[0].Skipped != "" || res.Faults[0].Node != "a" {
+		t.Fatalf("faults carried out: %+v, want the pause of a", res.Faults)
+	}
+	for _, o := range res.History.Ops {
+		if o.Client == "a" && o.Kind == checker.OpWrite && o.Outcome != checker.OutcomeRejected {
+			t.Errorf("A's write across its pause was not rejected: %+v", o)
+		}
+	}
+	if res.Verdict.Kind != checker.VerdictPass || len(res.History.Applies) == 0 {
+		t.Errorf("verdict %v (%v), %d applies; notes %v", res.Verdict.Kind, res.Verdict.Violations, len(res.History.Applies), res.Notes)
+	}
+}
+
+func TestReferenceKleppmann(t *testing.T) {
+	kleppmann(t, referenceTarget{})
+}
+
+func TestLockdKleppmann(t *testing.T) {
+	need(t, "redis-server")
+	kleppmann(t, lockdTarget{})
+}
+
+// unfencedReference is the reference lock service in front of a store
+// that accepts every write: the canary.
+type unfencedReference struct{ referenceTarget }
+
+func (u unfencedReference) Info() TargetInfo {
+	i := u.referenceTarget.Info()
+	i.Name, i.Fenced = "reference-unfenced", false
+	return i
+}
+
+// TestUnfencedCanary: the same pause before a store that does not fence
+// must fail S3 (A's stale write lands after B's), proving the live check
+// can fail.
+func TestUnfencedCanary(t *testing.T) {
+	// A wider work window than the scenario's (300 ms from A's grant at
+	// about 600 ms, the pause at 750 ms), so that the pause lands inside
+	// it however slowly a loaded machine answers A's acquire.
+	p := plan(t, "kleppmann-gc-pause", 1)
+	p.Spec.Clients[0].WorkDuration = scenarios.Duration(300 * time.Millisecond)
+	p.Schedule[0].At = scenarios.Duration(750 * time.Millisecond)
+	res := runLive(t, unfencedReference{}, p)
+	if !slicesHasProperty(res.Verdict, "S3") {
+		t.Fatalf("verdict %v %v, want an S3 violation; notes %v", res.Verdict.Kind, res.Verdict.Violations, res.Notes)
+	}
+}
+
+func slicesHasProperty(v checker.Verdict, p string) bool {
+	for _, x := range v.Violations {
+		if x.Property == p {
+			return true
+		}
+	}
+	return false
+}
+
+// fakeTarget lays out one shell-script server, for the runner's
+// robustness tests.
+type fakeTarget struct {
+	script string
+	ready  func(ctx context.Context) error
+}
+
+func (f fakeTarget) Info() TargetInfo { return TargetInfo{Name: "fake", Fenced: true} }
+
+func (f fakeTarget) Layout(s *Setup) (Layout, error) {
+	addr, err := s.Free()
+	if err != nil {
+		return Layout{}, err
+	}
+	client, err := s.Bin("fencesim-liveclient")
+	if err != nil {
+		return Layout{}, err
+	}
+	srv := Server{Name: "f1", Replica: true, Argv: []string{"/bin/sh", "-c", f.script}, Endpoint: "http://" + addr, Ready: f.ready}
+	if f.ready == nil {
+		srv.ReadyURL = "http://" + addr + "/readyz" // nobody listens
+	}
+	return Layout{Servers: []Server{srv}, Client: ClientProgram{Argv: []string{client}}}, nil
+}
+
+func shortPlan(t *testing.T) scenarios.Plan {
+	p := plan(t, "kleppmann-gc-pause", 1)
+	p.Spec.Duration = scenarios.Duration(300 * time.Millisecond)
+	p.Schedule = nil
+	return p
+}
+
+func runFake(t *testing.T, f fakeTarget) (Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return Run(ctx, Options{Target: f, Plan: shortPlan(t), BinDirs: []string{binDir}, Dir: t.TempDir(),
+		StartTimeout: 1500 * time.Millisecond, StopGrace: 500 * time.Millisecond})
+}
+
+func TestNeverReady(t *testing.T) {
+	res, err := runFake(t, fakeTarget{script: "exec sleep 60"})
+	if err == nil || !strings.Contains(err.Error(), "f1 was not ready in time") {
+		t.Fatalf("error %v, want f1 not ready in time", err)
+	}
+	noLeftovers(t, res.PIDs)
+}
+
+func TestCrashAtStart(t *testing.T) {
+	res, err := runFake(t, fakeTarget{script: "echo boom-at-start >&2; exit 3"})
+	if err == nil || !strings.Contains(err.Error(), "f1 exited before it was ready") || !strings.Contains(err.Error(), "boom-at-start") {
+		t.Fatalf("error %v, want f1 exited before ready, with its log", err)
+	}
+	noLeftovers(t, res.PIDs)
+}
+
+func TestHangOnStop(t *testing.T) {
+	// The shell ignores SIGTERM and keeps a child: both must go.
+	res, err := runFake(t, fakeTarget{script: `trap "" TERM; sleep 60 & while :; do sleep 0.1; done`,
+		ready: func(context.Context) error { return nil }})
+	if err == nil || !strings.Contains(err.Error(), "f1 did not stop") {
+		t.Fatalf("error %v, want f1 did not stop", err)
+	}
+	noLeftovers(t, res.PIDs)
+}
+
+// TestReplayFile: a live run's replay file gives back its target and
+// plan.
+func TestReplayFile(t *testing.T) {
+	p := plan(t, "swarm", 3)
+	b := NewReplayFile(Result{Target: "reference", Plan: p})
+	target, got, err := ParseReplayFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if target != "reference" || got.Seed != 3 || len(got.Schedule) != len(p.Schedule) || got.Spec.Name != "swarm" {
+		t.Fatalf("got %s %+v", target, got)
+	}
+	if _, _, err := ParseReplayFile([]byte(strings.Replace(string(b), `"live_format": 1`, `"live_format": 9`, 1))); err == nil {
+		t.Fatal("a file of another format was accepted")
+	}
+	if err := os.WriteFile(filepath.Join(t.TempDir(), "x"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
