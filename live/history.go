@@ -144,35 +144,63 @@ func (r *recorder) storeRestarted(mono time.Duration) {
 	r.restarts = append(r.restarts, checker.StoreRestart{At: r.at(mono)})
 }
 
+// grantWindows returns, for every granted acquire (by LockOp.ID), the
+// earliest instant its grant can have been made: the call of the first
+// acquire the client sent for the resource since its previous grant of
+// it. An acquire that got no answer may have been granted, and the
+// client's next acquire of the resource then answers with that grant's
+// token (a holder's acquire returns its grant), so the grant can predate
+// the call of the acquire that reported it.
+func grantWindows(ops []checker.LockOp) map[int]time.Duration {
+	type cr struct{ client, resource string }
+	first := map[cr]time.Duration{}
+	open := map[cr]bool{}
+	out := map[int]time.Duration{}
+	for _, o := range ops { // in call order: each client's ops are sequential
+		if o.Kind != checker.LockAcquire {
+			continue
+		}
+		k := cr{o.Client, o.Resource}
+		if !open[k] {
+			first[k], open[k] = o.Call, true
+		}
+		if o.Outcome == checker.LockGranted {
+			out[o.ID] = first[k]
+			open[k] = false
+		}
+	}
+	return out
+}
+
 // deriveGrants derives the service's grants from what the clients saw,
 // for targets whose own grant records the harness cannot read. The
 // derivation never shows a violation the service did not commit:
 //
 //   - Start is the acquire's return: the service granted no later.
 //   - End is a lower bound on when the service ended the lease: the
-//     earliest of the call of a release of the token, and the call of
-//     the grant or of its last answered renewal plus TTL·(1−ρ) (the lock
-//     API's promise: a lease lasts its TTL from no earlier than the
-//     request was sent, on a clock whose rate error is within ρ). When
-//     the schedule skews a server's clock, that promise is void, and End
-//     is Start: such a grant can no longer overlap anything (S2 judges
-//     nothing about it).
+//     earliest of the call of a release of the token, and the earliest
+//     instant of the grant (grantWindows) or the call of its last
+//     answered renewal, plus TTL·(1−ρ) (the lock API's promise: a lease
+//     lasts its TTL from no earlier than the request was sent, on a clock
+//     whose rate error is within ρ). When the schedule skews a server's
+//     clock, that promise is void, and End is Start: such a grant can no
+//     longer overlap anything (S2 judges nothing about it).
 //
 // So two derived grants overlap only if the service's real grants did
 // (S2). S1 judges grant order by Start, which for grants of different
-// resources can invert two concurrent acquires; check drops an S1
-// violation when the tokens are consistent with some order of grant
-// instants inside the acquires' windows (see tokensFeasible).
+// resources can invert two concurrent acquires; check drops the S1
+// findings when the tokens are consistent with some order of grant
+// instants inside the grants' windows (see tokensFeasible).
 func deriveGrants(ops []checker.LockOp, ttl map[string]time.Duration, rhoPPM int64, clockFaults bool, end time.Duration) []checker.Grant {
+	win := grantWindows(ops)
 	var gs []checker.Grant
 	for _, a := range ops {
 		if a.Kind != checker.LockAcquire || a.Outcome != checker.LockGranted {
 			continue
 		}
 		lease := ttl[a.Client] - ttl[a.Client]*time.Duration(rhoPPM)/1_000_000
-		last := a.Call
+		last := win[a.ID]
 		released := end
-		reason := "expired"
 		for _, o := range ops {
 			if o.Client != a.Client || o.Resource != a.Resource || o.Token != a.Token || o.Call < a.Call {
 				continue
@@ -181,12 +209,12 @@ func deriveGrants(ops []checker.LockOp, ttl map[string]time.Duration, rhoPPM int
 			case o.Kind == checker.LockRenew && o.Outcome == checker.LockRenewed:
 				last = max(last, o.Call)
 			case o.Kind == checker.LockRelease && o.Call < released:
-				released, reason = o.Call, "released"
+				released = o.Call
 			}
 		}
-		e := min(last+lease, released)
-		if released >= last+lease {
-			reason = "expired"
+		e, reason := min(last+lease, released), "expired"
+		if released < last+lease {
+			reason = "released"
 		}
 		if clockFaults {
 			e = a.Return
@@ -202,12 +230,13 @@ func deriveGrants(ops []checker.LockOp, ttl map[string]time.Duration, rhoPPM int
 	return gs
 }
 
-// tokensFeasible reports whether some instant inside each granted
-// acquire's window [Call, Return] puts the tokens in strictly increasing
-// order (earliest-first assignment in token order is optimal), and no
-// token was granted twice: then the service may well have issued them in
-// token order, and S1 has nothing against it.
+// tokensFeasible reports whether some instant inside each grant's window
+// (grantWindows to the acquire's return) puts the tokens in strictly
+// increasing order (earliest-first assignment in token order decides
+// it), with no token granted twice: then the service may well have
+// issued them in token order, and S1 has nothing against it.
 func tokensFeasible(ops []checker.LockOp) bool {
+	win := grantWindows(ops)
 	var gs []checker.LockOp
 	for _, o := range ops {
 		if o.Kind == checker.LockAcquire && o.Outcome == checker.LockGranted {
@@ -220,7 +249,7 @@ func tokensFeasible(ops []checker.LockOp) bool {
 		if i > 0 && g.Token == gs[i-1].Token {
 			return false
 		}
-		t = max(t+1, g.Call)
+		t = max(t+1, win[g.ID])
 		if t > g.Return {
 			return false
 		}

@@ -142,7 +142,8 @@ const MaxDriftPPM = ppmScale - 1
 // rescheduled to fire when the adjusted reading reaches its deadline.
 // Adjust(0, 0) ends the drift (what it accumulated stays, as on a real
 // machine whose oscillator was fixed). Like the timers' methods it must
-// be called on the node's executor. It refuses a ppm outside
+// be called on the node's executor (a clock on which no timer is ever
+// armed has nothing to reschedule and may be adjusted from anywhere). It refuses a ppm outside
 // ±MaxDriftPPM, changing nothing.
 func (c *Clock) Adjust(offset time.Duration, ppm int64) error {
 	if ppm < -MaxDriftPPM || ppm > MaxDriftPPM {

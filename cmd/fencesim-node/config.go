@@ -33,6 +33,7 @@ type config struct {
 	// HandoverTimeout bounds the leadership transfer on SIGTERM.
 	HandoverTimeout time.Duration
 	LogFormat       string
+	TestHooks       bool
 }
 
 // settings are the command's flags and variables.
@@ -109,6 +110,7 @@ var settings = []svcmain.Setting[config]{
 		c.LogFormat = v
 		return nil
 	}),
+	svcmain.TestHooks(func(c *config, on bool) { c.TestHooks = on }),
 }
 
 // maxID keeps ids clear of the front end's own id in nodesvc.

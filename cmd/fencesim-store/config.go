@@ -59,10 +59,7 @@ var settings = []svcmain.Setting[config]{
 		c.LogFormat = v
 		return nil
 	}),
-	svcmain.S("test-hooks", testhooks.EnvVar, "0", "TEST ONLY, never in a deployment: 1 serves POST /test/clock, POST /test/disk and GET /test/applies for live fault-injection runs", func(c *config, v string) (err error) {
-		c.TestHooks, err = testhooks.ParseEnabled(v)
-		return err
-	}),
+	svcmain.TestHooks(func(c *config, on bool) { c.TestHooks = on }),
 	svcmain.S("unfenced", "FENCESIM_STORE_UNFENCED", "false", "TEST ONLY (needs FENCESIM_TEST_HOOKS=1): true accepts every write and records its token, for live runs of lock services without fencing", func(c *config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

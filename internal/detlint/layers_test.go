@@ -115,6 +115,22 @@ var layers = []struct {
 		why:     "a target's Locker is what a user writes for their own service: the liveclient contract and the service's client library, nothing else of fencesim",
 	},
 	{
+		pattern: "./live/liveclient",
+		why:     "a user's client main imports the live protocol to test their own lock service: standard library only",
+	},
+	{
+		pattern: "./live/apilocker",
+		allowed: []string{"live/liveclient", "lockapi", "admission", "internal/httpx"},
+		why:     "the lock API's Locker speaks the API's wire format and the live protocol, nothing of the services it talks to",
+	},
+	{
+		pattern: "./live",
+		allowed: []string{"live/liveclient", "internal/testhooks", "internal/etcdcluster", "checker", "report", "nemesis", "scenarios", "scenarios/workload", "sim", "fakeclock", "process",
+			"lockservice", "lockservice/internal/record", "lockservice/fencedstore", "lockservice/raft", "lockservice/reference", "lockservice/mutants",
+			"lockservice/redlock", "lockservice/designs", "lockservice/lockclient"},
+		why: "the live harness runs the services as processes, never in its own: it plans with scenarios and nemesis, checks with checker, and must not link a service (realrt, nodesvc, storesvc, lockd)",
+	},
+	{
 		pattern: "./lockd",
 		allowed: []string{"lockapi", "admission", "internal/httpx"},
 		why:     "the Redis backend is a lockapi.Backend and nothing else of fencesim",

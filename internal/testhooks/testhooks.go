@@ -44,8 +44,12 @@ import (
 	"time"
 )
 
-// EnvVar turns the hooks on when set to "1".
-const EnvVar = "FENCESIM_TEST_HOOKS"
+// EnvVar turns the hooks on when set to "1"; FlagName is the flag of the
+// commands that take flags.
+const (
+	EnvVar   = "FENCESIM_TEST_HOOKS"
+	FlagName = "test-hooks"
+)
 
 // ParseEnabled reads EnvVar's value: "" or "0" off, "1" on; anything else
 // is an error saying what is allowed.
