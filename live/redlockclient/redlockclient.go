@@ -63,6 +63,16 @@ func open(cfg liveclient.Config) (*Locker, error) {
 		pools = append(pools, goredis.NewPool(c))
 	}
 	l.rs = redsync.New(pools...)
+	// Dial every node now, as a running application's pools would have:
+	// the first acquire then costs one round trip, not five connection
+	// set-ups (a node that does not answer yet is no error here).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, c := range l.clients {
+		wg.Go(func() { c.Ping(ctx) })
+	}
+	wg.Wait()
 	prefix, ok := cfg.Options["prefix"]
 	if !ok {
 		prefix = "fencesim:"
