@@ -50,10 +50,10 @@ func needClient(t *testing.T, name, pkg string, module bool) {
 		theirBins.built[name] = err
 	}
 	if err != nil {
-		if os.Getenv("CI") == "true" {
+		if os.Getenv("CI") != "" {
 			t.Fatal(err)
 		}
-		t.Skipf("skipping: %v (CI=true makes this a failure)", err)
+		t.Skipf("skipping: %v (with CI set this is a failure)", err)
 	}
 }
 
