@@ -150,12 +150,15 @@ func (r *recorder) storeRestarted(mono time.Duration) {
 // it. An acquire that got no answer may have been granted, and the
 // client's next acquire of the resource then answers with that grant's
 // token (a holder's acquire returns its grant), so the grant can predate
-// the call of the acquire that reported it.
-func grantWindows(ops []checker.LockOp) map[int]time.Duration {
+// the call of the acquire that reported it. repeats are the granted
+// acquires that answered a grant the client had already been told of (the
+// same token again): one grant, reported twice.
+func grantWindows(ops []checker.LockOp) (win map[int]time.Duration, repeats map[int]bool) {
 	type cr struct{ client, resource string }
 	first := map[cr]time.Duration{}
 	open := map[cr]bool{}
-	out := map[int]time.Duration{}
+	last := map[cr]checker.LockOp{}
+	win, repeats = map[int]time.Duration{}, map[int]bool{}
 	for _, o := range ops { // in call order: each client's ops are sequential
 		if o.Kind != checker.LockAcquire {
 			continue
@@ -164,12 +167,18 @@ func grantWindows(ops []checker.LockOp) map[int]time.Duration {
 		if !open[k] {
 			first[k], open[k] = o.Call, true
 		}
-		if o.Outcome == checker.LockGranted {
-			out[o.ID] = first[k]
-			open[k] = false
+		if o.Outcome != checker.LockGranted {
+			continue
 		}
+		open[k] = false
+		if prev, ok := last[k]; ok && prev.Token == o.Token {
+			win[o.ID], repeats[o.ID] = win[prev.ID], true
+			continue
+		}
+		win[o.ID] = first[k]
+		last[k] = o
 	}
-	return out
+	return win, repeats
 }
 
 // deriveGrants derives the service's grants from what the clients saw,
@@ -193,10 +202,10 @@ func grantWindows(ops []checker.LockOp) map[int]time.Duration {
 // findings when the tokens are consistent with some order of grant
 // instants inside the grants' windows (see tokensFeasible).
 func deriveGrants(ops []checker.LockOp, ttl map[string]time.Duration, rhoPPM int64, skews []span, end time.Duration) []checker.Grant {
-	win := grantWindows(ops)
+	win, repeats := grantWindows(ops)
 	var gs []checker.Grant
 	for _, a := range ops {
-		if a.Kind != checker.LockAcquire || a.Outcome != checker.LockGranted {
+		if a.Kind != checker.LockAcquire || a.Outcome != checker.LockGranted || repeats[a.ID] {
 			continue
 		}
 		lease := ttl[a.Client] - ttl[a.Client]*time.Duration(rhoPPM)/1_000_000
@@ -240,10 +249,10 @@ type span struct{ from, to time.Duration }
 // it), with no token granted twice: then the service may well have
 // issued them in token order, and S1 has nothing against it.
 func tokensFeasible(ops []checker.LockOp) bool {
-	win := grantWindows(ops)
+	win, repeats := grantWindows(ops)
 	var gs []checker.LockOp
 	for _, o := range ops {
-		if o.Kind == checker.LockAcquire && o.Outcome == checker.LockGranted {
+		if o.Kind == checker.LockAcquire && o.Outcome == checker.LockGranted && !repeats[o.ID] {
 			gs = append(gs, o)
 		}
 	}

@@ -84,6 +84,11 @@ func TestTokensFeasible(t *testing.T) {
 			acq(1, "a", "r1", 2, 1*ms, 10*ms, checker.LockGranted),
 			acq(2, "b", "r2", 1, 15*ms, 20*ms, checker.LockGranted),
 		}, true},
+		{"a holder told its grant twice", []checker.LockOp{
+			acq(0, "a", "r1", 1, 0, 10*ms, checker.LockGranted),
+			acq(1, "b", "r2", 2, 20*ms, 30*ms, checker.LockGranted),
+			acq(2, "a", "r1", 1, 40*ms, 50*ms, checker.LockGranted),
+		}, true},
 		{"a token granted twice", []checker.LockOp{
 			acq(0, "a", "r1", 1, 0, 10*ms, checker.LockGranted),
 			acq(1, "b", "r2", 1, 0, 10*ms, checker.LockGranted),

@@ -159,6 +159,9 @@ func Run(ctx context.Context, opt Options) (res Result, err error) {
 	h, notes := r.history()
 	r.notes = append(r.notes, notes...)
 	v := check(h, r)
+	if r.spec.Liveness != nil {
+		v = checker.Combine(v, checker.CheckLiveness(h, r.healAt(), time.Duration(r.spec.Liveness.Bound), r.progressing()))
+	}
 	res = Result{
 		Target: r.info.Name, Scenario: r.spec.Name, Seed: opt.Plan.Seed, Expect: r.spec.Expect.String(),
 		Met: r.spec.Expect.Met(v), Verdict: v, Faults: r.faults, History: h, Notes: r.notes,
@@ -359,3 +362,28 @@ func (r *run) proc(name string) (*proc, bool) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// healAt is when the schedule's final heal was carried out (the
+// operations planned at the end of the safety phase), on the run's
+// timeline: the liveness bound counts from there.
+func (r *run) healAt() time.Duration {
+	at := time.Duration(r.spec.Duration)
+	for _, ev := range r.faults {
+		if time.Duration(ev.Planned.At) == time.Duration(r.spec.Duration) {
+			at = max(at, ev.At)
+		}
+	}
+	return at
+}
+
+// progressing lists the clients that must complete a cycle after the
+// heal: those without a cycle limit whose process is up at the end.
+func (r *run) progressing() []string {
+	var names []string
+	for _, c := range r.spec.Clients {
+		if cp := r.clients[c.Name]; c.Cycles == 0 && cp != nil && cp.alive() {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
