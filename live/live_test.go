@@ -266,3 +266,4 @@ func TestReplayFile(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
