@@ -266,4 +266,3 @@ func TestReplayFile(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-

@@ -152,7 +152,9 @@ func Run(ctx context.Context, opt Options) (res Result, err error) {
 		res.PIDs = r.pids
 		res.Wall = time.Since(start)
 	}()
-	if err := r.startAll(ctx); err != nil {
+	err = r.startAll(ctx)
+	r.setup.release() // on every path: a failed layout holds no port
+	if err != nil {
 		return Result{}, err
 	}
 	r.workload(ctx)
@@ -213,6 +215,7 @@ func (r *run) startAll(ctx context.Context) error {
 			r.replicas = append(r.replicas, s.Name)
 		}
 	}
+	r.setup.release()
 	all := append([]*proc{r.store}, r.serverProcs()...)
 	for _, p := range all {
 		if err := p.start(nil, nil); err != nil {
