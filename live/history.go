@@ -150,12 +150,15 @@ func (r *recorder) storeRestarted(mono time.Duration) {
 // it. An acquire that got no answer may have been granted, and the
 // client's next acquire of the resource then answers with that grant's
 // token (a holder's acquire returns its grant), so the grant can predate
-// the call of the acquire that reported it.
-func grantWindows(ops []checker.LockOp) map[int]time.Duration {
+// the call of the acquire that reported it. repeats are the granted
+// acquires that answered a grant the client had already been told of (the
+// same token again): one grant, reported twice.
+func grantWindows(ops []checker.LockOp) (win map[int]time.Duration, repeats map[int]bool) {
 	type cr struct{ client, resource string }
 	first := map[cr]time.Duration{}
 	open := map[cr]bool{}
-	out := map[int]time.Duration{}
+	last := map[cr]checker.LockOp{}
+	win, repeats = map[int]time.Duration{}, map[int]bool{}
 	for _, o := range ops { // in call order: each client's ops are sequential
 		if o.Kind != checker.LockAcquire {
 			continue
@@ -164,12 +167,18 @@ func grantWindows(ops []checker.LockOp) map[int]time.Duration {
 		if !open[k] {
 			first[k], open[k] = o.Call, true
 		}
-		if o.Outcome == checker.LockGranted {
-			out[o.ID] = first[k]
-			open[k] = false
+		if o.Outcome != checker.LockGranted {
+			continue
 		}
+		open[k] = false
+		if prev, ok := last[k]; ok && prev.Token == o.Token {
+			win[o.ID], repeats[o.ID] = win[prev.ID], true
+			continue
+		}
+		win[o.ID] = first[k]
+		last[k] = o
 	}
-	return out
+	return win, repeats
 }
 
 // deriveGrants derives the service's grants from what the clients saw,
@@ -182,20 +191,21 @@ func grantWindows(ops []checker.LockOp) map[int]time.Duration {
 //     instant of the grant (grantWindows) or the call of its last
 //     answered renewal, plus TTL·(1−ρ) (the lock API's promise: a lease
 //     lasts its TTL from no earlier than the request was sent, on a clock
-//     whose rate error is within ρ). When the schedule skews a server's
-//     clock, that promise is void, and End is Start: such a grant can no
-//     longer overlap anything (S2 judges nothing about it).
+//     whose rate error is within ρ). While a server's clock is skewed
+//     (a jump, or a drift beyond ρ: skews), that promise is void, and a
+//     grant whose window or lease meets a skew ends at its Start: it can
+//     no longer overlap anything (S2 judges nothing about it).
 //
 // So two derived grants overlap only if the service's real grants did
 // (S2). S1 judges grant order by Start, which for grants of different
 // resources can invert two concurrent acquires; check drops the S1
 // findings when the tokens are consistent with some order of grant
 // instants inside the grants' windows (see tokensFeasible).
-func deriveGrants(ops []checker.LockOp, ttl map[string]time.Duration, rhoPPM int64, clockFaults bool, end time.Duration) []checker.Grant {
-	win := grantWindows(ops)
+func deriveGrants(ops []checker.LockOp, ttl map[string]time.Duration, rhoPPM int64, skews []span, end time.Duration) []checker.Grant {
+	win, repeats := grantWindows(ops)
 	var gs []checker.Grant
 	for _, a := range ops {
-		if a.Kind != checker.LockAcquire || a.Outcome != checker.LockGranted {
+		if a.Kind != checker.LockAcquire || a.Outcome != checker.LockGranted || repeats[a.ID] {
 			continue
 		}
 		lease := ttl[a.Client] - ttl[a.Client]*time.Duration(rhoPPM)/1_000_000
@@ -216,7 +226,7 @@ func deriveGrants(ops []checker.LockOp, ttl map[string]time.Duration, rhoPPM int
 		if released < last+lease {
 			reason = "released"
 		}
-		if clockFaults {
+		if slices.ContainsFunc(skews, func(sk span) bool { return sk.from <= e && win[a.ID] <= sk.to }) {
 			e = a.Return
 		}
 		e = max(e, a.Return)
@@ -230,16 +240,19 @@ func deriveGrants(ops []checker.LockOp, ttl map[string]time.Duration, rhoPPM int
 	return gs
 }
 
+// span is an interval of the run's timeline.
+type span struct{ from, to time.Duration }
+
 // tokensFeasible reports whether some instant inside each grant's window
 // (grantWindows to the acquire's return) puts the tokens in strictly
 // increasing order (earliest-first assignment in token order decides
 // it), with no token granted twice: then the service may well have
 // issued them in token order, and S1 has nothing against it.
 func tokensFeasible(ops []checker.LockOp) bool {
-	win := grantWindows(ops)
+	win, repeats := grantWindows(ops)
 	var gs []checker.LockOp
 	for _, o := range ops {
-		if o.Kind == checker.LockAcquire && o.Outcome == checker.LockGranted {
+		if o.Kind == checker.LockAcquire && o.Outcome == checker.LockGranted && !repeats[o.ID] {
 			gs = append(gs, o)
 		}
 	}
@@ -274,17 +287,32 @@ func (r *run) history() (checker.History, []string) {
 		ttl[c.Name] = time.Duration(c.TTL)
 		rho = max(rho, c.DriftBoundPPM)
 	}
-	clock := false
+	// The windows in which a server's clock was off by more than the
+	// clients assume: a jump, or a drift beyond ρ, until its duration
+	// ended (or the end of the run), and one TTL after (a lease granted
+	// under the skew runs on past it).
+	var skews []span
+	maxTTL := time.Duration(0)
+	for _, d := range ttl {
+		maxTTL = max(maxTTL, d)
+	}
 	for _, ev := range r.faults {
-		k := ev.Planned.Kind
-		if ev.Skipped == "" && (k == nemesis.Drift || k == nemesis.Jump) && r.clients[ev.Node] == nil {
-			clock = true
+		op := ev.Planned
+		if ev.Skipped != "" || r.clients[ev.Node] != nil || ev.Node == "store" {
+			continue
+		}
+		if op.Kind == nemesis.Jump || op.Kind == nemesis.Drift && (op.PPM > rho || op.PPM < -rho) {
+			to := rec.end
+			if op.Duration > 0 {
+				to = min(rec.end, ev.At+time.Duration(op.Duration))
+			}
+			skews = append(skews, span{ev.At, to + maxTTL})
 		}
 	}
-	if clock {
-		notes = append(notes, "a server's clock was skewed: derived grants are points (S2 judges none of them)")
+	if len(skews) > 0 {
+		notes = append(notes, fmt.Sprintf("%d server clock skews: the grants they touch end at their start (S2 judges none of them)", len(skews)))
 	}
-	h.Grants = deriveGrants(rec.lockOps, ttl, rho, clock, rec.end)
+	h.Grants = deriveGrants(rec.lockOps, ttl, rho, skews, rec.end)
 	applies, err := r.applies.all()
 	if err != nil {
 		notes = append(notes, "the store's apply log was unreadable ("+err.Error()+"): S3–S5 cannot be judged")

@@ -152,13 +152,18 @@ func Run(ctx context.Context, opt Options) (res Result, err error) {
 		res.PIDs = r.pids
 		res.Wall = time.Since(start)
 	}()
-	if err := r.startAll(ctx); err != nil {
+	err = r.startAll(ctx)
+	r.setup.release() // on every path: a failed layout holds no port
+	if err != nil {
 		return Result{}, err
 	}
 	r.workload(ctx)
 	h, notes := r.history()
 	r.notes = append(r.notes, notes...)
 	v := check(h, r)
+	if r.spec.Liveness != nil {
+		v = checker.Combine(v, checker.CheckLiveness(h, r.healAt(), time.Duration(r.spec.Liveness.Bound), r.progressing()))
+	}
 	res = Result{
 		Target: r.info.Name, Scenario: r.spec.Name, Seed: opt.Plan.Seed, Expect: r.spec.Expect.String(),
 		Met: r.spec.Expect.Met(v), Verdict: v, Faults: r.faults, History: h, Notes: r.notes,
@@ -210,6 +215,7 @@ func (r *run) startAll(ctx context.Context) error {
 			r.replicas = append(r.replicas, s.Name)
 		}
 	}
+	r.setup.release()
 	all := append([]*proc{r.store}, r.serverProcs()...)
 	for _, p := range all {
 		if err := p.start(nil, nil); err != nil {
@@ -359,3 +365,28 @@ func (r *run) proc(name string) (*proc, bool) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// healAt is when the schedule's final heal was carried out (the
+// operations planned at the end of the safety phase), on the run's
+// timeline: the liveness bound counts from there.
+func (r *run) healAt() time.Duration {
+	at := time.Duration(r.spec.Duration)
+	for _, ev := range r.faults {
+		if time.Duration(ev.Planned.At) == time.Duration(r.spec.Duration) {
+			at = max(at, ev.At)
+		}
+	}
+	return at
+}
+
+// progressing lists the clients that must complete a cycle after the
+// heal: those without a cycle limit whose process is up at the end.
+func (r *run) progressing() []string {
+	var names []string
+	for _, c := range r.spec.Clients {
+		if cp := r.clients[c.Name]; c.Cycles == 0 && cp != nil && cp.alive() {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}

@@ -21,22 +21,35 @@ type Setup struct {
 	dir     string   // the run's directory; data directories go under it
 	binDirs []string // searched before $PATH
 	links   *linkSet
+	// reserved are the listeners behind the addresses Free handed out,
+	// held until the servers start, so that no proxy of the run (which
+	// listens on port 0) is given one of them meanwhile.
+	reserved []net.Listener
 }
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// Free returns a loopback host:port no one listened on a moment ago. A
-// child process binds it itself, so another process could take it in
-// between; the server's ready check then fails with a clear error rather
-// than the run talking to a stranger.
+// Free returns a free loopback host:port. The harness holds it until
+// the servers start (no proxy of the run can take it); the child process
+// then binds it itself, so another program could take it in between: the
+// server then fails its start with a clear error rather than the run
+// talking to a stranger.
 func (s *Setup) Free() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("live: no free loopback port: %w", err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr, nil
+	s.reserved = append(s.reserved, ln)
+	return ln.Addr().String(), nil
+}
+
+// release lets go of the reserved addresses, just before the servers
+// bind them.
+func (s *Setup) release() {
+	for _, ln := range s.reserved {
+		ln.Close()
+	}
+	s.reserved = nil
 }
 
 // Dir returns the data directory of the process called name, created

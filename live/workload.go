@@ -115,8 +115,18 @@ func (r *run) drive(ctx context.Context, idx int, c scenarios.ClientSpec) {
 			rep, call, ret, ok = cp.call(liveclient.Command{Op: liveclient.OpRelease, Resource: c.Resource, Token: svc}, opTimeout+time.Second)
 			r.rec.lock(c.Name, c.Resource, checker.LockRelease, token, call, ret, rep, ok)
 		}
+		// Think time between cycles, as the simulator's workload has
+		// (50 ms), jittered like a busy retry: a client that released
+		// does not win the resource back at once every time, so one
+		// that waits is not starved (the liveness phase needs both).
+		if !sleepCtx(ctx, thinkTime+time.Duration(rng.Int64N(int64(ttl/4)+1))) {
+			return
+		}
 	}
 }
+
+// thinkTime is the pause between cycles (workload.Config's default).
+const thinkTime = 50 * time.Millisecond
 
 // sleepCtx sleeps d or until ctx ends; false if ctx ended.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
