@@ -13,6 +13,14 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/scenarios"
+
+	// The services TestMain builds as binaries, linked into the test
+	// binary only so that go test's cache never reuses a result for
+	// binaries built from other sources.
+	_ "github.com/fencesim/fencesim/live/apilocker"
+	_ "github.com/fencesim/fencesim/lockd"
+	_ "github.com/fencesim/fencesim/nodesvc"
+	_ "github.com/fencesim/fencesim/storesvc"
 )
 
 // binDir holds the binaries TestMain built: the services, the store and
