@@ -117,3 +117,21 @@ func TestCheckDropsOnlyDerivationS1(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckTokensPerResource: a target with per-resource tokens is not
+// held to one order across resources, but still to one per resource.
+func TestCheckTokensPerResource(t *testing.T) {
+	for _, c := range []struct {
+		ops  []checker.LockOp
+		want checker.VerdictKind
+	}{
+		{[]checker.LockOp{acq(0, "a", "r1", 1, 0, 10*ms, checker.LockGranted), acq(1, "b", "r2", 1, 20*ms, 30*ms, checker.LockGranted)}, checker.VerdictPass},
+		{[]checker.LockOp{acq(0, "a", "r1", 2, 0, 10*ms, checker.LockGranted), acq(1, "b", "r1", 1, 200*ms, 210*ms, checker.LockGranted)}, checker.VerdictViolation},
+	} {
+		h := checker.History{LockOps: c.ops, End: time.Second,
+			Grants: deriveGrants(c.ops, map[string]time.Duration{"a": 100 * ms, "b": 100 * ms}, 1000, nil, time.Second)}
+		if v := check(h, &run{info: TargetInfo{Name: "x", TokensPerResource: true}}); v.Kind != c.want {
+			t.Errorf("%+v: verdict %v %v, want %v", c.ops, v.Kind, v.Violations, c.want)
+		}
+	}
+}

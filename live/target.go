@@ -41,6 +41,10 @@ type TargetInfo struct {
 	ClockFaults bool
 	// DiskFaults: the servers take POST /test/disk (slow fsync).
 	DiskFaults bool
+	// TokensPerResource: the service's tokens grow per resource (a
+	// counter per key), not across resources, which fencing needs no
+	// more than; S1 is then judged per resource.
+	TokensPerResource bool
 	// Binaries are the executables the target needs, for the message of
 	// a run (or a test) that cannot find them.
 	Binaries []string

@@ -112,8 +112,8 @@ func (lockdTarget) Info() TargetInfo {
 	// No clock faults: lockd's leases live on Redis's clock (PEXPIRE),
 	// which no endpoint can skew; its own test clock moves only its
 	// admission windows.
-	return TargetInfo{Name: "lockd", Doc: "the Redis lock API: 2 fencesim-lockd instances over one redis-server (appendfsync always), tokens from a Redis counter",
-		Fenced: true, Binaries: []string{"fencesim-lockd", "redis-server", "fencesim-store", "fencesim-liveclient"}}
+	return TargetInfo{Name: "lockd", Doc: "the Redis lock API: 2 fencesim-lockd instances over one redis-server (appendfsync always), tokens from a Redis counter per resource",
+		Fenced: true, TokensPerResource: true, Binaries: []string{"fencesim-lockd", "redis-server", "fencesim-store", "fencesim-liveclient"}}
 }
 
 func (lockdTarget) Layout(s *Setup) (Layout, error) {

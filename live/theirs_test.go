@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/checker"
-	"github.com/fencesim/fencesim/scenarios"
 )
 
 // The targets we did not write (redlock, etcd-mutex, etcd-mutex-fenced)
@@ -66,25 +65,14 @@ func (e *buildError) Error() string {
 	return "building " + e.name + ": " + e.err.Error() + ": " + e.out
 }
 
-// pausedHolder is kleppmann-gc-pause with the work window widened as the
-// canary does (300 ms from A's grant at about 600 ms, the pause at
-// 750 ms): the pause then lands after A's acquire returned however slowly
-// a loaded machine answers it. Landing inside the acquire instead is no
-// Kleppmann case: redsync, for one, then finds its validity spent and
-// gives the lock back.
-func pausedHolder(t *testing.T) scenarios.Plan {
-	p := plan(t, "kleppmann-gc-pause", 1)
-	p.Spec.Clients[0].WorkDuration = scenarios.Duration(300 * time.Millisecond)
-	p.Schedule[0].At = scenarios.Duration(750 * time.Millisecond)
-	return p
-}
-
-// staleWriteLanded runs the pause against an unfenced target and wants
-// what Kleppmann described: A's write, sent across its pause, accepted by
+// staleWriteLanded runs the pause (kleppmannPlan: inside A's work, not
+// on its acquire in flight, where redsync, for one, would find its
+// validity spent and give the lock back) against an unfenced target and
+// wants what Kleppmann described: A's write, sent across its pause, accepted by
 // the store after B's, an S3 violation (S2 too if the derived grants
 // overlap).
 func staleWriteLanded(t *testing.T, target Target) {
-	res := runLive(t, target, pausedHolder(t))
+	res := runLive(t, target, kleppmannPlan(t))
 	if len(res.Faults) != 1 || res.Faults[0].Skipped != "" || res.Faults[0].Node != "a" {
 		t.Fatalf("faults carried out: %+v, want the pause of a", res.Faults)
 	}
