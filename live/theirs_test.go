@@ -2,6 +2,8 @@ package live
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/internal/etcdtest"
 )
 
 // The targets we did not write (redlock, etcd-mutex, etcd-mutex-fenced)
@@ -143,4 +146,38 @@ func TestStopSignal(t *testing.T) {
 		t.Fatalf("with StopSignal SIGKILL: %v", err)
 	}
 	noLeftovers(t, res.PIDs)
+}
+
+// TestEtcdLeader: etcdLeader names the member that leads (the one whose
+// status reports itself as leader), so @leader faults reach it; with no
+// member answering it says so.
+func TestEtcdLeader(t *testing.T) {
+	members := etcdtest.Start(t)
+	var servers []Server
+	for i, m := range members {
+		servers = append(servers, Server{Name: fmt.Sprintf("etcd%d", i+1), Endpoint: m.ClientURL})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hc := &http.Client{Timeout: time.Second}
+	name, ok := etcdLeader(ctx, hc, servers)
+	if !ok {
+		t.Fatal("no leader named in a healthy cluster")
+	}
+	leads := 0
+	for i, s := range servers {
+		// Asked alone, only the leader names itself.
+		if n, ok := etcdLeader(ctx, hc, servers[i:i+1]); ok {
+			leads++
+			if n != name || s.Name != name {
+				t.Errorf("member %s alone says %q leads; all together said %q", s.Name, n, name)
+			}
+		}
+	}
+	if leads != 1 {
+		t.Errorf("%d members name themselves leader, want 1", leads)
+	}
+	if n, ok := etcdLeader(ctx, hc, []Server{{Name: "gone", Endpoint: "http://127.0.0.1:1"}}); ok {
+		t.Errorf("an unreachable member was named leader: %q", n)
+	}
 }

@@ -110,6 +110,11 @@ var layers = []struct {
 		why:     "an etcd cluster's flags and health check, shared by the benchmark and the live targets: standard library only",
 	},
 	{
+		pattern: "./internal/etcdtest",
+		allowed: []string{"internal/etcdcluster"},
+		why:     "the tests' etcd cluster is etcdcluster's plan started: nothing else of fencesim",
+	},
+	{
 		pattern: "./live/redlockclient",
 		allowed: []string{"live/liveclient"},
 		why:     "a target's Locker is what a user writes for their own service: the liveclient contract and the service's client library, nothing else of fencesim",

@@ -3,62 +3,19 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
-	"github.com/fencesim/fencesim/internal/etcdcluster"
+	"github.com/fencesim/fencesim/internal/etcdtest"
 	"github.com/fencesim/fencesim/live/liveclient"
 )
 
-// cluster starts a three-member etcd (election timeout 500ms, as the live
-// targets run it) and returns its client URLs; skipped without etcd,
-// except in CI.
+// cluster starts a three-member etcd (etcdtest: as the live targets run
+// it) and returns its client URLs; skipped without etcd, except in CI.
 func cluster(t *testing.T) []string {
-	bin, err := etcdcluster.Binary()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%v; CI is set: .ci/run installs etcd-server", err)
-		}
-		t.Skipf("skipping the real-etcd tests: %v", err)
-	}
-	var ports []int
-	for range 6 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-	}
-	dir := t.TempDir()
-	plan, err := etcdcluster.Plan(func(i int) string { return dir + "/m" + string(rune('0'+i)) }, ports[:3], ports[3:],
-		etcdcluster.Options{ElectionTimeout: 500 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var urls []string
-	for _, m := range plan {
-		cmd := exec.Command(bin, m.Args...)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for _, m := range etcdtest.Start(t) {
 		urls = append(urls, m.ClientURL)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	hc := &http.Client{Timeout: time.Second}
-	for _, u := range urls {
-		for etcdcluster.Healthy(ctx, hc, u) != nil {
-			if ctx.Err() != nil {
-				t.Fatalf("%s not healthy within 30s", u)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
 	}
 	return urls
 }
