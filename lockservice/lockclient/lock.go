@@ -9,6 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/internal/record"
 	"github.com/fencesim/fencesim/process"
@@ -70,6 +71,7 @@ type Lock struct {
 	acqReq      uint64
 	acqStart    time.Duration // monotonic, for the watchdog
 	acqStartReq uint64        // the request acqStart was taken for
+	acqMoved    bool          // the request went to another server (a redirect or a timeout)
 	// the lease as the client believes it
 	token      uint64
 	deadline   time.Duration // monotonic: the watchdog's limit
@@ -264,7 +266,7 @@ func (l *Lock) sendAcquire() {
 		// The lease is measured from the first send of this request id: a
 		// retry is deduplicated, so the grant it is answered with may have
 		// started when the first copy arrived.
-		l.acqStart, l.acqStartReq = l.now(), l.acqReq
+		l.acqStart, l.acqStartReq, l.acqMoved = l.now(), l.acqReq, false
 		l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpAcquire, Request: l.acqReq})
 	}
 	l.send(l.server(), lockservice.AcquireRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, TTL: l.cfg.TTL, Request: l.acqReq})
@@ -275,6 +277,7 @@ func (l *Lock) sendAcquire() {
 // retryAcquire resends the acquire elsewhere, with the same id: the last
 // server did not answer in time.
 func (l *Lock) retryAcquire() {
+	l.acqMoved = true
 	l.rotate()
 	l.sendAcquire()
 }
@@ -316,6 +319,12 @@ func (l *Lock) onAcquireReply(m lockservice.LockReply) {
 	}
 	switch m.Status {
 	case lockservice.Granted:
+		if l.acqMoved {
+			l.cfg.Marks.Hit(coverage.ClientAcquireAcrossLeaders)
+		}
+		if l.now()-l.acqStart > l.cfg.TTL {
+			l.cfg.Marks.Hit(coverage.ClientGrantPastTTL)
+		}
 		l.token = m.Token
 		l.extend(l.acqStart, m.TTL)
 		l.phase = lockHolding
@@ -334,6 +343,7 @@ func (l *Lock) onAcquireReply(m lockservice.LockReply) {
 		}
 		Rearm(l.env, &l.timeout, l.backoffAfter(m.Status), l.sendAcquireFn)
 	case lockservice.NotLeader:
+		l.acqMoved = true
 		named := l.redirect(m)
 		l.Log("acquire.redirect", m.Request, slog.Int("leader", int(m.Leader)))
 		Rearm(l.env, &l.timeout, l.retryDelay(named), l.sendAcquireFn) // same id
@@ -380,6 +390,7 @@ func (l *Lock) watchdogFired() {
 	if l.phase != lockHolding {
 		return
 	}
+	l.cfg.Marks.Hit(coverage.ClientWatchdogFired)
 	l.Log("watchdog.expired", 0, slog.Uint64("token", l.token))
 	l.Lose("watchdog")
 }
@@ -444,6 +455,7 @@ func (l *Lock) onRenewReply(m lockservice.LockReply) {
 		l.Log("renew.ok", m.Request, slog.Uint64("token", l.token))
 		return
 	}
+	l.cfg.Marks.Hit(coverage.ClientRenewRefused)
 	l.Log("renew.lost", m.Request, slog.Uint64("token", l.token), slog.String("status", m.Status.String()))
 	l.Lose("renew-refused")
 }
@@ -506,6 +518,9 @@ func (l *Lock) onReleaseReply(m lockservice.LockReply) {
 		return
 	}
 	l.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRelease, Request: m.Request, Token: l.token, Status: m.Status})
+	if m.Status != lockservice.Released {
+		l.cfg.Marks.Hit(coverage.ClientReleaseRefused)
+	}
 	l.logStatus("release.", m.Status, m.Request, slog.Uint64("token", l.token))
 	l.relStatus = m.Status
 	l.phase = lockIdle
