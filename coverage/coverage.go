@@ -42,8 +42,11 @@ const (
 	// heard from a leader within the election timeout (CheckQuorum lease).
 	RaftVoteLeaseIgnored
 	// RaftAppendConflict: a follower refused an append whose previous
-	// entry its log does not hold (log conflict).
+	// entry its log holds with another term (log conflict).
 	RaftAppendConflict
+	// RaftAppendGap: a follower refused an append whose previous entry is
+	// beyond its log (it lags: the leader probes back).
+	RaftAppendGap
 	// RaftLogTruncated: a follower dropped an uncommitted suffix of its log
 	// for the leader's entries.
 	RaftLogTruncated
@@ -149,50 +152,51 @@ const (
 )
 
 // info is each mark's stable name and where it is hit.
-var info = [numMarks]struct{ name, where string }{
-	RaftVoteSplit:             {"raft.vote-split", "raft"},
-	RaftElectionLost:          {"raft.election-lost", "raft"},
-	RaftVoteLeaseIgnored:      {"raft.vote-lease-ignored", "raft"},
-	RaftAppendConflict:        {"raft.append-conflict", "raft"},
-	RaftLogTruncated:          {"raft.log-truncated", "raft"},
-	RaftCommitEarlierTerm:     {"raft.commit-earlier-term", "raft"},
-	RaftAppendStaleTerm:       {"raft.append-stale-term", "raft"},
-	RaftAppendBehindCommit:    {"raft.append-behind-commit", "raft"},
-	RaftAppendDuplicate:       {"raft.append-duplicate", "raft"},
-	RaftLeaderUncommittedTail: {"raft.leader-uncommitted-tail", "raft"},
-	RaftCheckQuorumStepDown:   {"raft.checkquorum-step-down", "raft"},
+var info = [numMarks]struct{ name, where, doc string }{
+	RaftVoteSplit:             {"raft.vote-split", "raft", "a voter refused a candidate: it had voted for another in the term"},
+	RaftElectionLost:          {"raft.election-lost", "raft", "a candidate lost its election"},
+	RaftVoteLeaseIgnored:      {"raft.vote-lease-ignored", "raft", "a vote request ignored under the CheckQuorum lease"},
+	RaftAppendConflict:        {"raft.append-conflict", "raft", "a follower refused an append: its previous entry has another term"},
+	RaftAppendGap:             {"raft.append-gap", "raft", "a follower refused an append: it lacks the previous entry"},
+	RaftLogTruncated:          {"raft.log-truncated", "raft", "a follower dropped an uncommitted suffix for the leader's entries"},
+	RaftCommitEarlierTerm:     {"raft.commit-earlier-term", "raft", "entries of an earlier term committed through a current-term entry"},
+	RaftAppendStaleTerm:       {"raft.append-stale-term", "raft", "an append or heartbeat of an older term refused"},
+	RaftAppendBehindCommit:    {"raft.append-behind-commit", "raft", "a reordered or duplicated append below the commit index"},
+	RaftAppendDuplicate:       {"raft.append-duplicate", "raft", "a reordered or duplicated append whose entries were all there"},
+	RaftLeaderUncommittedTail: {"raft.leader-uncommitted-tail", "raft", "a new leader took over with an uncommitted tail"},
+	RaftCheckQuorumStepDown:   {"raft.checkquorum-step-down", "raft", "a leader stepped down: no majority heard within a timeout"},
 
-	ReplicaRestartReplay:    {"replica.restart-replay", "reference"},
-	ReplicaNewLeaderLeases:  {"replica.new-leader-leases", "reference"},
-	ReplicaStepDownPending:  {"replica.step-down-pending", "reference"},
-	ReplicaShed:             {"replica.shed", "reference"},
-	ReplicaDuplicateEntry:   {"replica.duplicate-entry", "reference"},
-	LockExpireRaced:         {"lock.expire-raced", "reference"},
-	LockRenewAfterExpiry:    {"lock.renew-after-expiry", "reference"},
-	LockReleaseAfterRegrant: {"lock.release-after-regrant", "reference"},
-	LockHolderReacquired:    {"lock.holder-reacquired", "reference"},
-	TokenCross2p31:          {"token.cross-2^31", "reference"},
-	TokenCross2p32:          {"token.cross-2^32", "reference"},
-	TokenCross2p53:          {"token.cross-2^53", "reference"},
-	TokenCross2p63:          {"token.cross-2^63", "reference"},
+	ReplicaRestartReplay:    {"replica.restart-replay", "reference", "a replica restarted with a persisted log"},
+	ReplicaNewLeaderLeases:  {"replica.new-leader-leases", "reference", "a new leader restarted inherited leases"},
+	ReplicaStepDownPending:  {"replica.step-down-pending", "reference", "a leader stepped down with requests waiting"},
+	ReplicaShed:             {"replica.shed", "reference", "a request shed at the ingress bound"},
+	ReplicaDuplicateEntry:   {"replica.duplicate-entry", "reference", "a second log entry of one request applied as a replay"},
+	LockExpireRaced:         {"lock.expire-raced", "reference", "an expiry applied after a renewal restarted the lease (renew racing expiry)"},
+	LockRenewAfterExpiry:    {"lock.renew-after-expiry", "reference", "a renewal applied after its lease ended"},
+	LockReleaseAfterRegrant: {"lock.release-after-regrant", "reference", "a release applied after the resource was granted again"},
+	LockHolderReacquired:    {"lock.holder-reacquired", "reference", "the holder's fresh acquire granted with the same token"},
+	TokenCross2p31:          {"token.cross-2^31", "reference", "a grant's token crossed 2^31"},
+	TokenCross2p32:          {"token.cross-2^32", "reference", "a grant's token crossed 2^32"},
+	TokenCross2p53:          {"token.cross-2^53", "reference", "a grant's token crossed 2^53"},
+	TokenCross2p63:          {"token.cross-2^63", "reference", "a grant's token crossed 2^63"},
 
-	ClientAcquireAcrossLeaders: {"client.acquire-across-leaders", "client"},
-	ClientGrantPastTTL:         {"client.grant-past-ttl", "client"},
-	ClientRenewRefused:         {"client.renew-refused", "client"},
-	ClientWatchdogFired:        {"client.watchdog-fired", "client"},
-	ClientReleaseRefused:       {"client.release-refused", "client"},
+	ClientAcquireAcrossLeaders: {"client.acquire-across-leaders", "client", "an acquire granted after its request id went to another server"},
+	ClientGrantPastTTL:         {"client.grant-past-ttl", "client", "an acquire granted more than a TTL after its first send"},
+	ClientRenewRefused:         {"client.renew-refused", "client", "a renewal refused"},
+	ClientWatchdogFired:        {"client.watchdog-fired", "client", "the watchdog ended a belief"},
+	ClientReleaseRefused:       {"client.release-refused", "client", "a release answered with anything but released"},
 
-	CrashAfterVoteUnsynced:   {"nemesis.crash-after-vote-unsynced", "nemesis"},
-	CrashAfterVoteSynced:     {"nemesis.crash-after-vote-synced", "nemesis"},
-	CrashAfterAppendUnsynced: {"nemesis.crash-after-append-unsynced", "nemesis"},
-	CrashAfterAppendSynced:   {"nemesis.crash-after-append-synced", "nemesis"},
-	CrashMajority:            {"nemesis.crash-majority", "nemesis"},
-	CrashLeader:              {"nemesis.crash-leader", "nemesis"},
-	StoreCrashHolderPaused:   {"nemesis.store-crash-holder-paused", "nemesis"},
-	PauseHolder:              {"nemesis.pause-holder", "nemesis"},
-	WallJumpLeader:           {"nemesis.wall-jump-leader", "nemesis"},
-	WallJumpClient:           {"nemesis.wall-jump-client", "nemesis"},
-	PartitionLeader:          {"nemesis.partition-leader", "nemesis"},
+	CrashAfterVoteUnsynced:   {"nemesis.crash-after-vote-unsynced", "nemesis", "a replica crashed right after a vote, before its sync completed"},
+	CrashAfterVoteSynced:     {"nemesis.crash-after-vote-synced", "nemesis", "a replica crashed right after a vote, once durable"},
+	CrashAfterAppendUnsynced: {"nemesis.crash-after-append-unsynced", "nemesis", "a replica crashed right after an append, before its sync completed"},
+	CrashAfterAppendSynced:   {"nemesis.crash-after-append-synced", "nemesis", "a replica crashed right after an append, once durable"},
+	CrashMajority:            {"nemesis.crash-majority", "nemesis", "a crash left a majority of the servers down"},
+	CrashLeader:              {"nemesis.crash-leader", "nemesis", "the leader crashed"},
+	StoreCrashHolderPaused:   {"nemesis.store-crash-holder-paused", "nemesis", "the store crashed while a holder was paused"},
+	PauseHolder:              {"nemesis.pause-holder", "nemesis", "a client that believed it held its lock was paused"},
+	WallJumpLeader:           {"nemesis.wall-jump-leader", "nemesis", "the leader's wall clock jumped 1-4 TTLs"},
+	WallJumpClient:           {"nemesis.wall-jump-client", "nemesis", "a client's wall clock jumped 1-4 TTLs"},
+	PartitionLeader:          {"nemesis.partition-leader", "nemesis", "a link fault cut the leader off from a majority"},
 }
 
 // All returns every mark, in declaration order.
@@ -217,6 +221,14 @@ func (m Mark) String() string {
 func (m Mark) Where() string {
 	if m > 0 && m < numMarks {
 		return info[m].where
+	}
+	return ""
+}
+
+// Doc says in one line what hits the mark.
+func (m Mark) Doc() string {
+	if m > 0 && m < numMarks {
+		return info[m].doc
 	}
 	return ""
 }
@@ -289,4 +301,41 @@ func (c *Counts) Add(o *Counts) {
 	for i := range c.n {
 		c.n[i] += o.n[i]
 	}
+}
+
+// Tally sums marks over runs (a sweep's seeds): each mark's hits and how
+// many runs hit it at least once.
+type Tally struct {
+	Runs int
+	hits [numMarks]uint64
+	runs [numMarks]int
+}
+
+// Add folds one run's counts in (nil: a run that counted nothing, such as
+// one that could not start).
+func (t *Tally) Add(c *Counts) {
+	t.Runs++
+	if c == nil {
+		return
+	}
+	for m, n := range c.n {
+		if n > 0 {
+			t.hits[m] += n
+			t.runs[m]++
+		}
+	}
+}
+
+// Hits returns m's hits over every run.
+func (t *Tally) Hits(m Mark) uint64 { return t.hits[m] }
+
+// RunsHit returns how many runs hit m at least once.
+func (t *Tally) RunsHit(m Mark) int { return t.runs[m] }
+
+// Fraction is the share of runs that hit m, in [0, 1] (0 with no run).
+func (t *Tally) Fraction(m Mark) float64 {
+	if t.Runs == 0 {
+		return 0
+	}
+	return float64(t.runs[m]) / float64(t.Runs)
 }

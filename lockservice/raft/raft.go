@@ -484,7 +484,11 @@ func (n *Node) handleAppend(m Message) {
 		// index, and skipping our entries of terms above m.LogTerm, which
 		// cannot match the leader's entry at m.Index.
 		hintIndex, hintTerm := n.log.findConflictByTerm(min(m.Index, n.log.lastIndex()), m.LogTerm)
-		n.marks.Hit(coverage.RaftAppendConflict)
+		if m.Index <= n.log.lastIndex() {
+			n.marks.Hit(coverage.RaftAppendConflict)
+		} else {
+			n.marks.Hit(coverage.RaftAppendGap)
+		}
 		n.send(Message{To: m.From, Type: MsgAppResp, Index: m.Index, Reject: true, RejectHint: hintIndex, LogTerm: hintTerm})
 		return
 	}
