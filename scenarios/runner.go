@@ -85,6 +85,11 @@ func NewPlan(spec Spec, seed uint64) (Plan, error) {
 		o := nemesis.DrawOptions(r, c)
 		p.Options = &o
 		p.Schedule = append(p.Schedule, nemesis.Generate(r, o, c, time.Duration(spec.Duration))...)
+		if spec.TokenOffset == 0 {
+			// Written into the plan's spec, so that a replay file and a
+			// shrink keep the offset the seed drew.
+			p.Spec.TokenOffset = drawTokenOffset(seed)
+		}
 	}
 	if spec.Liveness != nil {
 		p.Schedule = p.Schedule.HealAll(time.Duration(spec.Duration), spec.cluster())
@@ -300,7 +305,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	servers := spec.serverNames()
 	marks := &coverage.Counts{}
 	run := lockservice.DesignRun{Limits: lockservice.DefaultLimits(), Observer: obs,
-		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks}
+		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks, TokenOffset: spec.TokenOffset}
 	for i := range servers {
 		// Ids are dense and handed out in order: the servers come first,
 		// then the store.
