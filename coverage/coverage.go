@@ -15,8 +15,12 @@
 // runner does, in package scenarios). Counting is an array increment on
 // the event loop's thread: deterministic, nothing reaches the trace hash or
 // the components' behaviour, and a nil *Counts — what a unit test or the
-// real runtime passes — counts nothing. The package is a leaf, importable
-// by the Raft core and the reference without dragging anything in.
+// real runtime passes — counts nothing. The real runtime does not count:
+// the marks measure how far a search over many seeds reaches, which says
+// nothing about one long-running process, and exporting them as metrics
+// would make their names an operator's contract. The package is a leaf,
+// importable by the Raft core and the reference without dragging anything
+// in.
 package coverage
 
 import (
