@@ -440,3 +440,48 @@ func TestPorcupineURLs(t *testing.T) {
 	}
 	assertOffline(t, dirty)
 }
+
+// TestTokensPast2p63AreWhole: the Kleppmann story with its tokens moved to
+// either side of 2^63 (alice 2^63−1, bob 2^63) still passes the checker,
+// and the page shows both tokens digit for digit — nothing on the way
+// read them as signed or as doubles.
+func TestTokensPast2p63AreWhole(t *testing.T) {
+	in := kleppmann(t)
+	const shift = 1<<63 - 34
+	h := in.History
+	for i := range h.LockOps {
+		h.LockOps[i].Token += shift
+	}
+	for i := range h.Grants {
+		h.Grants[i].Token += shift
+	}
+	for i := range h.Renewals {
+		h.Renewals[i].Token += shift
+	}
+	for i := range h.Ends {
+		h.Ends[i].Token += shift
+	}
+	for i := range h.Beliefs {
+		h.Beliefs[i].Token += shift
+	}
+	for i := range h.Ops {
+		h.Ops[i].Token += shift
+		if h.Ops[i].ReadToken != 0 {
+			h.Ops[i].ReadToken += shift
+		}
+	}
+	for i := range h.Applies {
+		h.Applies[i].Token += shift
+	}
+	in.History = h
+	in.Verdict = checker.Check(h, checker.Options{})
+	if in.Verdict.Kind != checker.VerdictPass {
+		t.Fatalf("tokens across 2^63: verdict %v %+v, want pass", in.Verdict.Kind, in.Verdict.Violations)
+	}
+	page := render1(t, in)
+	for _, tok := range []string{"9223372036854775807", "9223372036854775808"} {
+		if !strings.Contains(page, "token "+tok) {
+			t.Errorf("the page does not show token %s whole", tok)
+		}
+	}
+}
