@@ -276,10 +276,11 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	design := spec.design()
 	info := design.Info()
 	rec := newRecorder(w, ids, info.SyncedDecisions)
+	marks := &coverage.Counts{}
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = crashResult(p, w, rec, newCrash(r, w.Step(), w.Now())), nil
-			res.Wall = wall.elapsed()
+			res.Wall, res.Marks = wall.elapsed(), marks
 		}
 	}()
 	var obs lockservice.Observer = &boundedObserver{next: rec, w: w, left: reports, max: reports}
@@ -303,7 +304,6 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		return err
 	}
 	servers := spec.serverNames()
-	marks := &coverage.Counts{}
 	run := lockservice.DesignRun{Limits: lockservice.DefaultLimits(), Observer: obs,
 		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks, TokenOffset: spec.TokenOffset}
 	for i := range servers {
