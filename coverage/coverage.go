@@ -89,6 +89,13 @@ const (
 	// ReplicaDuplicateEntry: a second log entry of one request applied (a
 	// copy proposed while the first was in flight), answered as a replay.
 	ReplicaDuplicateEntry
+	// ReplicaLogTailCut: a restarted replica found its log torn or
+	// incomplete at the tail (a crash before the sync) and cut it there.
+	ReplicaLogTailCut
+	// ReplicaLogTermCut: a restarted replica cut log entries of a term
+	// newer than its persisted hard state (a crash kept unsynced appends
+	// but lost the term written before them).
+	ReplicaLogTermCut
 	// LockExpireRaced: an expiry entry applied after a renewal or a new
 	// grant restarted the lease it meant to end, so it ended nothing
 	// (renew racing expiry).
@@ -107,6 +114,17 @@ const (
 	TokenCross2p32
 	TokenCross2p53
 	TokenCross2p63
+
+	// Fenced store (lockservice/fencedstore).
+
+	// StoreFenced: the store refused a write whose token was below the
+	// highest it had accepted (the fence doing its work).
+	StoreFenced
+	// StoreReplayedWrite: a retried or duplicated write was answered from
+	// the store's dedup table.
+	StoreReplayedWrite
+	// StoreLateCopy: a late copy of a client's earlier write was dropped.
+	StoreLateCopy
 
 	// Lock client (lockservice/lockclient).
 
@@ -175,6 +193,8 @@ var info = [numMarks]struct{ name, where, doc string }{
 	ReplicaStepDownPending:  {"replica.step-down-pending", "reference", "a leader stepped down with requests waiting"},
 	ReplicaShed:             {"replica.shed", "reference", "a request shed at the ingress bound"},
 	ReplicaDuplicateEntry:   {"replica.duplicate-entry", "reference", "a second log entry of one request applied as a replay"},
+	ReplicaLogTailCut:       {"replica.log-tail-cut", "reference", "a restarted replica cut a torn or incomplete log tail"},
+	ReplicaLogTermCut:       {"replica.log-term-cut", "reference", "a restarted replica cut entries newer than its persisted term"},
 	LockExpireRaced:         {"lock.expire-raced", "reference", "an expiry applied after a renewal restarted the lease (renew racing expiry)"},
 	LockRenewAfterExpiry:    {"lock.renew-after-expiry", "reference", "a renewal applied after its lease ended"},
 	LockReleaseAfterRegrant: {"lock.release-after-regrant", "reference", "a release applied after the resource was granted again"},
@@ -183,6 +203,10 @@ var info = [numMarks]struct{ name, where, doc string }{
 	TokenCross2p32:          {"token.cross-2^32", "reference", "a grant's token crossed 2^32"},
 	TokenCross2p53:          {"token.cross-2^53", "reference", "a grant's token crossed 2^53"},
 	TokenCross2p63:          {"token.cross-2^63", "reference", "a grant's token crossed 2^63"},
+
+	StoreFenced:        {"store.fenced", "store", "the store refused a write with a token below its highest"},
+	StoreReplayedWrite: {"store.replayed-write", "store", "a retried or duplicated write answered from the dedup table"},
+	StoreLateCopy:      {"store.late-copy", "store", "a late copy of an earlier write dropped"},
 
 	ClientAcquireAcrossLeaders: {"client.acquire-across-leaders", "client", "an acquire granted after its request id went to another server"},
 	ClientGrantPastTTL:         {"client.grant-past-ttl", "client", "an acquire granted more than a TTL after its first send"},
@@ -220,8 +244,8 @@ func (m Mark) String() string {
 	return fmt.Sprintf("mark(%d)", uint8(m))
 }
 
-// Where names the component that hits the mark: raft, reference, client
-// or nemesis.
+// Where names the component that hits the mark: raft, reference, store,
+// client or nemesis.
 func (m Mark) Where() string {
 	if m > 0 && m < numMarks {
 		return info[m].where

@@ -324,7 +324,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	}
 	ignoreTokens := spec.Store.IgnoreTokens || info.UnfencedStore
 	if err := add(storeNode, func() sim.Process {
-		cfg := fencedstore.StoreConfig{Limits: run.Limits, IgnoreTokens: ignoreTokens, Observer: obs}
+		cfg := fencedstore.StoreConfig{Limits: run.Limits, IgnoreTokens: ignoreTokens, Observer: obs, Marks: marks}
 		mutants.InjectStore(run.Mutant, &cfg)
 		return fencedstore.NewFencedStore(cfg)
 	}); err != nil {

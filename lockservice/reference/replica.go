@@ -183,7 +183,14 @@ func (r *Replica) Start(env process.Env) {
 		}
 	}
 	entries, dlog := loadLog(env.Disk(), segmentEntries)
+	if dlog.cut {
+		r.cfg.Marks.Hit(coverage.ReplicaLogTailCut)
+	}
+	loaded := len(entries)
 	entries = dlog.keepTerms(env.Disk(), entries, hs.Term)
+	if len(entries) < loaded {
+		r.cfg.Marks.Hit(coverage.ReplicaLogTermCut)
+	}
 	r.log = dlog
 	r.persistedHard = hs
 	peers := make([]raft.ID, len(r.cfg.Peers))
