@@ -128,8 +128,10 @@ const (
 
 	// Lock client (lockservice/lockclient).
 
-	// ClientAcquireAcrossLeaders: an acquire was granted after a NotLeader
-	// redirect or a timeout sent the same request id to another server.
+	// ClientAcquireAcrossLeaders: an acquire was granted after the leader a
+	// redirect had named for it redirected it again or went silent, so
+	// that the same request id went on to the next leader (the lead
+	// changed while the acquire was in flight).
 	ClientAcquireAcrossLeaders
 	// ClientGrantPastTTL: an acquire was granted more than one TTL after
 	// its request id was first sent (its replies lost past the lease).
@@ -208,7 +210,7 @@ var info = [numMarks]struct{ name, where, doc string }{
 	StoreReplayedWrite: {"store.replayed-write", "store", "a retried or duplicated write answered from the dedup table"},
 	StoreLateCopy:      {"store.late-copy", "store", "a late copy of an earlier write dropped"},
 
-	ClientAcquireAcrossLeaders: {"client.acquire-across-leaders", "client", "an acquire granted after its request id went to another server"},
+	ClientAcquireAcrossLeaders: {"client.acquire-across-leaders", "client", "an acquire granted after the leader it was sent to stopped leading"},
 	ClientGrantPastTTL:         {"client.grant-past-ttl", "client", "an acquire granted more than a TTL after its first send"},
 	ClientRenewRefused:         {"client.renew-refused", "client", "a renewal refused"},
 	ClientWatchdogFired:        {"client.watchdog-fired", "client", "the watchdog ended a belief"},

@@ -40,7 +40,7 @@ var swarmFloor = map[coverage.Mark]int{
 	coverage.StoreFenced:                1,  // 3
 	coverage.StoreReplayedWrite:         12, // 24
 	coverage.StoreLateCopy:              2,  // 4
-	coverage.ClientAcquireAcrossLeaders: 50, // 59
+	coverage.ClientAcquireAcrossLeaders: 22, // 45
 	coverage.ClientGrantPastTTL:         13, // 26
 	coverage.ClientRenewRefused:         1,  // 1
 	coverage.ClientWatchdogFired:        3,  // 6

@@ -71,7 +71,10 @@ type Lock struct {
 	acqReq      uint64
 	acqStart    time.Duration // monotonic, for the watchdog
 	acqStartReq uint64        // the request acqStart was taken for
-	acqMoved    bool          // the request went to another server (a redirect or a timeout)
+	// acqNamed: a redirect named the leader this request went to next;
+	// acqMoved: that leader then redirected it again or went silent (the
+	// lead changed while the acquire was in flight), for a coverage mark.
+	acqNamed, acqMoved bool
 	// the lease as the client believes it
 	token      uint64
 	deadline   time.Duration // monotonic: the watchdog's limit
@@ -266,7 +269,8 @@ func (l *Lock) sendAcquire() {
 		// The lease is measured from the first send of this request id: a
 		// retry is deduplicated, so the grant it is answered with may have
 		// started when the first copy arrived.
-		l.acqStart, l.acqStartReq, l.acqMoved = l.now(), l.acqReq, false
+		l.acqStart, l.acqStartReq = l.now(), l.acqReq
+		l.acqNamed, l.acqMoved = false, false
 		l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpAcquire, Request: l.acqReq})
 	}
 	l.send(l.server(), lockservice.AcquireRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, TTL: l.cfg.TTL, Request: l.acqReq})
@@ -277,7 +281,8 @@ func (l *Lock) sendAcquire() {
 // retryAcquire resends the acquire elsewhere, with the same id: the last
 // server did not answer in time.
 func (l *Lock) retryAcquire() {
-	l.acqMoved = true
+	l.acqMoved = l.acqMoved || l.acqNamed
+	l.acqNamed = false
 	l.rotate()
 	l.sendAcquire()
 }
@@ -343,8 +348,9 @@ func (l *Lock) onAcquireReply(m lockservice.LockReply) {
 		}
 		Rearm(l.env, &l.timeout, l.backoffAfter(m.Status), l.sendAcquireFn)
 	case lockservice.NotLeader:
-		l.acqMoved = true
+		l.acqMoved = l.acqMoved || l.acqNamed
 		named := l.redirect(m)
+		l.acqNamed = named
 		l.Log("acquire.redirect", m.Request, slog.Int("leader", int(m.Leader)))
 		Rearm(l.env, &l.timeout, l.retryDelay(named), l.sendAcquireFn) // same id
 	default:
