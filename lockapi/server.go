@@ -37,6 +37,10 @@ type Config struct {
 	DrainDelay                                                time.Duration
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	Logger                                                    *slog.Logger
+	// TestRoutes, if set, serves every path under /test/: the test-only
+	// fault endpoints a command mounts with FENCESIM_TEST_HOOKS=1 (package
+	// internal/testhooks). nil, the default: no such route exists.
+	TestRoutes http.Handler
 }
 
 // DefaultConfig is a production-shaped policy.
@@ -114,6 +118,9 @@ func NewServer(b Backend, cfg Config) *Server {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	if cfg.TestRoutes != nil {
+		mux.Handle("/test/", cfg.TestRoutes)
+	}
 	s.http = httpx.NewServer(mux, httpx.Timeouts{
 		ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout,
 	}, cfg.Logger)

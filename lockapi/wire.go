@@ -39,7 +39,10 @@ type ReleaseResponse struct {
 
 // LockResponse answers GET /v1/locks/{resource}. When Held, Holder, Token
 // and TTLms describe the current lease; LastToken is the highest token ever
-// issued for the resource (0: never), so a fenced resource can be primed.
+// issued for the resource (0: never), so a fenced resource can be primed —
+// or, from a service whose tokens are one sequence across resources
+// (fencesim-node: Raft log indexes), the last token it issued at all,
+// which primes a fence as well.
 type LockResponse struct {
 	Resource  string `json:"resource"`
 	Held      bool   `json:"held"`

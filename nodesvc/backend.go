@@ -483,10 +483,10 @@ func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl time
 
 // Renew implements lockapi.Backend.
 func (b *Backend) Renew(ctx context.Context, resource, client string, token uint64, ttl time.Duration) (lockapi.Lease, error) {
-	// The replica renews for the lease's own TTL (the one granted); a
-	// different ttl cannot be honoured without a command that carries it.
+	// The renewal carries ttl through the log: the lease restarts for
+	// it, and keeps it for later renewals and a new leader's restart.
 	rep, err := b.call(ctx, "", "", func(r uint64) process.Message {
-		return lockservice.RenewRequest{Resource: resource, Client: client, Token: token, Request: r}
+		return lockservice.RenewRequest{Resource: resource, Client: client, Token: token, Request: r, TTL: ttl}
 	})
 	if err != nil {
 		return lockapi.Lease{}, err

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fencesim/fencesim/internal/httpx"
+	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/process"
 	"github.com/fencesim/fencesim/realrt"
 )
@@ -89,6 +90,9 @@ func (s *Service) newHTTPServer() *http.Server {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	if s.cfg.TestHooks {
+		mux.Handle("/test/", testhooks.Handler(s.testHooks()))
+	}
 	return httpx.NewServer(mux, httpx.Timeouts{
 		ReadHeader: s.cfg.ReadHeaderTimeout, Read: s.cfg.ReadTimeout, Write: s.cfg.WriteTimeout, Idle: s.cfg.IdleTimeout,
 	}, s.cfg.Logger)

@@ -35,6 +35,8 @@ func samples() []process.Message {
 		lockservice.AcquireRequest{Resource: strings.Repeat("x", 300), Client: "c", TTL: math.MaxInt64, Request: 1 << 63},
 		lockservice.RenewRequest{Resource: "r", Client: "c", Token: 1<<63 - 1, Request: 1 << 63},
 		lockservice.RenewRequest{Token: max64, Request: max64},
+		lockservice.RenewRequest{Resource: "r", Client: "c", Token: 5, Request: 6, TTL: 1500 * time.Millisecond},
+		lockservice.RenewRequest{TTL: math.MinInt64},
 		lockservice.ReleaseRequest{Resource: "r", Client: "c", Token: 1 << 63, Request: 7},
 		lockservice.LockReply{Request: max64, Status: lockservice.Granted, Token: max64, TTL: time.Second},
 		lockservice.LockReply{Request: 3, Status: lockservice.NotLeader, Leader: lockservice.NoLeader},

@@ -248,11 +248,11 @@ func (r *Replica) Receive(env process.Env, from process.NodeID, msg process.Mess
 		}
 		r.serve(from, m.Client, m.Request, Command{Kind: CmdAcquire, Resource: m.Resource, Client: m.Client, TTL: m.TTL, Request: m.Request})
 	case lockservice.RenewRequest:
-		if err := r.cfg.Limits.CheckHeld(m.Resource, m.Client, m.Token); err != nil {
+		if err := r.cfg.Limits.CheckRenew(m); err != nil {
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
 			return
 		}
-		r.serve(from, m.Client, m.Request, Command{Kind: CmdRenew, Resource: m.Resource, Client: m.Client, Token: m.Token, Request: m.Request})
+		r.serve(from, m.Client, m.Request, Command{Kind: CmdRenew, Resource: m.Resource, Client: m.Client, TTL: m.TTL, Token: m.Token, Request: m.Request})
 	case lockservice.ReleaseRequest:
 		if err := r.cfg.Limits.CheckHeld(m.Resource, m.Client, m.Token); err != nil {
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
@@ -492,7 +492,7 @@ func (r *Replica) apply(e raft.Entry) {
 		}
 	case CmdRenew:
 		_, replay := r.table.Seen(c.Client, c.Request) // as for CmdAcquire
-		rep = r.table.Renew(lockservice.RenewRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request}, 0)
+		rep = r.table.Renew(lockservice.RenewRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request, TTL: c.TTL}, 0)
 		if rep.Status == lockservice.NotHolder && !replay {
 			r.cfg.Marks.Hit(coverage.LockRenewAfterExpiry)
 		}
