@@ -360,7 +360,12 @@ func (s *Server) release(r *http.Request, resource string) (any, *apiError) {
 	if e := s.decodeHolder(r, &req, &req.Client, &req.Token); e != nil {
 		return nil, e
 	}
-	if err := s.backend.Release(r.Context(), resource, req.Client, uint64(req.Token)); err != nil {
+	if req.RequestID != "" {
+		if e := checkName("request_id", req.RequestID, MaxRequestIDLen); e != nil {
+			return nil, e
+		}
+	}
+	if err := s.backend.Release(r.Context(), resource, req.Client, uint64(req.Token), req.RequestID); err != nil {
 		return nil, s.backendError(r, err)
 	}
 	return ReleaseResponse{Released: true}, nil
