@@ -95,7 +95,7 @@ type Server struct {
 	limiter  *Limiter
 	reg      *prometheus.Registry
 	m        *metrics
-	http     *http.Server
+	http     *httpx.Server
 	draining atomic.Bool
 }
 
@@ -147,7 +147,7 @@ func (s *Server) Serve(l net.Listener) error { return s.http.Serve(l) }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.cfg.Logger.Info("lockapi.drain.start", slog.Duration("delay", s.cfg.DrainDelay), slog.Int("in_flight", s.limiter.InFlight()))
-	err := httpx.Drain(ctx, s.http, s.cfg.DrainDelay)
+	err := s.http.Drain(ctx, s.cfg.DrainDelay)
 	s.cfg.Logger.Info("lockapi.drain.done", slog.Any("err", err))
 	return err
 }
