@@ -59,10 +59,7 @@ func TestDrainEndsConnectionsThatSentNoRequest(t *testing.T) {
 	}()
 	<-started
 	for range 100 { // the raw connection reaches the server's books
-		srv.conns.mu.Lock()
-		n := len(srv.conns.m)
-		srv.conns.mu.Unlock()
-		if n >= 3 {
+		if srv.conns.open() >= 3 {
 			break
 		}
 		time.Sleep(time.Millisecond)

@@ -37,7 +37,7 @@ func NewServer(h http.Handler, t Timeouts, logger *slog.Logger) *Server {
 		MaxHeaderBytes: 16 << 10,
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}}
-	s.conns = conns{m: map[net.Conn]*connInfo{}, readTimeout: t.Read}
+	s.conns.readTimeout = t.Read
 	s.ConnState = s.conns.hook
 	return s
 }
@@ -91,29 +91,35 @@ func (s *Server) Drain(ctx context.Context, delay time.Duration) error {
 }
 
 // conns is the state of each open connection, from the ConnState hook.
+// The hook runs on every request's transitions (active, idle), so those
+// touch only their own connection: the map changes on open and close.
 type conns struct {
-	mu          sync.Mutex
-	m           map[net.Conn]*connInfo
+	m           sync.Map // net.Conn → *connInfo
 	readTimeout time.Duration
 }
 
 type connInfo struct {
+	mu    sync.Mutex
 	state http.ConnState
 	cut   bool // cutNew set a past read deadline on it while it was new
 }
 
 func (c *conns) hook(conn net.Conn, st http.ConnState) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st == http.StateClosed || st == http.StateHijacked {
-		delete(c.m, conn)
+	switch st {
+	case http.StateClosed, http.StateHijacked:
+		c.m.Delete(conn)
+		return
+	case http.StateNew:
+		c.m.Store(conn, &connInfo{state: st})
 		return
 	}
-	ci := c.m[conn]
-	if ci == nil {
-		ci = &connInfo{}
-		c.m[conn] = ci
+	v, ok := c.m.Load(conn)
+	if !ok {
+		return
 	}
+	ci := v.(*connInfo)
+	ci.mu.Lock()
+	defer ci.mu.Unlock()
 	if st == http.StateActive && ci.cut {
 		// Its request's header arrived just before the cut: the hook runs
 		// before the handler reads the body, so give that read back the
@@ -133,14 +139,23 @@ func (c *conns) hook(conn net.Conn, st http.ConnState) {
 // and the server closes it. It cuts again on every call: a connection
 // accepted a moment ago may set its header deadline after the first cut.
 func (c *conns) cutNew() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for conn, ci := range c.m {
+	c.m.Range(func(k, v any) bool {
+		ci := v.(*connInfo)
+		ci.mu.Lock()
 		if ci.state == http.StateNew {
-			conn.SetReadDeadline(time.Unix(1, 0))
+			k.(net.Conn).SetReadDeadline(time.Unix(1, 0))
 			ci.cut = true
 		}
-	}
+		ci.mu.Unlock()
+		return true
+	})
+}
+
+// open counts the open connections (tests).
+func (c *conns) open() int {
+	n := 0
+	c.m.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 // SetRetryAfter sets the Retry-After header of a 429 or 503 to retryMs in
