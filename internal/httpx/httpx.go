@@ -90,37 +90,40 @@ func (s *Server) Drain(ctx context.Context, delay time.Duration) error {
 	return err
 }
 
-// conns is the state of each open connection, from the ConnState hook.
-// The hook runs on every request's transitions (active, idle), so those
-// touch only their own connection: the map changes on open and close.
+// conns holds the connections that have not sent a request yet, from
+// the ConnState hook. A connection leaves it at its first request: its
+// later transitions (every request's active and idle) cost a lock-free
+// lookup that misses, and Shutdown itself closes it when idle.
 type conns struct {
 	m           sync.Map // net.Conn → *connInfo
 	readTimeout time.Duration
 }
 
 type connInfo struct {
-	mu    sync.Mutex
-	state http.ConnState
-	cut   bool // cutNew set a past read deadline on it while it was new
+	mu  sync.Mutex
+	cut bool // cutNew set a past read deadline on it
 }
 
 func (c *conns) hook(conn net.Conn, st http.ConnState) {
 	switch st {
-	case http.StateClosed, http.StateHijacked:
-		c.m.Delete(conn)
-		return
 	case http.StateNew:
-		c.m.Store(conn, &connInfo{state: st})
+		c.m.Store(conn, &connInfo{})
 		return
+	case http.StateIdle:
+		return // a connection is idle only after a request: no longer tracked
 	}
 	v, ok := c.m.Load(conn)
 	if !ok {
 		return
 	}
+	c.m.Delete(conn)
+	if st != http.StateActive {
+		return
+	}
 	ci := v.(*connInfo)
 	ci.mu.Lock()
 	defer ci.mu.Unlock()
-	if st == http.StateActive && ci.cut {
+	if ci.cut {
 		// Its request's header arrived just before the cut: the hook runs
 		// before the handler reads the body, so give that read back the
 		// deadline the server would have set.
@@ -129,20 +132,21 @@ func (c *conns) hook(conn net.Conn, st http.ConnState) {
 			d = time.Now().Add(c.readTimeout)
 		}
 		conn.SetReadDeadline(d)
-		ci.cut = false
 	}
-	ci.state = st
+	ci.cut = false
 }
 
 // cutNew ends the wait of every connection that has not sent a request:
 // a read deadline in the past fails the server's read of its first header,
 // and the server closes it. It cuts again on every call: a connection
 // accepted a moment ago may set its header deadline after the first cut.
+// A connection whose first request arrives meanwhile is taken out of the
+// map by the hook, under the same lock, before its handler runs.
 func (c *conns) cutNew() {
 	c.m.Range(func(k, v any) bool {
 		ci := v.(*connInfo)
 		ci.mu.Lock()
-		if ci.state == http.StateNew {
+		if _, still := c.m.Load(k); still {
 			k.(net.Conn).SetReadDeadline(time.Unix(1, 0))
 			ci.cut = true
 		}
@@ -151,7 +155,7 @@ func (c *conns) cutNew() {
 	})
 }
 
-// open counts the open connections (tests).
+// open counts the connections that have sent no request (tests).
 func (c *conns) open() int {
 	n := 0
 	c.m.Range(func(any, any) bool { n++; return true })
