@@ -367,7 +367,7 @@ func TestReleaseAnsweredUnavailableAfterItApplied(t *testing.T) {
 	base := serveWrapped(t, m, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if strings.HasSuffix(r.URL.Path, "/release") && lost.CompareAndSwap(false, true) {
-				h.ServeHTTP(httptestRecorder{}, r) // applied; the answer is lost
+				h.ServeHTTP(discard{}, r) // applied; the answer is lost
 				w.Header().Set("Retry-After", "1")
 				w.WriteHeader(http.StatusServiceUnavailable)
 				io.WriteString(w, `{"error":"unavailable","message":"no leader known; retry later","retry_after_ms":5}`)
@@ -391,10 +391,3 @@ func TestReleaseAnsweredUnavailableAfterItApplied(t *testing.T) {
 		t.Fatalf("the lock is still held: %+v", st)
 	}
 }
-
-// httptestRecorder swallows an answer.
-type httptestRecorder struct{}
-
-func (httptestRecorder) Header() http.Header         { return http.Header{} }
-func (httptestRecorder) Write(b []byte) (int, error) { return len(b), nil }
-func (httptestRecorder) WriteHeader(int)             {}
