@@ -194,6 +194,19 @@ func Suite(t *testing.T, newHarness func(t *testing.T) Harness) {
 		}
 	})
 
+	t.Run("release-retry", func(t *testing.T) {
+		_, a, b := start(t)
+		l := acquire(t, a, "r", "alice", "q1", 5000).Lease(t)
+		rel := func(base, client, id string) Reply {
+			return Do(t, "POST", base+"/v1/locks/r/release", `{"client":"`+client+`","token":"`+l.Token.String()+`","request_id":"`+id+`"}`)
+		}
+		wantStatus(t, "release with a request id", rel(a, "alice", "rel-1"), 200, "")
+		wantStatus(t, "its retry (the first answer lost), at the other instance", rel(b, "alice", "rel-1"), 200, "")
+		wantStatus(t, "a retry by another client with that id", rel(a, "bob", "rel-1"), 409, lockapi.CodeNotHolder)
+		wantStatus(t, "another release of the token", rel(a, "alice", "rel-2"), 409, lockapi.CodeNotHolder)
+		wantStatus(t, "a release of it without request id", release(t, a, "r", "alice", l.Token), 409, lockapi.CodeNotHolder)
+	})
+
 	t.Run("idempotent-retry", func(t *testing.T) {
 		_, a, b := start(t)
 		l := acquire(t, a, "r", "alice", "req-7", 5000).Lease(t)
