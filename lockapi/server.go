@@ -95,7 +95,7 @@ type Server struct {
 	limiter  *Limiter
 	reg      *prometheus.Registry
 	m        *metrics
-	http     *http.Server
+	http     *httpx.Server
 	draining atomic.Bool
 }
 
@@ -147,7 +147,7 @@ func (s *Server) Serve(l net.Listener) error { return s.http.Serve(l) }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.cfg.Logger.Info("lockapi.drain.start", slog.Duration("delay", s.cfg.DrainDelay), slog.Int("in_flight", s.limiter.InFlight()))
-	err := httpx.Drain(ctx, s.http, s.cfg.DrainDelay)
+	err := s.http.Drain(ctx, s.cfg.DrainDelay)
 	s.cfg.Logger.Info("lockapi.drain.done", slog.Any("err", err))
 	return err
 }
@@ -360,7 +360,12 @@ func (s *Server) release(r *http.Request, resource string) (any, *apiError) {
 	if e := s.decodeHolder(r, &req, &req.Client, &req.Token); e != nil {
 		return nil, e
 	}
-	if err := s.backend.Release(r.Context(), resource, req.Client, uint64(req.Token)); err != nil {
+	if req.RequestID != "" {
+		if e := checkName("request_id", req.RequestID, MaxRequestIDLen); e != nil {
+			return nil, e
+		}
+	}
+	if err := s.backend.Release(r.Context(), resource, req.Client, uint64(req.Token), req.RequestID); err != nil {
 		return nil, s.backendError(r, err)
 	}
 	return ReleaseResponse{Released: true}, nil

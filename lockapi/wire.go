@@ -20,9 +20,15 @@ type RenewRequest struct {
 }
 
 // ReleaseRequest is the body of POST /v1/locks/{resource}/release.
+// RequestID, optional, makes a retried release idempotent: if a release
+// with the same client, token and request id already took effect (its
+// answer was lost, or was a 503 or 307 from a leader that stepped down
+// after applying it), the retry answers released instead of not holder.
+// Without one, a second release of a token is a 409 not_holder.
 type ReleaseRequest struct {
-	Client string `json:"client"`
-	Token  Token  `json:"token"`
+	Client    string `json:"client"`
+	Token     Token  `json:"token"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // LeaseResponse answers a successful acquire or renew: the lease lasts

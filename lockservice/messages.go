@@ -78,6 +78,12 @@ type ReleaseRequest struct {
 	Client   string
 	Token    uint64
 	Request  uint64
+	// RequestID is the caller's own id of this release (the HTTP API's
+	// request_id), kept with the release by a service that replicates it,
+	// so that a retry of a release that took effect — its answer lost to
+	// a change of leader — is recognised on any replica and answered
+	// released rather than not-holder. Empty in the simulator.
+	RequestID string
 }
 
 // LockReply answers an acquire, renew or release.
@@ -137,7 +143,11 @@ func (m RenewRequest) Fingerprint() uint64 {
 	return fold(2, process.HashString(m.Resource), process.HashString(m.Client), m.Token, req)
 }
 func (m ReleaseRequest) Fingerprint() uint64 {
-	return fold(3, process.HashString(m.Resource), process.HashString(m.Client), m.Token, m.Request)
+	req := m.Request
+	if m.RequestID != "" { // without one, a release hashes as before the field existed
+		req = process.Mix(req, process.HashString(m.RequestID))
+	}
+	return fold(3, process.HashString(m.Resource), process.HashString(m.Client), m.Token, req)
 }
 func (m LockReply) Fingerprint() uint64 {
 	return fold(4, m.Request, uint64(m.Status)<<32|uint64(uint32(m.Leader)), m.Token, uint64(m.TTL))

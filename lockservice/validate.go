@@ -72,6 +72,18 @@ func (l Limits) CheckRenew(r RenewRequest) error {
 	return nil
 }
 
+// CheckRelease validates a release request: a held lock's names and
+// token, and a RequestID no longer than a name.
+func (l Limits) CheckRelease(r ReleaseRequest) error {
+	if err := l.CheckHeld(r.Resource, r.Client, r.Token); err != nil {
+		return err
+	}
+	if len(r.RequestID) > l.MaxNameBytes {
+		return fmt.Errorf("lockservice: request id of %d bytes exceeds the limit of %d", len(r.RequestID), l.MaxNameBytes)
+	}
+	return nil
+}
+
 // CheckWrite validates a store write.
 func (l Limits) CheckWrite(r WriteRequest) error {
 	if err := l.CheckNames(r.Resource, r.Client); err != nil {

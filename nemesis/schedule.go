@@ -316,7 +316,13 @@ func (op Op) label() string {
 // (a network fault ending restores what was there before it, unless a later
 // one is still on), those of two schedules do not.
 func (s Schedule) Install(w *sim.World, resolve Resolver) {
-	x := &injector{w: w, resolve: resolve}
+	s.InstallCounting(w, resolve, nil)
+}
+
+// InstallCounting is Install that also counts the nemesis's coverage marks
+// in cov (nil: none). Counting only reads the world.
+func (s Schedule) InstallCounting(w *sim.World, resolve Resolver, cov *Coverage) {
+	x := &injector{w: w, resolve: resolve, cov: cov}
 	ops := slices.Clone(s)
 	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.At, b.At) })
 	for _, op := range ops {

@@ -77,6 +77,7 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	mutants.MutStoreFenceStrictGT:    {[]hunt{{"swarm", 5}}, []string{"S8", "liveness"}},
 	mutants.MutStoreFenceVolatile:    {[]hunt{{"kleppmann-gc-pause-store-crash", 3}}, []string{"S3", "S5", "S8"}},
 	mutants.MutStoreNoFence:          {[]hunt{{"swarm", 80}, {"kleppmann-gc-pause", 3}}, []string{"S3", "S8"}},
+	mutants.MutToken32Bit:            {[]hunt{{"swarm", 8}, {"token-boundaries", 3}}, []string{"S3", "S8"}},
 	mutants.MutTokenLocalCounter:     {[]hunt{{"swarm", 10}}, []string{"S1", "S4", "S5", "S6", "S7"}},
 	mutants.MutTokenReuseOnReacquire: {[]hunt{{"swarm", 5}}, []string{"S1", "S4", "S5", "S7"}},
 	mutants.MutTokenUnsynced:         {[]hunt{{"restart-all-replicas", 3}, {"lock-server-restart", 3}}, []string{"S1", "S4", "S5", "S7", "S9", "S10"}},

@@ -83,7 +83,7 @@ func invalid(field, format string, args ...any) *apiError {
 	}}
 }
 
-func (s *Service) newHTTPServer() *http.Server {
+func (s *Service) newHTTPServer() *httpx.Server {
 	mux := http.NewServeMux()
 	mux.Handle("PUT /v1/objects/{key}", s.objectOp("write", s.put))
 	mux.Handle("GET /v1/objects/{key}", s.objectOp("read", s.get))

@@ -119,7 +119,7 @@ type Service struct {
 	cfg   Config
 	store *fencedstore.FencedStore
 	node  *realrt.Node
-	http  *http.Server
+	http  *httpx.Server
 	reg   *prometheus.Registry
 	m     *metrics
 
@@ -298,7 +298,7 @@ func (s *Service) Serve(l net.Listener) error { return s.http.Serve(l) }
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.cfg.Logger.Info("storesvc.drain.start", slog.Duration("delay", s.cfg.DrainDelay), slog.Int64("in_flight", s.inFlight.Load()))
-	err := httpx.Drain(ctx, s.http, s.cfg.DrainDelay)
+	err := s.http.Drain(ctx, s.cfg.DrainDelay)
 	s.cfg.Logger.Info("storesvc.drain.done", slog.Any("err", err))
 	return err
 }

@@ -38,6 +38,7 @@ func samples() []process.Message {
 		lockservice.RenewRequest{Resource: "r", Client: "c", Token: 5, Request: 6, TTL: 1500 * time.Millisecond},
 		lockservice.RenewRequest{TTL: math.MinInt64},
 		lockservice.ReleaseRequest{Resource: "r", Client: "c", Token: 1 << 63, Request: 7},
+		lockservice.ReleaseRequest{Resource: "r", Client: "c", Token: 3, Request: 8, RequestID: "rel-ü"},
 		lockservice.LockReply{Request: max64, Status: lockservice.Granted, Token: max64, TTL: time.Second},
 		lockservice.LockReply{Request: 3, Status: lockservice.NotLeader, Leader: lockservice.NoLeader},
 		lockservice.LockReply{Request: 4, Status: lockservice.Invalid, Err: "ttl: must be positive", Leader: math.MaxInt64},

@@ -84,41 +84,52 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// TestRunDrainsOnCancel: the command serves from the environment's
-// configuration, and a signal (ctx ending) drains it to exit 0.
-func TestRunDrainsOnCancel(t *testing.T) {
-	dir := t.TempDir()
+// serveIn runs the command in this process with env and returns its base
+// URL and stop, which signals it (ctx ends) and returns its exit code and
+// log once it has drained.
+func serveIn(t *testing.T, env map[string]string) (base string, stop func() (int, string)) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	addrc := make(chan string, 1)
 	done := make(chan int, 1)
 	var logs syncBuffer
-	go func() {
-		done <- run(ctx, nil, map[string]string{"FENCESIM_STORE_DATA": dir, "FENCESIM_STORE_LISTEN": "127.0.0.1:0"}, &logs, func(a string) { addrc <- a })
-	}()
-	var base string
+	go func() { done <- run(ctx, nil, env, &logs, func(a string) { addrc <- a }) }()
 	select {
 	case a := <-addrc:
 		base = "http://" + a
 	case code := <-done:
+		cancel()
 		t.Fatalf("exited %d: %s", code, logs.String())
 	case <-time.After(10 * time.Second):
+		cancel()
 		t.Fatal("never served")
 	}
+	return base, func() (int, string) {
+		cancel()
+		select {
+		case code := <-done:
+			return code, logs.String()
+		case <-time.After(15 * time.Second):
+			t.Fatal("did not drain")
+			return -1, ""
+		}
+	}
+}
+
+// TestRunDrainsOnCancel: the command serves from the environment's
+// configuration, and a signal (ctx ending) drains it to exit 0.
+func TestRunDrainsOnCancel(t *testing.T) {
+	base, stop := serveIn(t, map[string]string{"FENCESIM_STORE_DATA": t.TempDir(), "FENCESIM_STORE_LISTEN": "127.0.0.1:0"})
 	if st, _ := put(base, "k", 3, 30); st != 200 {
+		stop()
 		t.Fatalf("PUT: %d", st)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d after the signal: %s", code, logs.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("did not drain")
+	code, logs := stop()
+	if code != 0 {
+		t.Fatalf("exit %d after the signal: %s", code, logs)
 	}
-	if !strings.Contains(logs.String(), "fencesim-store drained") {
-		t.Fatalf("no drain in the log: %s", logs.String())
+	if !strings.Contains(logs, "fencesim-store drained") {
+		t.Fatalf("no drain in the log: %s", logs)
 	}
 }
 
@@ -131,24 +142,12 @@ func TestUnfencedWithTestHooks(t *testing.T) {
 		if hooks {
 			env["FENCESIM_TEST_HOOKS"], env["FENCESIM_STORE_UNFENCED"] = "1", "true"
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		addrc := make(chan string, 1)
-		done := make(chan int, 1)
-		var logs syncBuffer
-		go func() { done <- run(ctx, nil, env, &logs, func(a string) { addrc <- a }) }()
-		var base string
-		select {
-		case a := <-addrc:
-			base = "http://" + a
-		case code := <-done:
-			t.Fatalf("exited %d: %s", code, logs.String())
-		case <-time.After(10 * time.Second):
-			t.Fatal("never served")
-		}
+		base, stop := serveIn(t, env)
 		put(base, "k", 9, 90)
 		st, _ := put(base, "k", 4, 40)
 		resp, err := httpc.Get(base + "/test/applies")
 		if err != nil {
+			stop()
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
@@ -159,9 +158,8 @@ func TestUnfencedWithTestHooks(t *testing.T) {
 		if !hooks && (st != 409 || resp.StatusCode != 404) {
 			t.Errorf("default store: stale write %d, /test/applies %d (want 409, 404)", st, resp.StatusCode)
 		}
-		cancel()
-		if code := <-done; code != 0 {
-			t.Fatalf("exit %d: %s", code, logs.String())
+		if code, logs := stop(); code != 0 {
+			t.Fatalf("exit %d: %s", code, logs)
 		}
 	}
 }
