@@ -186,11 +186,12 @@ func (u unfencedReference) Info() TargetInfo {
 // TestUnfencedCanary: the same pause before a store that does not fence
 // must fail S3 (A's stale write lands after B's), proving the live check
 // can fail.
+//
+// Like the targets we did not write, a run in which A's grant returned
+// only after its pause began is not the case and is run again
+// (staleWriteLanded): on a loaded machine that happens.
 func TestUnfencedCanary(t *testing.T) {
-	res := runLive(t, unfencedReference{}, kleppmannPlan(t))
-	if !slicesHasProperty(res.Verdict, "S3") {
-		t.Fatalf("verdict %v %v, want an S3 violation; notes %v", res.Verdict.Kind, res.Verdict.Violations, res.Notes)
-	}
+	staleWriteLanded(t, unfencedReference{})
 }
 
 func slicesHasProperty(v checker.Verdict, p string) bool {
