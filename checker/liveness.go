@@ -95,9 +95,11 @@ type progress struct {
 	lockIDs   []int
 }
 
-// byClient copies the ops of each named client, in history order: a list
-// per client (nil for none), each allocated at its exact size.
-func byClient[T any](ops []T, client func(*T) string, names []string) map[string][]T {
+// byClient lists the ops of each named client, in history order: a list
+// per client (nil for none), each allocated at its exact size. It points
+// into ops rather than copying them, which, with the sort of a client's
+// list, was most of the liveness check's time.
+func byClient[T any](ops []T, client func(*T) string, names []string) map[string][]*T {
 	counts := make(map[string]int, len(names))
 	for _, c := range names {
 		counts[c] = 0
@@ -108,7 +110,7 @@ func byClient[T any](ops []T, client func(*T) string, names []string) map[string
 			counts[c] = n + 1
 		}
 	}
-	out := make(map[string][]T, len(names))
+	out := make(map[string][]*T, len(names))
 	for i := range ops {
 		c := client(&ops[i])
 		n := counts[c]
@@ -116,19 +118,19 @@ func byClient[T any](ops []T, client func(*T) string, names []string) map[string
 			continue // not named, or no op
 		}
 		if out[c] == nil {
-			out[c] = make([]T, 0, n)
+			out[c] = make([]*T, 0, n)
 		}
-		out[c] = append(out[c], ops[i])
+		out[c] = append(out[c], &ops[i])
 	}
 	return out
 }
 
 // livenessProgress finds a client's best cycle from its lock and store ops
-// (in history order; sorted here, in place): the furthest stage reached,
-// the earliest grant among equals.
-func livenessProgress(lockOps []LockOp, storeOps []StoreOp, healAt, deadline time.Duration) progress {
-	slices.SortStableFunc(lockOps, func(a, b LockOp) int { return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID)) })
-	slices.SortStableFunc(storeOps, func(a, b StoreOp) int { return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID)) })
+// (in history order; the lists are sorted here, in place, the ops left
+// alone): the furthest stage reached, the earliest grant among equals.
+func livenessProgress(lockOps []*LockOp, storeOps []*StoreOp, healAt, deadline time.Duration) progress {
+	slices.SortStableFunc(lockOps, func(a, b *LockOp) int { return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID)) })
+	slices.SortStableFunc(storeOps, func(a, b *StoreOp) int { return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID)) })
 	returned := func(out bool, ret time.Duration) bool { return out && ret <= deadline }
 
 	best := progress{stage: stageNone}
@@ -136,11 +138,11 @@ func livenessProgress(lockOps []LockOp, storeOps []StoreOp, healAt, deadline tim
 		if a.Kind != LockAcquire || !returned(a.Outcome == LockGranted, a.Return) || a.Return < healAt {
 			continue
 		}
-		p := progress{stage: stageGranted, acquire: a}
+		p := progress{stage: stageGranted, acquire: *a}
 		for _, w := range storeOps {
 			if w.Kind == OpWrite && w.Resource == a.Resource && w.Token == a.Token && w.Call >= a.Return &&
 				returned(w.Outcome == OutcomeAccepted, w.Return) {
-				p.stage, p.write = stageWritten, w
+				p.stage, p.write = stageWritten, *w
 				break
 			}
 		}
@@ -165,7 +167,7 @@ func livenessProgress(lockOps []LockOp, storeOps []StoreOp, healAt, deadline tim
 	switch best.stage {
 	case stageGranted:
 		if n := len(storeOps); n > 0 {
-			best.lastStore = &storeOps[n-1]
+			best.lastStore = storeOps[n-1]
 		}
 		best.lockIDs = []int{best.acquire.ID}
 	case stageWritten:
@@ -174,7 +176,7 @@ func livenessProgress(lockOps []LockOp, storeOps []StoreOp, healAt, deadline tim
 		fallthrough
 	default:
 		if n := len(lockOps); n > 0 {
-			best.lastLock = &lockOps[n-1]
+			best.lastLock = lockOps[n-1]
 		}
 	}
 	if best.lastLock != nil {
