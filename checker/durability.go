@@ -81,11 +81,19 @@ func checkAcknowledgedWritesLogged(h History) []Violation {
 		token            uint64
 		value            int64
 	}
-	logged := make(map[key][]time.Duration)
-	for _, a := range h.Applies {
-		if a.Accepted {
+	// The accepted applies of one write are a chain through next, from
+	// first[key]: one presized map of indices instead of a list per key,
+	// which allocated once per logged write.
+	first := make(map[key]int32, len(h.Applies))
+	next := make([]int32, len(h.Applies))
+	for i := len(h.Applies) - 1; i >= 0; i-- {
+		if a := &h.Applies[i]; a.Accepted {
 			k := key{a.Resource, a.Client, a.Token, a.Value}
-			logged[k] = append(logged[k], a.At)
+			next[i] = -1
+			if j, ok := first[k]; ok {
+				next[i] = j
+			}
+			first[k] = int32(i)
 		}
 	}
 	var vs []Violation
@@ -94,9 +102,13 @@ func checkAcknowledgedWritesLogged(h History) []Violation {
 			continue
 		}
 		ret := opReturn(op)
-		found := slices.ContainsFunc(logged[key{op.Resource, op.Client, op.Token, op.Value}], func(at time.Duration) bool {
-			return op.Call <= at && at <= ret
-		})
+		found := false
+		if j, ok := first[key{op.Resource, op.Client, op.Token, op.Value}]; ok {
+			for ; j >= 0 && !found; j = next[j] {
+				at := h.Applies[j].At
+				found = op.Call <= at && at <= ret
+			}
+		}
 		if found {
 			continue
 		}
@@ -235,12 +247,7 @@ func checkAcknowledgedGrants(h History) []Violation {
 	if len(h.Grants) == 0 {
 		return nil
 	}
-	sorted := slices.Clone(h.Grants)
-	slices.SortStableFunc(sorted, grantOrder)
-	byToken := make(map[uint64][]Grant)
-	for _, g := range sorted {
-		byToken[g.Token] = append(byToken[g.Token], g)
-	}
+	byToken := grantsByToken(h.Grants)
 	var vs []Violation
 	for _, op := range h.LockOps {
 		if op.Kind != LockAcquire || op.Outcome != LockGranted {

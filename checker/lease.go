@@ -59,17 +59,7 @@ type LeaseExcuse struct {
 // in tokens never granted are S5's), and one violation per belief.
 func CheckLeaseSafety(h History, excused []LeaseExcuse) []Violation {
 	h = h.facts()
-	type key struct {
-		resource, client string
-		token            uint64
-	}
-	grants := make(map[key][]Grant)
-	sorted := slices.Clone(h.Grants)
-	slices.SortStableFunc(sorted, grantOrder)
-	for _, g := range sorted {
-		k := key{g.Resource, g.Client, g.Token}
-		grants[k] = append(grants[k], g)
-	}
+	byToken := grantsByToken(h.Grants)
 	beliefs := slices.Clone(h.Beliefs)
 	slices.SortStableFunc(beliefs, func(a, b Belief) int {
 		return cmp.Or(cmp.Compare(a.From, b.From), strings.Compare(a.Client, b.Client), cmp.Compare(a.Token, b.Token))
@@ -79,15 +69,21 @@ func CheckLeaseSafety(h History, excused []LeaseExcuse) []Violation {
 		if b.Reason == "restarted" {
 			continue
 		}
-		gs := grants[key{b.Resource, b.Client, b.Token}]
-		if len(gs) == 0 {
-			continue
-		}
-		g := gs[0] // the latest grant of the token that started by the belief
-		for _, x := range gs[1:] {
-			if x.Start <= b.From {
+		// The latest grant of the token to the client on the resource that
+		// started by the belief, else the first.
+		var g Grant
+		found := false
+		for _, x := range byToken[b.Token] {
+			switch {
+			case x.Resource != b.Resource || x.Client != b.Client:
+			case !found:
+				g, found = x, true
+			case x.Start <= b.From:
 				g = x
 			}
+		}
+		if !found {
+			continue
 		}
 		end := b.To
 		if b.Open {

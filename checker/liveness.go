@@ -95,40 +95,61 @@ type progress struct {
 	lockIDs   []int
 }
 
-// byClient copies the ops of each named client, in history order: a list
-// per client (nil for none), each allocated at its exact size.
-func byClient[T any](ops []T, client func(*T) string, names []string) map[string][]T {
-	counts := make(map[string]int, len(names))
-	for _, c := range names {
-		counts[c] = 0
+// byClient lists the ops of each named client, in history order: a list
+// per client (nil for none), all cut from one array. It points into ops
+// rather than copying them, which, with the sort of a client's list, was
+// most of the liveness check's time; names must be sorted and distinct.
+func byClient[T any](ops []T, client func(*T) string, names []string) map[string][]*T {
+	index := make(map[string]int32, len(names))
+	for i, c := range names {
+		index[c] = int32(i)
 	}
+	which := make([]int32, len(ops)) // the op's client's index in names, -1 if unnamed
+	offsets := make([]int, len(names)+1)
 	for i := range ops {
-		c := client(&ops[i])
-		if n, ok := counts[c]; ok {
-			counts[c] = n + 1
+		k, ok := index[client(&ops[i])]
+		if !ok {
+			k = -1
+		} else {
+			offsets[k+1]++
+		}
+		which[i] = k
+	}
+	for k := range names {
+		offsets[k+1] += offsets[k]
+	}
+	all := make([]*T, offsets[len(names)])
+	next := slices.Clone(offsets[:len(names)])
+	for i, k := range which {
+		if k >= 0 {
+			all[next[k]] = &ops[i]
+			next[k]++
 		}
 	}
-	out := make(map[string][]T, len(names))
-	for i := range ops {
-		c := client(&ops[i])
-		n := counts[c]
-		if n == 0 {
-			continue // not named, or no op
+	out := make(map[string][]*T, len(names))
+	for k, c := range names {
+		if lo, hi := offsets[k], offsets[k+1]; hi > lo {
+			out[c] = all[lo:hi:hi]
 		}
-		if out[c] == nil {
-			out[c] = make([]T, 0, n)
-		}
-		out[c] = append(out[c], ops[i])
 	}
 	return out
 }
 
+// sortStableIfNot sorts s stably by cmp unless it is sorted already, as a
+// client's ops in a recorded history usually are: checking costs one pass,
+// a stable sort of a sorted list n·log n comparisons.
+func sortStableIfNot[E any](s []E, cmp func(a, b E) int) {
+	if !slices.IsSortedFunc(s, cmp) {
+		slices.SortStableFunc(s, cmp)
+	}
+}
+
 // livenessProgress finds a client's best cycle from its lock and store ops
-// (in history order; sorted here, in place): the furthest stage reached,
-// the earliest grant among equals.
-func livenessProgress(lockOps []LockOp, storeOps []StoreOp, healAt, deadline time.Duration) progress {
-	slices.SortStableFunc(lockOps, func(a, b LockOp) int { return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID)) })
-	slices.SortStableFunc(storeOps, func(a, b StoreOp) int { return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID)) })
+// (in history order; the lists are sorted here, in place, the ops left
+// alone): the furthest stage reached, the earliest grant among equals.
+func livenessProgress(lockOps []*LockOp, storeOps []*StoreOp, healAt, deadline time.Duration) progress {
+	sortStableIfNot(lockOps, func(a, b *LockOp) int { return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID)) })
+	sortStableIfNot(storeOps, func(a, b *StoreOp) int { return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.ID, b.ID)) })
 	returned := func(out bool, ret time.Duration) bool { return out && ret <= deadline }
 
 	best := progress{stage: stageNone}
@@ -136,11 +157,11 @@ func livenessProgress(lockOps []LockOp, storeOps []StoreOp, healAt, deadline tim
 		if a.Kind != LockAcquire || !returned(a.Outcome == LockGranted, a.Return) || a.Return < healAt {
 			continue
 		}
-		p := progress{stage: stageGranted, acquire: a}
+		p := progress{stage: stageGranted, acquire: *a}
 		for _, w := range storeOps {
 			if w.Kind == OpWrite && w.Resource == a.Resource && w.Token == a.Token && w.Call >= a.Return &&
 				returned(w.Outcome == OutcomeAccepted, w.Return) {
-				p.stage, p.write = stageWritten, w
+				p.stage, p.write = stageWritten, *w
 				break
 			}
 		}
@@ -165,7 +186,7 @@ func livenessProgress(lockOps []LockOp, storeOps []StoreOp, healAt, deadline tim
 	switch best.stage {
 	case stageGranted:
 		if n := len(storeOps); n > 0 {
-			best.lastStore = &storeOps[n-1]
+			best.lastStore = storeOps[n-1]
 		}
 		best.lockIDs = []int{best.acquire.ID}
 	case stageWritten:
@@ -174,7 +195,7 @@ func livenessProgress(lockOps []LockOp, storeOps []StoreOp, healAt, deadline tim
 		fallthrough
 	default:
 		if n := len(lockOps); n > 0 {
-			best.lastLock = &lockOps[n-1]
+			best.lastLock = lockOps[n-1]
 		}
 	}
 	if best.lastLock != nil {

@@ -199,19 +199,31 @@ func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encod
 // that returned (not open) at the instant it was called. ops are sorted by
 // call, so an op's After are among the ops before it.
 func linkProgramOrder[I, O any](ops []typedOp[I, O]) {
-	type key struct {
-		client int
-		at     int64
+	// Each client keeps the answered ops that returned at or after the
+	// latest call: an op that returned earlier is before every later
+	// call, so it is in no later op's After. A client has a handful in
+	// flight, so this is a short scan per op and no hashing; a map keyed
+	// by (client, instant) was a fifth of the checker's time.
+	clients := 0
+	for i := range ops {
+		clients = max(clients, ops[i].Client+1)
 	}
-	returned := make(map[key][]int32) // (client, return) → ops
+	recent := make([][]int32, clients)
 	for i := range ops {
 		op := &ops[i]
-		if prev := returned[key{op.Client, op.Call}]; len(prev) > 0 {
-			op.After = slices.Clone(prev)
+		kept := recent[op.Client][:0]
+		for _, j := range recent[op.Client] {
+			switch at := ops[j].Return; {
+			case at < op.Call:
+				continue
+			case at == op.Call:
+				op.After = append(op.After, j)
+			}
+			kept = append(kept, j)
 		}
 		if !op.Open {
-			k := key{op.Client, op.Return}
-			returned[k] = append(returned[k], int32(i))
+			kept = append(kept, int32(i))
 		}
+		recent[op.Client] = kept
 	}
 }

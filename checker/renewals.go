@@ -2,7 +2,6 @@ package checker
 
 import (
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -20,12 +19,7 @@ const propCurrentGrant = "S6"
 
 // checkCurrentGrant checks S6.
 func checkCurrentGrant(h History) []Violation {
-	sorted := slices.Clone(h.Grants)
-	slices.SortStableFunc(sorted, grantOrder)
-	byToken := make(map[uint64][]Grant)
-	for _, g := range sorted {
-		byToken[g.Token] = append(byToken[g.Token], g)
-	}
+	byToken := grantsByToken(h.Grants)
 	// why returns "" if the effect at true time at fits a grant of token on
 	// resource to client, else the reason it does not.
 	why := func(resource, client string, token uint64, at time.Duration) string {

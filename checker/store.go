@@ -2,7 +2,6 @@ package checker
 
 import (
 	"fmt"
-	"slices"
 )
 
 // propStoreMonotonic is S3: per resource, in apply order, no accepted write
@@ -50,12 +49,7 @@ func checkStoreMonotonic(applies []StoreApply) []Violation {
 // whose token was never granted (token 0 included), or was granted to another
 // client or for another resource.
 func checkStoreGrantee(applies []StoreApply, grants []Grant) []Violation {
-	sorted := slices.Clone(grants)
-	slices.SortStableFunc(sorted, grantOrder)
-	byToken := make(map[uint64][]Grant)
-	for _, g := range sorted {
-		byToken[g.Token] = append(byToken[g.Token], g)
-	}
+	byToken := grantsByToken(grants)
 	var vs []Violation
 	for _, a := range applies {
 		if !a.Accepted {

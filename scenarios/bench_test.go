@@ -80,3 +80,29 @@ func BenchmarkStandardRun(b *testing.B) {
 	b.ReportMetric(events/float64(b.N), "events/run")
 	b.ReportMetric(simNS/wallNS, "sim/wall")
 }
+
+// BenchmarkCheckStandard is the checker's part of standard runs (seeds
+// 1..5, run once, outside the timing): what simrun bench reports as the
+// checker's share, to profile on its own (-cpuprofile, -memprofile).
+func BenchmarkCheckStandard(b *testing.B) {
+	spec := StandardSpec()
+	var runs []Result
+	var live []string
+	for _, c := range spec.Clients {
+		live = append(live, c.Name)
+	}
+	for seed := uint64(1); seed <= 5; seed++ {
+		res, err := Run(spec, seed, RunOptions{})
+		if err != nil || res.Cut != "" {
+			b.Fatalf("seed %d: %v %s", seed, err, res.Cut)
+		}
+		runs = append(runs, res)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		r := runs[i%len(runs)]
+		if v := r.Plan.judge(r.History, "", live, RunOptions{}); v.Kind != r.Verdict.Kind {
+			b.Fatalf("seed %d: verdict %v, the run had %v", r.Seed, v.Kind, r.Verdict.Kind)
+		}
+	}
+}

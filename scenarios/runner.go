@@ -380,24 +380,34 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		res.Cut = fmt.Sprintf("the limit of %d %s was reached at step %d, t=%v", c.Max, c.Limit, c.Step, c.At)
 	}
 	check := startStopwatch()
-	res.Verdict = checker.Check(h, checker.Options{Steps: opt.CheckSteps, SearchHook: opt.searchHook})
-	// L1, lease safety, holds only inside the lease fault model: the plan
-	// knows which faults left it, and when.
-	res.Verdict = checker.WithViolations(res.Verdict, checker.CheckLeaseSafety(h, p.LeaseExcuses()))
-	if res.Cut != "" {
-		res.Verdict = cutVerdict(res.Verdict, res.Cut)
-	} else if spec.Liveness != nil {
-		var live []string
-		for _, c := range spec.Clients {
-			if w.State(ids[c.Name]) != sim.Crashed {
-				live = append(live, c.Name)
-			}
+	var live []string
+	for _, c := range spec.Clients {
+		if w.State(ids[c.Name]) != sim.Crashed {
+			live = append(live, c.Name)
 		}
-		res.Verdict = checker.Combine(res.Verdict, checker.CheckLiveness(h, time.Duration(spec.Duration), time.Duration(spec.Liveness.Bound), live))
 	}
+	res.Verdict = p.judge(h, res.Cut, live, opt)
 	res.CheckWall = check.elapsed()
 	res.Wall = wall.elapsed()
 	return res, nil
+}
+
+// judge is the checker's part of a run: the safety properties, lease
+// safety within the plan's fault model, and, for a run that was not cut
+// (cut says why it was), the liveness of the clients still alive.
+func (p Plan) judge(h checker.History, cut string, live []string, opt RunOptions) checker.Verdict {
+	spec := p.Spec
+	v := checker.Check(h, checker.Options{Steps: opt.CheckSteps, SearchHook: opt.searchHook})
+	// L1, lease safety, holds only inside the lease fault model: the plan
+	// knows which faults left it, and when.
+	v = checker.WithViolations(v, checker.CheckLeaseSafety(h, p.LeaseExcuses()))
+	if cut != "" {
+		return cutVerdict(v, cut)
+	}
+	if spec.Liveness != nil {
+		v = checker.Combine(v, checker.CheckLiveness(h, time.Duration(spec.Duration), time.Duration(spec.Liveness.Bound), live))
+	}
+	return v
 }
 
 // cutVerdict judges a run cut short from the safety verdict of its history

@@ -2,6 +2,7 @@ package raft
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -45,6 +46,8 @@ type netOptions struct {
 	preVote     bool
 	checkQuorum bool
 	quorum      func(int) int
+	// heartbeatTick, when set, replaces testHeartbeatTick.
+	heartbeatTick int
 	// state, when set, gives a node's persisted state at creation (as if
 	// it restarted from it).
 	state map[ID]memStore
@@ -101,7 +104,7 @@ func (nw *network) config(nn *netNode) Config {
 		ID:            nn.id,
 		Peers:         nw.ids,
 		ElectionTick:  testElectionTick,
-		HeartbeatTick: testHeartbeatTick,
+		HeartbeatTick: cmp.Or(nw.opts.heartbeatTick, testHeartbeatTick),
 		Rand:          rand.New(rand.NewPCG(nw.opts.seed, uint64(nn.id)<<32|nn.restarts)),
 		PreVote:       nw.opts.preVote,
 		CheckQuorum:   nw.opts.checkQuorum,
@@ -311,10 +314,32 @@ func (nw *network) tickNodes(ids []ID, k int) {
 		nw.later = nil
 		for _, id := range ids {
 			if nn := nw.get(id); nn.up {
-				nn.node.Tick()
+				nw.tickChecked(nn)
 			}
 		}
 		nw.settle()
+	}
+}
+
+// tickChecked ticks nn once and checks TicksToDeadline's promise, so
+// that every test driving a network checks it: a tick before the deadline
+// only counts, leaving role, term, log, outbox and transfer alone, and brings the
+// deadline one tick closer.
+func (nw *network) tickChecked(nn *netNode) {
+	nw.t.Helper()
+	n := nn.node
+	k, quiet := n.TicksToDeadline(), !n.HasReady()
+	role, term, last, to := n.Role(), n.Term(), n.log.lastIndex(), n.LeadTransferee()
+	n.Tick()
+	if k == 1 || !quiet {
+		return
+	}
+	if n.HasReady() || n.Role() != role || n.Term() != term || n.log.lastIndex() != last || n.LeadTransferee() != to {
+		nw.t.Fatalf("node %d: a tick %d before its deadline acted (role %v -> %v, term %d -> %d, ready %v)",
+			nn.id, k, role, n.Role(), term, n.Term(), n.HasReady())
+	}
+	if got := n.TicksToDeadline(); got != k-1 {
+		nw.t.Fatalf("node %d: TicksToDeadline %d after a quiet tick, want %d", nn.id, got, k-1)
 	}
 }
 

@@ -159,6 +159,28 @@ func (n *Node) Tick() {
 	n.tickElection()
 }
 
+// TicksToDeadline returns k >= 1 such that the next k-1 calls to Tick only
+// count (they change no role, term, log or vote and send nothing), and the
+// k-th may act: a follower's or candidate's election timeout, a leader's
+// heartbeat, its CheckQuorum check, or the end of a leadership transfer.
+// A caller that is not bound to tick at a fixed rate (a tickless replica)
+// sleeps until that tick instead of waking for every one; it must still
+// deliver the ticks that passed before feeding the node a message, since
+// Step reads the election count (the leader lease). Steps, proposals and
+// transfers may move the deadline, so ask again after them.
+func (n *Node) TicksToDeadline() int {
+	var k int
+	if n.role == Leader {
+		k = min(n.heartbeatTimeout-n.heartbeatElapsed, n.electionTimeout-n.electionElapsed)
+		if n.leadTransferee != None {
+			k = min(k, n.electionTimeout-n.transferElapsed)
+		}
+	} else {
+		k = n.randomizedElectionTimeout - n.electionElapsed
+	}
+	return max(k, 1)
+}
+
 // tickElection runs on followers and (pre-)candidates: after a randomized
 // election timeout without hearing from a leader, campaign.
 func (n *Node) tickElection() {

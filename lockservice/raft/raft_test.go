@@ -1081,3 +1081,49 @@ func TestHeartbeatsFillIdlePeriods(t *testing.T) {
 		}
 	}
 }
+
+// TestTicksToDeadline drives leaders with a heartbeat longer than a tick,
+// through chaos, crashes and leadership transfers (some to crashed
+// targets, which are abandoned), so that the network's tickChecked checks
+// TicksToDeadline on leaders too: the network tests tick leaders with
+// HeartbeatTick 1, where every tick is a deadline.
+func TestTicksToDeadline(t *testing.T) {
+	transfers := 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			opts := defaultOptions(5, seed)
+			opts.heartbeatTick = 3
+			nw := newNetwork(t, opts)
+			r := rand.New(rand.NewPCG(seed, 2000))
+			nw.chaos = r
+			for range 400 {
+				switch p := r.Float64(); {
+				case p < 0.02:
+					nw.isolate(nw.ids[r.IntN(5)])
+				case p < 0.04:
+					nw.heal()
+				case p < 0.06:
+					nw.restart(nw.ids[r.IntN(5)])
+				case p < 0.07:
+					nw.crash(nw.ids[r.IntN(5)])
+				}
+				for _, id := range nw.ids {
+					n := nw.node(id)
+					if !nw.get(id).up || n.Role() != Leader {
+						continue
+					}
+					if r.IntN(4) == 0 {
+						n.Propose([]byte("p")) //nolint:errcheck // refused while transferring: fine
+					}
+					if r.IntN(30) == 0 && n.TransferLeadership(nw.ids[r.IntN(5)]) == nil && n.LeadTransferee() != None {
+						transfers++
+					}
+				}
+				nw.tick(1)
+			}
+		})
+	}
+	if transfers < 10 {
+		t.Fatalf("%d transfers started: too few for the test to check them", transfers)
+	}
+}

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jonboulle/clockwork"
-
 	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/internal/record"
@@ -139,7 +137,7 @@ type Replica struct {
 	leader  bool
 	// ledTerm is the last term this process reported winning (EvElected).
 	ledTerm uint64
-	ticker  clockwork.Timer
+	clock   raftClock
 	// lastGrant is the token of the last grant applied, for the token
 	// boundary marks.
 	lastGrant uint64
@@ -160,7 +158,7 @@ func NewReplica(cfg ReplicaConfig) *Replica {
 const hardStateKey = "raft/hardstate"
 
 // Start loads term, vote and log from disk, rebuilds the lock table by
-// replaying the committed log, and starts ticking.
+// replaying the committed log, and starts Raft's clock.
 func (r *Replica) Start(env process.Env) {
 	r.env = env
 	r.table = NewLockTable()
@@ -212,31 +210,18 @@ func (r *Replica) Start(env process.Env) {
 	r.node = node
 	env.Log().Info("replica.start", slog.Uint64("term", hs.Term), slog.Uint64("commit", hs.Commit), slog.Int("log", len(entries)))
 	r.flush()
-	r.tick()
+	r.startClock()
 }
 
 // raftID maps a node to a Raft id (Raft reserves 0 for "none").
 func raftID(id process.NodeID) raft.ID { return raft.ID(id) + 1 }
 func nodeID(id raft.ID) process.NodeID { return process.NodeID(id) - 1 }
 
-// tick starts the Raft ticker: one timer, re-armed from its own callback
-// (a tick every TickInterval of the replica's monotonic clock, counted from
-// when the last one ran, so a paused replica ticks once when it wakes).
-func (r *Replica) tick() {
-	r.ticker = r.env.Clock().AfterFunc(r.cfg.TickInterval, r.onTick)
-}
-
-func (r *Replica) onTick() {
-	r.node.Tick()
-	r.flush()
-	r.timers.Tick(r.env)
-	r.ticker.Reset(r.cfg.TickInterval)
-}
-
 // Receive handles Raft traffic and client requests.
 func (r *Replica) Receive(env process.Env, from process.NodeID, msg process.Message) {
 	switch m := msg.(type) {
 	case RaftMessage:
+		r.catchUp() // Step reads the election count (the leader lease)
 		if err := r.node.Step(m.M); err != nil {
 			env.Log().Warn("replica.bad-raft-message", slog.String("err", err.Error()))
 		}
@@ -360,6 +345,7 @@ func (r *Replica) flush() {
 		r.node.Advance()
 		r.leadership(r.node.Role() == raft.Leader)
 	}
+	r.rearm(false)
 }
 
 // elected reports a won election once per term and process; a restarted
@@ -620,6 +606,7 @@ func (r *Replica) TransferLeadership(to process.NodeID) (process.NodeID, error) 
 	if target == raft.None {
 		return lockservice.NoLeader, errors.New("lockservice: no follower to transfer the lead to")
 	}
+	r.catchUp() // the transfer's timeout counts from now
 	if err := r.node.TransferLeadership(target); err != nil {
 		return lockservice.NoLeader, err
 	}
