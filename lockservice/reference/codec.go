@@ -16,16 +16,28 @@ import (
 
 const codecVersion = 1
 
+// flagKey is the command flag of an entry that carries a Key. Bit 0 stays
+// unused: an older build's takeover flag was a set flag, refused since.
+const flagKey = 2
+
 func encodeCommand(c Command) []byte {
 	b := make([]byte, 0, 32+len(c.Resource)+len(c.Client))
-	// The flags varint: none is defined. It stays, always 0, so that a
-	// version-1 entry keeps its bytes (each entry's digest, and so every
-	// trace hash, is over them).
-	b = append(b, codecVersion, byte(c.Kind), 0)
+	// The flags varint: flagKey says a Key follows the fixed fields. An
+	// entry without a key has flags 0 and so the bytes it had before the
+	// flag existed (each entry's digest, and so every trace hash, is over
+	// them).
+	var flags byte
+	if c.Key != "" {
+		flags |= flagKey
+	}
+	b = append(b, codecVersion, byte(c.Kind), flags)
 	b = record.AppendString(b, c.Resource)
 	b = record.AppendString(b, c.Client)
 	for _, v := range []uint64{uint64(c.TTL), c.Token, c.Request, c.Since} {
 		b = binary.AppendUvarint(b, v)
+	}
+	if c.Key != "" {
+		b = record.AppendString(b, c.Key)
 	}
 	return b
 }
@@ -40,13 +52,19 @@ func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
 	}
 	c := Command{Kind: CommandKind(b[1])}
 	r := record.Reader{B: b[2:]}
-	if r.Uvarint() != 0 {
-		r.Err = record.ErrCorrupt // no flag is defined
+	flags := r.Uvarint()
+	if flags&^flagKey != 0 {
+		r.Fail(record.ErrCorrupt) // an undefined flag
 	}
 	c.Resource = names.get(r.Bytes())
 	c.Client = names.get(r.Bytes())
 	c.TTL = time.Duration(r.Uvarint())
 	c.Token, c.Request, c.Since = r.Uvarint(), r.Uvarint(), r.Uvarint()
+	if flags&flagKey != 0 {
+		if c.Key = string(r.Bytes()); c.Key == "" {
+			r.Fail(record.ErrCorrupt) // flagged, so not empty
+		}
+	}
 	if err := r.Done(); err != nil {
 		return Command{}, fmt.Errorf("lockservice: corrupt log entry: %w", err)
 	}

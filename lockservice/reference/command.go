@@ -27,4 +27,8 @@ type Command struct {
 	// lease the leader's timer measured. A renewal applied in between makes
 	// the Expire stale, so a lease is never cut short.
 	Since uint64 `json:"s,omitempty"`
+	// Key, for CmdAcquire: the client's own name for the attempt
+	// (lockservice.AcquireRequest.Key), deduplicated by the table on
+	// every replica alike.
+	Key string `json:"key,omitempty"`
 }
