@@ -57,6 +57,14 @@ type AcquireRequest struct {
 	Client   string
 	TTL      time.Duration
 	Request  uint64
+	// Key, if set, is the client's own name for the attempt when Request
+	// is not its own: the HTTP API's request_id, which the front end
+	// (nodesvc) submits under a fresh Request number per HTTP call. The
+	// server then applies the attempt at most once per (Client, Key),
+	// whichever Request carries it, and a holder's acquire under another
+	// Key is a second acquire (Busy). The simulator's clients leave it
+	// empty (their Request is their own).
+	Key string
 }
 
 // RenewRequest restarts the lease of the grant with Token, for TTL.
@@ -133,7 +141,11 @@ type ReadReply struct {
 // Fingerprints fold each message's fields into the trace hash.
 
 func (m AcquireRequest) Fingerprint() uint64 {
-	return fold(1, process.HashString(m.Resource), process.HashString(m.Client), uint64(m.TTL), m.Request)
+	h := fold(1, process.HashString(m.Resource), process.HashString(m.Client), uint64(m.TTL), m.Request)
+	if m.Key != "" { // an unkeyed request hashes as before the field existed
+		h = process.Mix(h, process.HashString(m.Key))
+	}
+	return h
 }
 func (m RenewRequest) Fingerprint() uint64 {
 	req := m.Request

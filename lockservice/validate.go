@@ -45,6 +45,8 @@ func (l Limits) CheckAcquire(r AcquireRequest) error {
 		return fmt.Errorf("lockservice: ttl %v is below the minimum of %v", r.TTL, l.MinTTL)
 	case r.TTL > l.MaxTTL:
 		return fmt.Errorf("lockservice: ttl %v exceeds the maximum of %v", r.TTL, l.MaxTTL)
+	case len(r.Key) > l.MaxNameBytes:
+		return fmt.Errorf("lockservice: request key of %d bytes exceeds the limit of %d", len(r.Key), l.MaxNameBytes)
 	}
 	return nil
 }

@@ -54,6 +54,8 @@ func TestLimitsCheckAcquireRejectsBadRequestsWithNamedProblem(t *testing.T) {
 		{"ttl negative", with(func(r *AcquireRequest) { r.TTL = -time.Second }), "ttl -1s must be positive"},
 		{"ttl below minimum", with(func(r *AcquireRequest) { r.TTL = l.MinTTL - time.Nanosecond }), "below the minimum of 10ms"},
 		{"ttl above maximum", with(func(r *AcquireRequest) { r.TTL = l.MaxTTL + time.Nanosecond }), "exceeds the maximum of 10m0s"},
+		{"key of 128 bytes", with(func(r *AcquireRequest) { r.Key = name128 }), ""},
+		{"key of 129 bytes", with(func(r *AcquireRequest) { r.Key = name129 }), "request key of 129 bytes exceeds the limit of 128"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkErr(t, l.CheckAcquire(c.req), c.want) })

@@ -21,14 +21,22 @@
 // executor. A request is proposed only by the leader of that term, entries
 // apply in log order, and a later leader has a higher term, so the numbers
 // a client's requests apply with only grow, whichever node took them: none
-// is refused as Stale. The API's request_id is not mapped to a number: a
-// retried acquire gets a fresh number, and is idempotent because the lock
-// table grants a holder's acquire again with the same token (the
-// Backend's contract). Renew and release are owner-checked by token. A
-// release's API request_id goes into its log entry
-// (ReleaseRequest.RequestID), so every replica learns it as it applies the
-// release: a retry of a release that took effect — its answer lost to a
-// change of leader — is answered released by whichever node leads then.
+// is refused as Stale. The API's request_id is not mapped to a number: it
+// travels through the log as the acquire's Key
+// (lockservice.AcquireRequest.Key), and the lock table, on every replica
+// alike, applies an acquire at most once per (client, request_id) and
+// answers a retry from its memory — whichever node takes the retry, and
+// even after the first grant, whose answer was lost, has expired (the
+// client is told that grant, which it measures from its first attempt,
+// not a second one). A holder's acquire under another request_id is
+// decided in the log too: busy (the Backend's contract, as lockd's).
+// Nothing is answered from this replica's own table: a follower's, or a
+// leader's that has not applied a release yet, may be stale. Renew and
+// release are owner-checked by token. A release's API request_id goes into
+// its log entry (ReleaseRequest.RequestID), so every replica learns it as
+// it applies the release: a retry of a release that took effect — its
+// answer lost to a change of leader — is answered released by whichever
+// node leads then.
 package nodesvc
 
 import (
@@ -121,7 +129,7 @@ type Backend struct {
 	pending map[uint64]pending
 	seqTerm uint64 // the term seq counts in
 	seq     uint64
-	leases  map[string]leaseInfo // resource → what this replica knows of its lease
+	since   map[string]time.Time // resource → when its lease last (re)started as applied here (Get's remaining TTL)
 	// released is, by resource, its last release made with a request id,
 	// as applied here: the release's id travels in the log entry, so every
 	// replica knows it and a retry at a new leader is answered released.
@@ -136,21 +144,9 @@ type releaseInfo struct {
 	requestID string
 }
 
-// leaseInfo is what the front end keeps of a lease: when it last
-// (re)started as applied here (Get's remaining TTL) and, if this node's
-// front end granted it, the API request id that did (a new request id of
-// the holder is refused as held, the same one answered again).
-type leaseInfo struct {
-	since     time.Time
-	client    string
-	requestID string
-}
-
 type pending struct {
-	term      uint64
-	ch        chan lockservice.LockReply
-	resource  string // acquire: the lease the grant is recorded on
-	requestID string
+	term uint64
+	ch   chan lockservice.LockReply
 }
 
 var (
@@ -174,7 +170,7 @@ func Open(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("nodesvc: %d peers; a group has 3 or 5 replicas, this one included", n)
 	}
 	b := &Backend{cfg: cfg, httpX: map[process.NodeID]string{}, closed: make(chan struct{}), sweepDone: make(chan struct{}),
-		pending: map[uint64]pending{}, leases: map[string]leaseInfo{}, released: map[string]releaseInfo{}}
+		pending: map[uint64]pending{}, since: map[string]time.Time{}, released: map[string]releaseInfo{}}
 	b.leader.Store(int64(lockservice.NoLeader))
 	ids := make([]process.NodeID, 0, len(cfg.Peers))
 	raftAddrs := map[process.NodeID]string{}
@@ -273,14 +269,10 @@ func (o observer) Observe(e lockservice.Event) {
 	switch e.Kind {
 	case lockservice.EvEntryApplied:
 		o.b.applied.Store(e.Index)
-	case lockservice.EvGranted:
-		o.b.leases[e.Resource] = leaseInfo{since: time.Now(), client: e.Client}
-	case lockservice.EvRenewed:
-		l := o.b.leases[e.Resource]
-		l.since = time.Now()
-		o.b.leases[e.Resource] = l
+	case lockservice.EvGranted, lockservice.EvRenewed:
+		o.b.since[e.Resource] = time.Now()
 	case lockservice.EvEnded:
-		delete(o.b.leases, e.Resource)
+		delete(o.b.since, e.Resource)
 		if e.RequestID != "" {
 			o.b.released[e.Resource] = releaseInfo{client: e.Client, token: e.Token, requestID: e.RequestID}
 		}
@@ -295,12 +287,6 @@ func (b *Backend) local(to process.NodeID, m process.Message) bool {
 	if rep, ok := m.(lockservice.LockReply); ok {
 		if p, ok := b.pending[rep.Request]; ok {
 			delete(b.pending, rep.Request)
-			if rep.Status == lockservice.Granted && p.requestID != "" {
-				if l, ok := b.leases[p.resource]; ok && l.requestID == "" {
-					l.requestID = p.requestID
-					b.leases[p.resource] = l
-				}
-			}
 			p.ch <- rep // buffered, one answer per request
 		}
 	}
@@ -348,10 +334,10 @@ var errClosed = errors.New("nodesvc: node closed")
 // client told "no leader" (503) would wait out a Retry-After longer than
 // an election; one redirected to a hand-over's target before it leads
 // would bounce back here.
-func (b *Backend) call(ctx context.Context, resource, requestID string, build func(request uint64) process.Message) (lockservice.LockReply, error) {
+func (b *Backend) call(ctx context.Context, build func(request uint64) process.Message) (lockservice.LockReply, error) {
 	deadline := time.Now().Add(b.cfg.LeaderWait)
 	for {
-		rep, err := b.call1(ctx, resource, requestID, build)
+		rep, err := b.call1(ctx, build)
 		if err != nil || rep.Status != lockservice.NotLeader {
 			return rep, err
 		}
@@ -384,22 +370,14 @@ func (b *Backend) call(ctx context.Context, resource, requestID string, build fu
 }
 
 // call1 submits the request build makes with its number and waits for the
-// replica's answer. For an acquire, resource and requestID are set: a
-// holder's acquire with another request id than the one that granted its
-// lease (as this leader knows it) is answered Busy without a proposal.
-func (b *Backend) call1(ctx context.Context, resource, requestID string, build func(request uint64) process.Message) (lockservice.LockReply, error) {
+// replica's answer: a follower's redirect, or the leader's once the
+// request applies. Every decision comes from the log, none from this
+// replica's table.
+func (b *Backend) call1(ctx context.Context, build func(request uint64) process.Message) (lockservice.LockReply, error) {
 	ch := make(chan lockservice.LockReply, 1)
 	var req uint64
 	var full bool
 	err := b.node.Do(ctx, func(env process.Env) {
-		if requestID != "" {
-			if l, ok := b.leases[resource]; ok && l.requestID != "" && l.requestID != requestID {
-				if cur, held := b.rep.Table().Lease(resource); held && cur.Holder == l.client {
-					ch <- lockservice.LockReply{Status: lockservice.Busy}
-					return
-				}
-			}
-		}
 		_, term := b.rep.IsLeader()
 		if term != b.seqTerm {
 			b.seqTerm, b.seq = term, 0
@@ -410,7 +388,7 @@ func (b *Backend) call1(ctx context.Context, resource, requestID string, build f
 		}
 		b.seq++
 		req = term<<32 | b.seq
-		b.pending[req] = pending{term: term, ch: ch, resource: resource, requestID: requestID}
+		b.pending[req] = pending{term: term, ch: ch}
 		b.rep.Receive(env, frontEndID, build(req))
 	})
 	switch {
@@ -420,8 +398,6 @@ func (b *Backend) call1(ctx context.Context, resource, requestID string, build f
 		return lockservice.LockReply{}, err
 	case full:
 		return lockservice.LockReply{}, &lockapi.OverloadedError{RetryAfter: time.Second}
-	case req == 0:
-		return <-ch, nil // answered on the executor
 	}
 	select {
 	case rep := <-ch:
@@ -475,12 +451,11 @@ func (b *Backend) leaderURL(id process.NodeID) string {
 }
 
 // Acquire implements lockapi.Backend. requestID is not the replica's
-// request number (see the package doc): a retry is idempotent by the
-// table's rule for holders, and a holder's acquire with a new request id
-// is refused as held when this leader granted the lease and knows the id.
+// request number but the acquire's Key (see the package doc): the table
+// applies it once, and answers a retry from its memory.
 func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl time.Duration, requestID string) (lockapi.Lease, error) {
-	rep, err := b.call(ctx, resource, requestID, func(r uint64) process.Message {
-		return lockservice.AcquireRequest{Resource: resource, Client: client, TTL: ttl, Request: r}
+	rep, err := b.call(ctx, func(r uint64) process.Message {
+		return lockservice.AcquireRequest{Resource: resource, Client: client, TTL: ttl, Request: r, Key: requestID}
 	})
 	if err != nil {
 		return lockapi.Lease{}, err
@@ -502,7 +477,7 @@ func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl time
 func (b *Backend) Renew(ctx context.Context, resource, client string, token uint64, ttl time.Duration) (lockapi.Lease, error) {
 	// The renewal carries ttl through the log: the lease restarts for
 	// it, and keeps it for later renewals and a new leader's restart.
-	rep, err := b.call(ctx, "", "", func(r uint64) process.Message {
+	rep, err := b.call(ctx, func(r uint64) process.Message {
 		return lockservice.RenewRequest{Resource: resource, Client: client, Token: token, Request: r, TTL: ttl}
 	})
 	if err != nil {
@@ -519,7 +494,7 @@ func (b *Backend) Renew(ctx context.Context, resource, client string, token uint
 // from a leader that stepped down after applying it — is recognised by
 // whichever replica leads then, and answered released.
 func (b *Backend) Release(ctx context.Context, resource, client string, token uint64, requestID string) error {
-	rep, err := b.call(ctx, "", "", func(r uint64) process.Message {
+	rep, err := b.call(ctx, func(r uint64) process.Message {
 		return lockservice.ReleaseRequest{Resource: resource, Client: client, Token: token, Request: r, RequestID: requestID}
 	})
 	if err != nil {
@@ -559,8 +534,8 @@ func (b *Backend) Get(ctx context.Context, resource string) (lockapi.LockState, 
 		st.LastToken = t.LastToken()
 		if l, ok := t.Lease(resource); ok {
 			st.Held, st.Holder, st.Token, st.TTL = true, l.Holder, l.Token, l.TTL
-			if li, ok := b.leases[resource]; ok {
-				st.TTL = max(l.TTL-time.Since(li.since), 0)
+			if since, ok := b.since[resource]; ok {
+				st.TTL = max(l.TTL-time.Since(since), 0)
 			}
 		}
 	})

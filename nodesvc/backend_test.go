@@ -140,6 +140,8 @@ func TestContract(t *testing.T) {
 			Advance:      time.Sleep, // real leases, timed by the leader's clock
 			TokenOffset:  offset,
 			GlobalTokens: true,
+			// The replicated table remembers each request id's grant.
+			RemembersGrants: true,
 		}
 	})
 }

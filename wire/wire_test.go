@@ -33,6 +33,7 @@ func samples() []process.Message {
 		lockservice.AcquireRequest{Resource: "r", Client: "c1", TTL: 2 * time.Second, Request: 1},
 		lockservice.AcquireRequest{Resource: "", Client: "ü\x00", TTL: -1, Request: max64},
 		lockservice.AcquireRequest{Resource: strings.Repeat("x", 300), Client: "c", TTL: math.MaxInt64, Request: 1 << 63},
+		lockservice.AcquireRequest{Resource: "r", Client: "c", TTL: time.Second, Request: 7<<32 | 3, Key: "req-7"},
 		lockservice.RenewRequest{Resource: "r", Client: "c", Token: 1<<63 - 1, Request: 1 << 63},
 		lockservice.RenewRequest{Token: max64, Request: max64},
 		lockservice.RenewRequest{Resource: "r", Client: "c", Token: 5, Request: 6, TTL: 1500 * time.Millisecond},

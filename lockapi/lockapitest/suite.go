@@ -35,6 +35,14 @@ type Harness struct {
 	// last_token is then the last token issued anywhere, not 0 for a
 	// resource never granted.
 	GlobalTokens bool
+	// RemembersGrants says the backend answers a retried acquire (same
+	// client, same request id) from its memory of the first grant, even
+	// after that lease ended: the one grant the request made, which the
+	// client measures from its first attempt (fencesim-node's replicated
+	// table). Otherwise the retry after the lease ended is a new acquire
+	// (lockd: held, when another client holds the lock). Neither may
+	// grant the same request twice.
+	RemembersGrants bool
 }
 
 // Serve starts a lockapi server over b on a free loopback port and returns
@@ -242,9 +250,14 @@ func Suite(t *testing.T, newHarness func(t *testing.T) Harness) {
 		}
 		wantStatus(t, "stale renew", renew(t, a, "r", "alice", l.Token, 5000), 409, lockapi.CodeNotHolder)
 		wantStatus(t, "stale release", release(t, a, "r", "alice", l.Token), 409, lockapi.CodeNotHolder)
-		// The expired holder's retry of its old request is not idempotent
-		// any more: bob holds it now.
-		wantStatus(t, "stale retry", acquire(t, a, "r", "alice", "q", 5000), 409, lockapi.CodeHeld)
+		// The expired holder's retry of its old request is not a grant
+		// of the lock bob holds: held, or the first grant again (which
+		// has ended).
+		if !h.RemembersGrants {
+			wantStatus(t, "stale retry", acquire(t, a, "r", "alice", "q", 5000), 409, lockapi.CodeHeld)
+		} else if l3 := acquire(t, a, "r", "alice", "q", 5000).Lease(t); l3.Token != l.Token {
+			t.Fatalf("stale retry: token %d, want the first grant's %d from memory", l3.Token, l.Token)
+		}
 	})
 
 	t.Run("two-instances-tokens-increase", func(t *testing.T) {

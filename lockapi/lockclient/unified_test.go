@@ -59,8 +59,11 @@ func TestLostAtTheStateMachinesDeadline(t *testing.T) {
 		t.Fatal("Lost never closed")
 	}
 	at := l.env.clock.Monotonic()
-	if at < deadline || at > deadline+150*time.Millisecond {
-		t.Fatalf("Lost closed at %v on the lock's clock, want at the deadline %v (within 150ms after, for a loaded machine)", at, deadline)
+	// Never before the deadline (that would be the watchdog firing on
+	// its own arithmetic); how late is the machine's load, not behaviour
+	// (the select above bounds it).
+	if at < deadline {
+		t.Fatalf("Lost closed at %v on the lock's clock, before the state machine's deadline %v", at, deadline)
 	}
 }
 

@@ -16,14 +16,21 @@ import (
 
 const codecVersion = 1
 
+// flagKey is the command flag of an entry that carries a Key. Bit 0 stays
+// unused: an older build's takeover flag was a set flag, refused since.
+const flagKey = 2
+
 func encodeCommand(c Command) []byte {
 	b := make([]byte, 0, 32+len(c.Resource)+len(c.Client))
-	// The flags varint: 0 unless an optional field follows, so that a
-	// version-1 entry without one keeps its bytes (each entry's digest,
-	// and so every trace hash, is over them).
+	// The flags varint: 0 unless an optional field follows (flagRequestID,
+	// flagKey), so that an entry without one keeps its bytes (each
+	// entry's digest, and so every trace hash, is over them).
 	var flags byte
 	if c.RequestID != "" {
 		flags |= flagRequestID
+	}
+	if c.Key != "" {
+		flags |= flagKey
 	}
 	b = append(b, codecVersion, byte(c.Kind), flags)
 	b = record.AppendString(b, c.Resource)
@@ -33,6 +40,9 @@ func encodeCommand(c Command) []byte {
 	}
 	if flags&flagRequestID != 0 {
 		b = record.AppendString(b, c.RequestID)
+	}
+	if c.Key != "" {
+		b = record.AppendString(b, c.Key)
 	}
 	return b
 }
@@ -51,8 +61,8 @@ func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
 	c := Command{Kind: CommandKind(b[1])}
 	r := record.Reader{B: b[2:]}
 	flags := r.Uvarint()
-	if flags&^flagRequestID != 0 {
-		r.Err = record.ErrCorrupt // a flag no version defines
+	if flags&^(flagRequestID|flagKey) != 0 {
+		r.Fail(record.ErrCorrupt) // a flag no version defines
 	}
 	c.Resource = names.get(r.Bytes())
 	c.Client = names.get(r.Bytes())
@@ -60,6 +70,11 @@ func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
 	c.Token, c.Request, c.Since = r.Uvarint(), r.Uvarint(), r.Uvarint()
 	if flags&flagRequestID != 0 {
 		c.RequestID = string(r.Bytes())
+	}
+	if flags&flagKey != 0 {
+		if c.Key = string(r.Bytes()); c.Key == "" {
+			r.Fail(record.ErrCorrupt) // flagged, so not empty
+		}
 	}
 	if err := r.Done(); err != nil {
 		return Command{}, fmt.Errorf("lockservice: corrupt log entry: %w", err)

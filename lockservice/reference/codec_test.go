@@ -14,6 +14,7 @@ func TestCodecRoundTrips(t *testing.T) {
 		{Kind: CmdExpire, Resource: "résumé", Token: 42, Since: 40},
 		{Kind: CmdRelease, Resource: "r", Client: "c", Token: 9, Request: 3},
 		{Kind: CmdRelease, Resource: "r", Client: "c", Token: 9, Request: 3, RequestID: "rel-7"},
+		{Kind: CmdAcquire, Resource: "r", Client: "c", TTL: time.Second, Request: 2<<32 | 1, Key: "req-7"},
 		{},
 	}
 	for _, c := range cmds {
@@ -57,12 +58,14 @@ func TestCodecRejectsEveryTruncation(t *testing.T) {
 	records := map[string][]byte{
 		"command":    encodeCommand(Command{Kind: CmdAcquire, Resource: "r1", Client: "c1", TTL: time.Second, Request: 5}),
 		"release":    encodeCommand(Command{Kind: CmdRelease, Resource: "r1", Client: "c1", Token: 4, RequestID: "id"}),
+		"keyed":      encodeCommand(Command{Kind: CmdAcquire, Resource: "r1", Client: "c1", TTL: time.Second, Request: 5, Key: "k"}),
 		"entry":      encodeEntry(raft.Entry{Term: 3, Index: 17, Data: []byte("data")}),
 		"hard state": encodeHardState(raft.HardState{Term: 9, Vote: 3, Commit: 300}),
 	}
 	decode := map[string]func([]byte) error{
 		"command":    func(b []byte) error { _, err := decodeCommand(b); return err },
 		"release":    func(b []byte) error { _, err := decodeCommand(b); return err },
+		"keyed":      func(b []byte) error { _, err := decodeCommand(b); return err },
 		"entry":      func(b []byte) error { _, err := decodeEntry(b); return err },
 		"hard state": func(b []byte) error { _, err := decodeHardState(b); return err },
 	}
@@ -101,9 +104,10 @@ func TestLogKeySortsByIndex(t *testing.T) {
 }
 
 // TestCommandFlagsStayZero: the command encoding keeps version 1's flags
-// varint, always 0 (each entry's digest, and so every trace hash, is over
-// these bytes), and refuses a set flag: none is defined since the planted
-// bugs left the log format (an older build's takeover flag included).
+// varint, 0 for every command without a Key (each entry's digest, and so
+// every trace hash, is over these bytes), and refuses any other flag, or
+// the key flag with no key after the fields (an older build's takeover
+// flag, bit 0, included).
 func TestCommandFlagsStayZero(t *testing.T) {
 	b := encodeCommand(Command{Kind: CmdAcquire, Resource: "r", Client: "c", TTL: time.Second, Request: 5})
 	if len(b) < 3 || b[0] != codecVersion || b[1] != byte(CmdAcquire) || b[2] != 0 {

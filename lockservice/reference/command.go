@@ -32,4 +32,8 @@ type Command struct {
 	// front end on any replica recognises a retry of it. Empty in the
 	// simulator, where the entry's bytes stay as before the field existed.
 	RequestID string `json:"id,omitempty"`
+	// Key, for CmdAcquire: the client's own name for the attempt
+	// (lockservice.AcquireRequest.Key), deduplicated by the table on
+	// every replica alike.
+	Key string `json:"key,omitempty"`
 }

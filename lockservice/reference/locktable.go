@@ -20,6 +20,10 @@ type Lease struct {
 	// granted it again (a holder's fresh acquire): a release the holder
 	// sent before it ended an earlier hold, not this one.
 	Request uint64 `json:"request,omitempty"`
+	// Key is the Key of the acquire that granted the lease, if it had one
+	// (the HTTP API's request_id): the holder's acquire under another Key
+	// is a second acquire, refused as Busy, not the first one retried.
+	Key string `json:"key,omitempty"`
 }
 
 // dedupDepth is how many recent replies the table keeps per client. A
@@ -30,6 +34,16 @@ const dedupDepth = 8
 type dedupEntry struct {
 	Request uint64                `json:"request"`
 	Reply   lockservice.LockReply `json:"reply"`
+}
+
+// keyEntry is the grant of a keyed acquire (lockservice.AcquireRequest.Key).
+// Keyed acquires have their own window: the front end that sends them
+// numbers every submission afresh, so the request-number window cannot
+// recognise a retry, and the client's renewals and releases must not push
+// an unanswered acquire out of memory.
+type keyEntry struct {
+	Key   string                `json:"key"`
+	Reply lockservice.LockReply `json:"reply"`
 }
 
 // LockTable is the lock state machine shared by the single-node server and
@@ -59,6 +73,7 @@ type clientMemory struct {
 	dedup     []dedupEntry // the last dedupDepth replies, oldest first
 	highest   uint64       // the highest request id applied
 	forgotten uint64       // the highest request id pushed out of dedup
+	keys      []keyEntry   // the last dedupDepth keyed acquires' grants, oldest first
 }
 
 // client returns the memory of client, making it if asked to.
@@ -118,6 +133,32 @@ func (t *LockTable) Seen(client string, request uint64) (lockservice.LockReply, 
 	return lockservice.LockReply{}, false
 }
 
+// SeenKey returns the reply already given to client's acquire with key
+// (lockservice.AcquireRequest.Key), if the table still remembers it.
+func (t *LockTable) SeenKey(client, key string) (lockservice.LockReply, bool) {
+	if m := t.clients[client]; m != nil && key != "" {
+		for i := range m.keys {
+			if m.keys[i].Key == key {
+				return m.keys[i].Reply, true
+			}
+		}
+	}
+	return lockservice.LockReply{}, false
+}
+
+// SeenAcquire returns the reply already given to r: by its request number,
+// or by its key when it has one. The reply carries r's request number.
+func (t *LockTable) SeenAcquire(r lockservice.AcquireRequest) (lockservice.LockReply, bool) {
+	if rep, ok := t.Seen(r.Client, r.Request); ok {
+		return rep, true
+	}
+	if rep, ok := t.SeenKey(r.Client, r.Key); ok {
+		rep.Request = r.Request // the number the asker waits on
+		return rep, true
+	}
+	return lockservice.LockReply{}, false
+}
+
 // stale reports whether request is a late copy of one its client
 // abandoned long ago: from an earlier incarnation of the client (request
 // ids carry the incarnation in their high 32 bits), at or below a request
@@ -169,6 +210,23 @@ func (t *LockTable) remember(client string, request uint64, r lockservice.LockRe
 	return r
 }
 
+// rememberAcquire is remember, and for a keyed acquire that was granted
+// also its key. A keyed Busy is not kept: it changed nothing, so the same
+// attempt applied afresh later is still applied once (the HTTP API's
+// clients, lockd's among them, retry a held lock under the same
+// request_id), and it must not crowd the grants out of the window.
+func (t *LockTable) rememberAcquire(r lockservice.AcquireRequest, rep lockservice.LockReply) lockservice.LockReply {
+	t.remember(r.Client, r.Request, rep)
+	if r.Key != "" && rep.Status == lockservice.Granted {
+		m := t.client(r.Client, false)
+		m.keys = append(m.keys, keyEntry{Key: r.Key, Reply: rep})
+		if len(m.keys) > dedupDepth {
+			m.keys = slices.Delete(m.keys, 0, len(m.keys)-dedupDepth)
+		}
+	}
+	return rep
+}
+
 // ExpireDue removes the lease on resource if its deadline has passed at
 // now, and returns it.
 func (t *LockTable) ExpireDue(resource string, now time.Duration) (Lease, bool) {
@@ -199,7 +257,7 @@ func (t *LockTable) replays(kind CommandKind) bool {
 // token must exceed every token issued before.
 func (t *LockTable) Acquire(r lockservice.AcquireRequest, now time.Duration, token uint64) lockservice.LockReply {
 	if t.replays(CmdAcquire) {
-		if rep, ok := t.Seen(r.Client, r.Request); ok {
+		if rep, ok := t.SeenAcquire(r); ok {
 			return rep
 		}
 		if t.stale(r.Client, r.Request) {
@@ -207,15 +265,22 @@ func (t *LockTable) Acquire(r lockservice.AcquireRequest, now time.Duration, tok
 		}
 	}
 	if l, held := t.leases[r.Resource]; held {
+		if l.Holder == r.Client && r.Key != "" && l.Key != "" && r.Key != l.Key {
+			// The holder's acquire under another key than the one that
+			// granted the lease, and not remembered: a second acquire
+			// (the HTTP API's contract, as lockd's), decided here in the
+			// log like any other, on every replica alike.
+			return t.rememberAcquire(r, lockservice.LockReply{Request: r.Request, Status: lockservice.Busy})
+		}
 		if l.Holder == r.Client {
 			// A fresh attempt by the holder (its earlier reply was lost):
 			// the grant stands, restarted like a renewal, because the
 			// client will measure its lease from this request's start.
 			l.TTL, l.Deadline = r.TTL, now+r.TTL
 			l.Request = max(l.Request, r.Request)
-			return t.remember(r.Client, r.Request, lockservice.LockReply{Request: r.Request, Status: lockservice.Granted, Token: l.Token, TTL: l.TTL})
+			return t.rememberAcquire(r, lockservice.LockReply{Request: r.Request, Status: lockservice.Granted, Token: l.Token, TTL: l.TTL})
 		}
-		return t.remember(r.Client, r.Request, lockservice.LockReply{Request: r.Request, Status: lockservice.Busy})
+		return t.rememberAcquire(r, lockservice.LockReply{Request: r.Request, Status: lockservice.Busy})
 	}
 	if t.Rules.Issue != nil {
 		token = t.Rules.Issue(r.Resource, token)
@@ -228,8 +293,8 @@ func (t *LockTable) Acquire(r lockservice.AcquireRequest, now time.Duration, tok
 		t.Rules.Broken(msg)
 	}
 	t.lastToken = max(t.lastToken, token)
-	t.leases[r.Resource] = &Lease{Resource: r.Resource, Holder: r.Client, Token: token, TTL: r.TTL, Deadline: now + r.TTL, Request: r.Request}
-	return t.remember(r.Client, r.Request, lockservice.LockReply{Request: r.Request, Status: lockservice.Granted, Token: token, TTL: r.TTL})
+	t.leases[r.Resource] = &Lease{Resource: r.Resource, Holder: r.Client, Token: token, TTL: r.TTL, Deadline: now + r.TTL, Request: r.Request, Key: r.Key}
+	return t.rememberAcquire(r, lockservice.LockReply{Request: r.Request, Status: lockservice.Granted, Token: token, TTL: r.TTL})
 }
 
 // Renew restarts the lease of token at its full TTL from now — r.TTL if
@@ -320,6 +385,7 @@ type Snapshot struct {
 	Dedup     map[string][]dedupEntry `json:"dedup"`
 	Highest   map[string]uint64       `json:"highest"`
 	Forgotten map[string]uint64       `json:"forgotten,omitempty"`
+	Keys      map[string][]keyEntry   `json:"keys,omitempty"`
 }
 
 // Snapshot captures the table for the disk (encoding/json sorts map keys).
@@ -331,6 +397,12 @@ func (t *LockTable) Snapshot() Snapshot {
 		s.Highest[c] = m.highest
 		if m.forgotten > 0 {
 			s.Forgotten[c] = m.forgotten
+		}
+		if len(m.keys) > 0 {
+			if s.Keys == nil {
+				s.Keys = map[string][]keyEntry{}
+			}
+			s.Keys[c] = slices.Clone(m.keys)
 		}
 	}
 	return s
@@ -354,6 +426,9 @@ func RestoreLockTable(s Snapshot, now time.Duration) *LockTable {
 	}
 	for c, f := range s.Forgotten { //detlint:sorted (into a map)
 		t.client(c, true).forgotten = f
+	}
+	for c, k := range s.Keys { //detlint:sorted (into a map)
+		t.client(c, true).keys = slices.Clone(k)
 	}
 	return t
 }

@@ -231,7 +231,7 @@ func (r *Replica) Receive(env process.Env, from process.NodeID, msg process.Mess
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
 			return
 		}
-		r.serve(from, m.Client, m.Request, Command{Kind: CmdAcquire, Resource: m.Resource, Client: m.Client, TTL: m.TTL, Request: m.Request})
+		r.serve(from, m.Client, m.Request, Command{Kind: CmdAcquire, Resource: m.Resource, Client: m.Client, TTL: m.TTL, Request: m.Request, Key: m.Key})
 	case lockservice.RenewRequest:
 		if err := r.cfg.Limits.CheckRenew(m); err != nil {
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
@@ -444,7 +444,10 @@ func (r *Replica) apply(e raft.Entry) {
 		// A second entry of a request (a copy proposed while the first was
 		// in flight) only replays its reply: it must not restart the lease,
 		// nor re-arm a timer on a resource that may have changed hands.
-		_, replay := r.table.Seen(c.Client, c.Request)
+		// So does a keyed acquire whose key the table remembers (the
+		// same attempt submitted again under another request number).
+		acq := lockservice.AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request, Key: c.Key}
+		_, replay := r.table.SeenAcquire(acq)
 		replay = replay && r.table.replays(CmdAcquire)
 		if replay {
 			r.cfg.Marks.Hit(coverage.ReplicaDuplicateEntry)
@@ -460,7 +463,7 @@ func (r *Replica) apply(e raft.Entry) {
 			}
 		}
 		prev, held := r.table.Lease(c.Resource)
-		rep = r.table.Acquire(lockservice.AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request}, 0, token)
+		rep = r.table.Acquire(acq, 0, token)
 		if rep.Status == lockservice.Granted && !replay {
 			if !held || prev.Token != rep.Token { // not the holder's own grant standing
 				obs.Observe(lockservice.Event{Kind: lockservice.EvGranted, Resource: c.Resource, Client: c.Client, Token: rep.Token, Index: e.Index})

@@ -74,7 +74,7 @@ func (s *Server) Receive(env process.Env, from process.NodeID, msg process.Messa
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
 			return
 		}
-		if _, seen := s.table.Seen(m.Client, m.Request); !seen {
+		if _, seen := s.table.SeenAcquire(m); !seen {
 			s.expireDue(env, m.Resource, now)
 		}
 		before := s.table.LastToken()
