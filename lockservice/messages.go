@@ -52,11 +52,20 @@ func (s Status) String() string {
 // AcquireRequest asks for resource on behalf of client for ttl. Request is
 // the client's id for this attempt: a retry reuses it, so the server applies
 // the attempt at most once.
+//
+// Wait bounds how long the client is willing to wait for a held lock (0:
+// answer at once, Busy if held). A service with a wait queue (the
+// replicated reference) parks a waiting acquire at the leader while another
+// client holds the resource and grants it, first come first served, when
+// the lease ends; once Wait has passed it answers as without waiting. A
+// service without one answers at once: Wait is an upper bound, never a
+// promise to wait. The client's request timeout must cover Wait.
 type AcquireRequest struct {
 	Resource string
 	Client   string
 	TTL      time.Duration
 	Request  uint64
+	Wait     time.Duration
 }
 
 // RenewRequest restarts the lease of the grant with Token.
@@ -123,7 +132,9 @@ type ReadReply struct {
 // Fingerprints fold each message's fields into the trace hash.
 
 func (m AcquireRequest) Fingerprint() uint64 {
-	return fold(1, process.HashString(m.Resource), process.HashString(m.Client), uint64(m.TTL), m.Request)
+	// Wait is folded so that 0 leaves the fingerprint as it was before
+	// acquires could wait.
+	return fold(1, process.HashString(m.Resource), process.HashString(m.Client), uint64(m.TTL)^uint64(m.Wait)<<17, m.Request)
 }
 func (m RenewRequest) Fingerprint() uint64 {
 	return fold(2, process.HashString(m.Resource), process.HashString(m.Client), m.Token, m.Request)

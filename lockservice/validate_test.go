@@ -54,6 +54,9 @@ func TestLimitsCheckAcquireRejectsBadRequestsWithNamedProblem(t *testing.T) {
 		{"ttl negative", with(func(r *AcquireRequest) { r.TTL = -time.Second }), "ttl -1s must be positive"},
 		{"ttl below minimum", with(func(r *AcquireRequest) { r.TTL = l.MinTTL - time.Nanosecond }), "below the minimum of 10ms"},
 		{"ttl above maximum", with(func(r *AcquireRequest) { r.TTL = l.MaxTTL + time.Nanosecond }), "exceeds the maximum of 10m0s"},
+		{"wait at the maximum", with(func(r *AcquireRequest) { r.Wait = l.MaxWait }), ""},
+		{"negative wait", with(func(r *AcquireRequest) { r.Wait = -1 }), "wait -1ns must not be negative"},
+		{"wait above maximum", with(func(r *AcquireRequest) { r.Wait = l.MaxWait + time.Nanosecond }), "wait 1m0.000000001s exceeds the maximum of 1m0s"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkErr(t, l.CheckAcquire(c.req), c.want) })

@@ -75,6 +75,7 @@ func (Codec) AppendMessage(b []byte, m process.Message) ([]byte, error) {
 		b = appendString(b, m.Client)
 		b = binary.AppendVarint(b, int64(m.TTL))
 		b = binary.AppendUvarint(b, m.Request)
+		b = binary.AppendVarint(b, int64(m.Wait))
 	case lockservice.RenewRequest:
 		b = append(b, TagRenewRequest)
 		b = appendTokenRequest(b, m.Resource, m.Client, m.Token, m.Request)
@@ -201,7 +202,7 @@ func (Codec) DecodeMessage(b []byte) (process.Message, error) {
 	var m process.Message
 	switch tag := b[0]; tag {
 	case TagAcquireRequest:
-		m = lockservice.AcquireRequest{Resource: r.string(), Client: r.string(), TTL: time.Duration(r.varint()), Request: r.uvarint()}
+		m = lockservice.AcquireRequest{Resource: r.string(), Client: r.string(), TTL: time.Duration(r.varint()), Request: r.uvarint(), Wait: time.Duration(r.varint())}
 	case TagRenewRequest:
 		m = lockservice.RenewRequest{Resource: r.string(), Client: r.string(), Token: r.uvarint(), Request: r.uvarint()}
 	case TagReleaseRequest:

@@ -26,8 +26,12 @@ type ReplicaConfig struct {
 	// IngressDepth bounds the client requests a replica has proposed and
 	// not yet answered; beyond it requests are shed at once as Overloaded.
 	IngressDepth int
-	Limits       lockservice.Limits
-	Observer     lockservice.Observer
+	// WaitQueueDepth bounds the acquires parked at the leader per
+	// resource, WaitQueueTotal over all resources (waitqueue.go); beyond
+	// them a waiting acquire is proposed at once. 0: no wait queue.
+	WaitQueueDepth, WaitQueueTotal int
+	Limits                         lockservice.Limits
+	Observer                       lockservice.Observer
 
 	// The injection points (variant.go); the zero values are the reference.
 
@@ -55,10 +59,11 @@ type ReplicaConfig struct {
 }
 
 // DefaultReplicaConfig: 10 ms ticks, elections after 100–200 ms of
-// silence, heartbeats every 20 ms, 64 requests in flight per replica.
+// silence, heartbeats every 20 ms, 64 requests in flight per replica, 256
+// acquires waiting per resource and 4096 in all.
 func DefaultReplicaConfig(peers []process.NodeID) ReplicaConfig {
 	return ReplicaConfig{Peers: peers, TickInterval: 10 * time.Millisecond, ElectionTick: 10, HeartbeatTick: 2,
-		IngressDepth: 64, Limits: lockservice.DefaultLimits()}
+		IngressDepth: 64, WaitQueueDepth: 256, WaitQueueTotal: 4096, Limits: lockservice.DefaultLimits()}
 }
 
 // RaftMessage carries a Raft message between replicas.
@@ -130,6 +135,15 @@ type Replica struct {
 	// ledTerm is the last term this process reported winning (EvElected).
 	ledTerm uint64
 	ticker  clockwork.Timer
+
+	// The wait queue (waitqueue.go), leader only: parked acquires by
+	// resource, oldest first; how many in all; the index of the acquire
+	// promoted from each queue until it applies; the resources whose
+	// lease ended in the entries being applied.
+	parked    map[string][]*parkedAcquire
+	parkedN   int
+	promoting map[string]uint64
+	freed     []string
 }
 
 // NewReplica returns a replica process; every restart needs a new one.
@@ -151,6 +165,8 @@ func (r *Replica) Start(env process.Env) {
 	r.pending = map[uint64][]waiter{}
 	r.leases = map[string]leaderLease{}
 	r.decided = map[uint64]uint64{}
+	r.parked = map[string][]*parkedAcquire{}
+	r.promoting = map[string]uint64{}
 	r.timers = r.cfg.LeaseTimers
 	if r.timers == nil {
 		r.timers = monotonicTimers{}
@@ -217,7 +233,7 @@ func (r *Replica) Receive(env process.Env, from process.NodeID, msg process.Mess
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
 			return
 		}
-		r.serve(from, m.Client, m.Request, Command{Kind: CmdAcquire, Resource: m.Resource, Client: m.Client, TTL: m.TTL, Request: m.Request})
+		r.acquire(from, m)
 	case lockservice.RenewRequest:
 		if err := r.cfg.Limits.CheckHeld(m.Resource, m.Client, m.Token); err != nil {
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
@@ -257,6 +273,23 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.Overloaded})
 		return
 	}
+	index, ok := r.propose(from, client, request, c)
+	if !ok {
+		return
+	}
+	r.flush()
+	if r.cfg.Predict != nil && c.Kind == CmdAcquire {
+		if rep, ok := r.cfg.Predict(r.table, c, index); ok {
+			env.Send(from, rep)
+		}
+	}
+}
+
+// propose proposes c for the client at from, to be answered when it
+// applies, and reports its index; if the replica cannot propose, it
+// answers NotLeader and reports false. The caller flushes.
+func (r *Replica) propose(from process.NodeID, client string, request uint64, c Command) (uint64, bool) {
+	env := r.env
 	decision := LogDecides
 	if c.Kind == CmdAcquire {
 		decision = r.stampAcquire(&c)
@@ -274,19 +307,14 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 			lead = nodeID(r.node.LeadTransferee())
 		}
 		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.NotLeader, Leader: lead})
-		return
+		return 0, false
 	}
 	if decision == LeaderGrants {
 		r.decided[index] = term
 	}
 	r.inflight++
 	r.pending[index] = append(r.pending[index], waiter{to: from, client: client, request: request})
-	r.flush()
-	if r.cfg.Predict != nil && c.Kind == CmdAcquire {
-		if rep, ok := r.cfg.Predict(r.table, c, index); ok {
-			env.Send(from, rep)
-		}
-	}
+	return index, true
 }
 
 // stampAcquire fills in what the leader decides of an acquire when it
@@ -314,21 +342,28 @@ func (r *Replica) expireHolder(c Command) {
 
 // flush carries out every Ready: persist term, vote and entries and sync
 // them, then send the messages that depend on them, then apply what
-// committed.
+// committed; then it promotes the waiters of the leases that ended, whose
+// proposals make a Ready of their own.
 func (r *Replica) flush() {
-	for r.node.HasReady() {
-		rd := r.node.Ready()
-		if rd.MustSync {
-			r.persist(rd)
+	for {
+		for r.node.HasReady() {
+			rd := r.node.Ready()
+			if rd.MustSync {
+				r.persist(rd)
+			}
+			for _, m := range rd.Messages {
+				r.env.Send(nodeID(m.To), RaftMessage{M: m})
+			}
+			for _, e := range rd.CommittedEntries {
+				r.apply(e)
+			}
+			r.node.Advance()
+			r.leadership(r.node.Role() == raft.Leader)
 		}
-		for _, m := range rd.Messages {
-			r.env.Send(nodeID(m.To), RaftMessage{M: m})
+		if len(r.freed) == 0 {
+			return
 		}
-		for _, e := range rd.CommittedEntries {
-			r.apply(e)
-		}
-		r.node.Advance()
-		r.leadership(r.node.Role() == raft.Leader)
+		r.promoteFreed()
 	}
 }
 
@@ -375,7 +410,13 @@ func (r *Replica) leadership(leader bool) {
 	for _, res := range r.leaseResources() {
 		r.disarm(res)
 	}
-	// Clients waiting on this replica retry elsewhere with the same ids.
+	// Clients waiting on this replica retry elsewhere with the same ids;
+	// parked ones are told to at once.
+	lead := lockservice.NoLeader
+	if l := r.node.Lead(); l != raft.None {
+		lead = nodeID(l)
+	}
+	r.dropParked(lead)
 	clear(r.pending)
 	if r.cfg.Grants != nil {
 		r.cfg.Grants.StepDown()
@@ -439,6 +480,13 @@ func (r *Replica) apply(e raft.Entry) {
 		if r.cfg.Grants != nil && r.leader && !replay {
 			r.cfg.Grants.Applied(r.env, c, rep)
 		}
+		if r.leader {
+			if idx, ok := r.promoting[c.Resource]; ok && idx == e.Index {
+				delete(r.promoting, c.Resource)
+				r.leaseEnded(c.Resource) // granted: the next waits on; else the next may go
+			}
+			r.answerParked(c, rep)
+		}
 	case CmdRenew:
 		_, replay := r.table.Seen(c.Client, c.Request) // as for CmdAcquire
 		rep = r.table.Renew(lockservice.RenewRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request}, 0)
@@ -455,12 +503,14 @@ func (r *Replica) apply(e raft.Entry) {
 		if ended != nil {
 			obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released", Index: e.Index})
 			r.disarm(c.Resource)
+			r.leaseEnded(c.Resource)
 		}
 	case CmdExpire:
 		if r.started[c.Resource] == c.Since {
 			if l, ok := r.table.ExpireToken(c.Resource, c.Token); ok {
 				obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired", Index: e.Index})
 				r.disarm(c.Resource)
+				r.leaseEnded(c.Resource)
 			}
 		}
 		return
@@ -545,6 +595,7 @@ func (r *Replica) TransferLeadership(to process.NodeID) (process.NodeID, error) 
 		return lockservice.NoLeader, err
 	}
 	r.env.Log().Info("replica.transfer", slog.Uint64("term", r.node.Term()), slog.Int("to", int(nodeID(target))))
+	r.dropParked(nodeID(target))
 	r.flush()
 	return nodeID(target), nil
 }
