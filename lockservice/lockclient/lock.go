@@ -267,9 +267,11 @@ func (l *Lock) sendAcquire() {
 		l.acqStart, l.acqStartReq = l.now(), l.acqReq
 		l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpAcquire, Request: l.acqReq})
 	}
-	l.send(l.server(), lockservice.AcquireRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, TTL: l.cfg.TTL, Request: l.acqReq})
+	l.send(l.server(), lockservice.AcquireRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, TTL: l.cfg.TTL, Request: l.acqReq, Wait: l.cfg.Wait})
 	l.Log("acquire.sent", l.acqReq, slog.Int("to", int(l.server())))
-	Rearm(l.env, &l.timeout, l.cfg.RequestTimeout, l.retryAcquireFn)
+	// A waiting acquire is answered up to Wait later, and the server may
+	// take a round trip beyond it to commit the answer.
+	Rearm(l.env, &l.timeout, l.cfg.RequestTimeout+l.cfg.Wait, l.retryAcquireFn)
 }
 
 // retryAcquire resends the acquire elsewhere, with the same id: the last

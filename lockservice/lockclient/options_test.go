@@ -49,12 +49,18 @@ type rig struct {
 }
 
 func newRig(t *testing.T, o Options) *rig {
+	return newRigConfig(t, o, func(cfg *lockservice.ClientConfig) {
+		cfg.RequestTimeout = time.Second // longer than anything the tests wait for
+	})
+}
+
+func newRigConfig(t *testing.T, o Options, edit func(*lockservice.ClientConfig)) *rig {
 	r := &rig{w: simtest.NewTestWorld(t, nil), ev: &events{}}
 	for _, n := range []string{"s0", "s1"} {
 		simtest.AddNode(t, r.w, n, func() sim.Process { return silent{&r.got} }, fakeclock.Config{})
 	}
 	cfg := lockservice.DefaultClientConfig("c", []process.NodeID{0, 1}, "r")
-	cfg.RequestTimeout = time.Second // longer than anything the tests wait for
+	edit(&cfg)
 	r.l = NewLock(cfg, nil, r.ev)
 	r.l.SetOptions(o)
 	simtest.AddNode(t, r.w, "c", func() sim.Process { return host{r.l} }, fakeclock.Config{})
@@ -192,5 +198,23 @@ func TestRedirectLimit(t *testing.T) {
 	r.w.Run(200*time.Millisecond, 10_000)
 	if n := len(r.acquires()); n != 5 {
 		t.Fatalf("%d acquires after the backoff, want 5", n)
+	}
+}
+
+// A client with a wait bound asks with it and gives the server the whole
+// bound plus its request timeout before it retries elsewhere (same id).
+func TestWaitBoundIsSentAndCoveredByTheTimeout(t *testing.T) {
+	r := newRigConfig(t, Options{}, func(cfg *lockservice.ClientConfig) {
+		cfg.RequestTimeout, cfg.Wait = 50*time.Millisecond, 2*time.Second
+	})
+	r.at(0, r.l.Acquire, 2049*time.Millisecond)
+	got := r.acquires()
+	if len(got) != 1 || got[0].Wait != 2*time.Second {
+		t.Fatalf("acquires by 2.049s %+v, want one carrying the 2s wait", got)
+	}
+	r.w.Run(2100*time.Millisecond, 10_000)
+	got = r.acquires()
+	if len(got) != 2 || got[1].Request != got[0].Request || r.got[1].to != 1 {
+		t.Fatalf("acquires by 2.1s %+v, want the same request retried at s1 after 2.05s", got)
 	}
 }
