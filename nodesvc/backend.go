@@ -320,10 +320,10 @@ var errClosed = errors.New("nodesvc: node closed")
 // client told "no leader" (503) would wait out a Retry-After longer than
 // an election; one redirected to a hand-over's target before it leads
 // would bounce back here.
-func (b *Backend) call(ctx context.Context, resource, requestID string, build func(request uint64) process.Message) (lockservice.LockReply, error) {
+func (b *Backend) call(ctx context.Context, resource, requestID, waiter string, build func(request uint64) process.Message) (lockservice.LockReply, error) {
 	deadline := time.Now().Add(b.cfg.LeaderWait)
 	for {
-		rep, err := b.call1(ctx, resource, requestID, build)
+		rep, err := b.call1(ctx, resource, requestID, waiter, build)
 		if err != nil || rep.Status != lockservice.NotLeader {
 			return rep, err
 		}
@@ -359,13 +359,15 @@ func (b *Backend) call(ctx context.Context, resource, requestID string, build fu
 // replica's answer. For an acquire, resource and requestID are set: a
 // holder's acquire with another request id than the one that granted its
 // lease (as this leader knows it) is answered Busy without a proposal.
-func (b *Backend) call1(ctx context.Context, resource, requestID string, build func(request uint64) process.Message) (lockservice.LockReply, error) {
+// A waiting acquire (waiter: its client) goes to the replica's queue
+// instead, unless its client is that holder.
+func (b *Backend) call1(ctx context.Context, resource, requestID, waiter string, build func(request uint64) process.Message) (lockservice.LockReply, error) {
 	ch := make(chan lockservice.LockReply, 1)
 	var req uint64
 	var full bool
 	err := b.node.Do(ctx, func(env process.Env) {
 		if requestID != "" {
-			if l, ok := b.leases[resource]; ok && l.requestID != "" && l.requestID != requestID {
+			if l, ok := b.leases[resource]; ok && l.requestID != "" && l.requestID != requestID && (waiter == "" || waiter == l.client) {
 				if cur, held := b.rep.Table().Lease(resource); held && cur.Holder == l.client {
 					ch <- lockservice.LockReply{Status: lockservice.Busy}
 					return
@@ -450,9 +452,15 @@ func (b *Backend) leaderURL(id process.NodeID) string {
 // request number (see the package doc): a retry is idempotent by the
 // table's rule for holders, and a holder's acquire with a new request id
 // is refused as held when this leader granted the lease and knows the id.
-func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl time.Duration, requestID string) (lockapi.Lease, error) {
-	rep, err := b.call(ctx, resource, requestID, func(r uint64) process.Message {
-		return lockservice.AcquireRequest{Resource: resource, Client: client, TTL: ttl, Request: r}
+// With wait > 0 the acquire waits in the leader's queue (see
+// reference.Replica's wait queue) for up to wait.
+func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl, wait time.Duration, requestID string) (lockapi.Lease, error) {
+	var waiter string
+	if wait > 0 {
+		waiter = client
+	}
+	rep, err := b.call(ctx, resource, requestID, waiter, func(r uint64) process.Message {
+		return lockservice.AcquireRequest{Resource: resource, Client: client, TTL: ttl, Request: r, Wait: wait}
 	})
 	if err != nil {
 		return lockapi.Lease{}, err
@@ -474,7 +482,7 @@ func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl time
 func (b *Backend) Renew(ctx context.Context, resource, client string, token uint64, ttl time.Duration) (lockapi.Lease, error) {
 	// The replica renews for the lease's own TTL (the one granted); a
 	// different ttl cannot be honoured without a command that carries it.
-	rep, err := b.call(ctx, "", "", func(r uint64) process.Message {
+	rep, err := b.call(ctx, "", "", "", func(r uint64) process.Message {
 		return lockservice.RenewRequest{Resource: resource, Client: client, Token: token, Request: r}
 	})
 	if err != nil {
@@ -488,7 +496,7 @@ func (b *Backend) Renew(ctx context.Context, resource, client string, token uint
 
 // Release implements lockapi.Backend.
 func (b *Backend) Release(ctx context.Context, resource, client string, token uint64) error {
-	rep, err := b.call(ctx, "", "", func(r uint64) process.Message {
+	rep, err := b.call(ctx, "", "", "", func(r uint64) process.Message {
 		return lockservice.ReleaseRequest{Resource: resource, Client: client, Token: token, Request: r}
 	})
 	if err != nil {
@@ -602,6 +610,16 @@ func (b *Backend) Handover(ctx context.Context) (process.NodeID, error) {
 
 // IsLeader reports whether this replica led at its last event.
 func (b *Backend) IsLeader() bool { return process.NodeID(b.leader.Load()) == b.cfg.ID }
+
+// Waiting is how many acquires wait in the replica's queue (at the
+// leader; 0 elsewhere, or if the replica does not answer within a second).
+func (b *Backend) Waiting() int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	n := 0
+	b.node.Do(ctx, func(process.Env) { n = b.rep.Waiting() })
+	return n
+}
 
 // Term is the replica's Raft term at its last event.
 func (b *Backend) Term() uint64 { return b.term.Load() }

@@ -370,6 +370,24 @@ func WatchdogDeadline(cfg lockservice.ClientConfig, sent, replied, ttl time.Dura
 	return sent + ttl - time.Duration(int64(ttl)/1_000_000*cfg.DriftBoundPPM) - cfg.Margin
 }
 
+// WaitWithin is the wait bound (ClientConfig.Wait) of an acquire whose
+// caller gives up in remaining (negative: never) and wants up to max (≤ 0:
+// no waiting): max, shortened by slack below remaining so that the answer
+// comes back before the caller gives up, in whole milliseconds (HTTP's
+// wait_ms), never negative.
+func WaitWithin(max, remaining, slack time.Duration) time.Duration {
+	if max <= 0 {
+		return 0
+	}
+	if remaining >= 0 {
+		max = min(max, remaining-slack)
+	}
+	if max <= 0 {
+		return 0
+	}
+	return max.Truncate(time.Millisecond)
+}
+
 // Deadline is the watchdog's current limit on the client's monotonic
 // clock (meaningful while Held).
 func (l *Lock) Deadline() time.Duration { return l.deadline }

@@ -218,3 +218,18 @@ func TestWaitBoundIsSentAndCoveredByTheTimeout(t *testing.T) {
 		t.Fatalf("acquires by 2.1s %+v, want the same request retried at s1 after 2.05s", got)
 	}
 }
+
+func TestWaitWithin(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct{ max, remaining, slack, want time.Duration }{
+		{5 * time.Second, -1, 10 * ms, 5 * time.Second},             // no deadline
+		{5 * time.Second, 2*time.Second + ms/2, 10 * ms, 1990 * ms}, // the deadline's, less slack, whole ms
+		{5 * time.Second, 5 * ms, 10 * ms, 0},                       // no time to wait
+		{0, time.Second, 10 * ms, 0},                                // waiting off
+		{-1, -1, 0, 0},
+	} {
+		if got := WaitWithin(c.max, c.remaining, c.slack); got != c.want {
+			t.Errorf("WaitWithin(%v, %v, %v) = %v, want %v", c.max, c.remaining, c.slack, got, c.want)
+		}
+	}
+}
