@@ -174,6 +174,7 @@ func Open(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("nodesvc: this node's id %d is not among the peers", cfg.ID)
 	}
 	rc := reference.DefaultReplicaConfig(ids)
+	rc.GroupCommit = true // realrt runs events in batches: one fsync each
 	if cfg.Replica != nil {
 		cfg.Replica(&rc)
 	}
@@ -211,6 +212,13 @@ type wrapper struct{ b *Backend }
 
 func (w wrapper) Start(env process.Env) {
 	w.b.rep.Start(env)
+	w.b.observeRole()
+}
+
+// EndBatch lets the replica do the batch's Raft work in one Ready
+// (reference.ReplicaConfig.GroupCommit).
+func (w wrapper) EndBatch(env process.Env) {
+	w.b.rep.EndBatch(env)
 	w.b.observeRole()
 }
 

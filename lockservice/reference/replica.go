@@ -53,6 +53,13 @@ type ReplicaConfig struct {
 	// before it commits, from the leader's applied table (false: no early
 	// answer). nil: a client is answered only once its entry applies.
 	Predict func(t *LockTable, c Command, index uint64) (lockservice.LockReply, bool)
+	// GroupCommit defers the work of each event's Ready (persist, sync,
+	// send, apply) to the end of the runtime's batch of queued events
+	// (process.Batcher): proposals and appends that arrive while a sync is
+	// in flight go out in one append and one fsync. For the real runtime,
+	// whose executor runs events in batches; the simulator calls no
+	// EndBatch, so it must stay false there.
+	GroupCommit bool
 	// UnsafeNoFsync writes term, vote and log but does not sync them
 	// before the messages that depend on them (etcd's --unsafe-no-fsync).
 	UnsafeNoFsync bool
@@ -134,6 +141,9 @@ type Replica struct {
 	leader  bool
 	// ledTerm is the last term this process reported winning (EvElected).
 	ledTerm uint64
+	// dirty: an event of the current batch left Raft work for EndBatch
+	// (GroupCommit).
+	dirty bool
 	ticker  clockwork.Timer
 
 	// The wait queue (waitqueue.go), leader only: parked acquires by
@@ -215,7 +225,7 @@ func (r *Replica) tick() {
 
 func (r *Replica) onTick() {
 	r.node.Tick()
-	r.flush()
+	r.flushSoon()
 	r.timers.Tick(r.env)
 	r.ticker.Reset(r.cfg.TickInterval)
 }
@@ -227,7 +237,7 @@ func (r *Replica) Receive(env process.Env, from process.NodeID, msg process.Mess
 		if err := r.node.Step(m.M); err != nil {
 			env.Log().Warn("replica.bad-raft-message", slog.String("err", err.Error()))
 		}
-		r.flush()
+		r.flushSoon()
 	case lockservice.AcquireRequest:
 		if err := r.cfg.Limits.CheckAcquire(m); err != nil {
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
@@ -277,7 +287,7 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 	if !ok {
 		return
 	}
-	r.flush()
+	r.flushSoon()
 	if r.cfg.Predict != nil && c.Kind == CmdAcquire {
 		if rep, ok := r.cfg.Predict(r.table, c, index); ok {
 			env.Send(from, rep)
@@ -335,7 +345,7 @@ func (r *Replica) stampAcquire(c *Command) GrantDecision {
 func (r *Replica) expireHolder(c Command) {
 	if l, held := r.table.Lease(c.Resource); held && l.Holder != c.Client {
 		if _, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: c.Resource, Token: l.Token, Since: r.started[c.Resource]})); err == nil {
-			r.flush()
+			r.flushSoon()
 		}
 	}
 }
@@ -364,6 +374,25 @@ func (r *Replica) flush() {
 			return
 		}
 		r.promoteFreed()
+	}
+}
+
+// flushSoon flushes now, or at the end of the runtime's batch of events
+// with GroupCommit.
+func (r *Replica) flushSoon() {
+	if r.cfg.GroupCommit {
+		r.dirty = true
+		return
+	}
+	r.flush()
+}
+
+// EndBatch implements process.Batcher: with GroupCommit, the Raft work
+// the batch's events left is done here, in one Ready.
+func (r *Replica) EndBatch(process.Env) {
+	if r.dirty {
+		r.dirty = false
+		r.flush()
 	}
 }
 
@@ -553,7 +582,7 @@ func (r *Replica) leaseDue(resource string, token, since uint64) {
 	_, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: resource, Token: token, Since: since}))
 	switch {
 	case err == nil:
-		r.flush()
+		r.flushSoon()
 	case errors.Is(err, raft.ErrTransferring):
 		// Handing over: the next leader restarts the lease in full; if the
 		// transfer is abandoned, this leader must still end it, so it

@@ -112,7 +112,7 @@ func (r *Replica) waitDue(p *parkedAcquire) {
 	r.unpark(p)
 	r.env.Log().Info("replica.wait-due", slog.String("client", p.c.Client), slog.Uint64("req", p.c.Request))
 	if _, ok := r.propose(p.to, p.c.Client, p.c.Request, p.c); ok {
-		r.flush()
+		r.flushSoon()
 	}
 }
 
