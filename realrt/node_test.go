@@ -635,8 +635,10 @@ func (b *batcher) Start(env process.Env) {
 		env.Send(env.ID(), ping{N: uint64(i)})
 	}
 }
-func (b *batcher) Receive(process.Env, process.NodeID, process.Message) { b.log = append(b.log, "recv") }
-func (b *batcher) EndBatch(process.Env)                                  { b.log = append(b.log, "end") }
+func (b *batcher) Receive(process.Env, process.NodeID, process.Message) {
+	b.log = append(b.log, "recv")
+}
+func (b *batcher) EndBatch(process.Env) { b.log = append(b.log, "end") }
 
 // TestBatcherHearsTheEndOfEachBatch: events queued while a batch runs run
 // as the next batch, and a process.Batcher hears EndBatch once after it,

@@ -143,8 +143,8 @@ type Replica struct {
 	ledTerm uint64
 	// dirty: an event of the current batch left Raft work for EndBatch
 	// (GroupCommit).
-	dirty bool
-	ticker  clockwork.Timer
+	dirty  bool
+	ticker clockwork.Timer
 
 	// The wait queue (waitqueue.go), leader only: parked acquires by
 	// resource, oldest first; how many in all; the index of the acquire
