@@ -103,7 +103,7 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 	l := c.newLock(resource, ttl, wait)
 	l.ex.post(func() {
 		l.sm.SetOptions(simclient.Options{TryOnce: once, KeepRequestWhenOverloaded: true, RedirectLimit: 3,
-			ReleaseAttempts: httpReleaseAttempts})
+			ReleaseAttempts: httpReleaseAttempts, RetryOverloadedRelease: true})
 		l.sm.Start(l.env)
 		l.sm.Acquire()
 	})

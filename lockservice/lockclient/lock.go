@@ -525,6 +525,10 @@ func (l *Lock) onReleaseReply(m lockservice.LockReply) {
 		Rearm(l.env, &l.timeout, l.retryDelay(named), l.resendReleaseFn)
 		return
 	}
+	if m.Status == lockservice.Overloaded && l.opts.RetryOverloadedRelease && l.relAttempts < l.maxReleaseAttempts() {
+		Rearm(l.env, &l.timeout, l.backoffAfter(m.Status), l.resendReleaseFn)
+		return
+	}
 	l.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRelease, Request: m.Request, Token: l.token, Status: m.Status})
 	l.logStatus("release.", m.Status, m.Request, slog.Uint64("token", l.token))
 	l.relStatus = m.Status
@@ -578,6 +582,12 @@ type Options struct {
 	// naming each other during a change of leader are not asked in a
 	// tight loop. 0: no limit (the simulator's client).
 	RedirectLimit int
+	// RetryOverloadedRelease: a release shed as Overloaded is sent again
+	// (same id) after the server's hint, within ReleaseAttempts, instead
+	// of ending unanswered. Over HTTP a busy front end sheds releases as
+	// it sheds anything (waiting acquires leave its admission limit to
+	// the others), and a release given up holds the lock a whole TTL.
+	RetryOverloadedRelease bool
 	// ReleaseAttempts bounds the release handler's sends (0: releaseAttempts,
 	// the simulator's client). Over HTTP a release may meet a change of
 	// leader that outlasts three attempts (a leader killed, an election):

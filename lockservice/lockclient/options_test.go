@@ -233,3 +233,47 @@ func TestWaitWithin(t *testing.T) {
 		}
 	}
 }
+
+// RetryOverloadedRelease: a release shed as Overloaded is sent again with
+// the same id after the hint, and ends Released when that is answered;
+// without the option it ends at once, unanswered.
+func TestOverloadedReleaseIsRetried(t *testing.T) {
+	for _, retry := range []bool{true, false} {
+		r := newRig(t, Options{RetryOverloadedRelease: retry})
+		r.at(0, r.l.Acquire, 10*time.Millisecond)
+		req := r.acquires()[0].Request
+		r.at(10*time.Millisecond, func() {
+			r.l.ReceiveHint(lockservice.LockReply{Request: req, Status: lockservice.Granted, Token: 7, TTL: time.Second}, 0)
+		}, 20*time.Millisecond)
+		r.at(20*time.Millisecond, r.l.Release, 30*time.Millisecond)
+		releases := func() []lockservice.ReleaseRequest {
+			var out []lockservice.ReleaseRequest
+			for _, s := range r.got {
+				if m, ok := s.msg.(lockservice.ReleaseRequest); ok {
+					out = append(out, m)
+				}
+			}
+			return out
+		}
+		rel := releases()[0].Request
+		r.at(30*time.Millisecond, func() {
+			r.l.ReceiveHint(lockservice.LockReply{Request: rel, Status: lockservice.Overloaded}, 100*time.Millisecond)
+		}, 300*time.Millisecond)
+		if !retry {
+			if r.ev.released != 1 || len(releases()) != 1 {
+				t.Fatalf("without the option: released %d, %d sends; want it ended after one", r.ev.released, len(releases()))
+			}
+			continue
+		}
+		got := releases()
+		if r.ev.released != 0 || len(got) != 2 || got[1].Request != rel {
+			t.Fatalf("released %d, sends %+v; want the same release sent again, not yet ended", r.ev.released, got)
+		}
+		r.at(300*time.Millisecond, func() {
+			r.l.ReceiveHint(lockservice.LockReply{Request: rel, Status: lockservice.Released, Token: 7}, 0)
+		}, 400*time.Millisecond)
+		if r.ev.released != 1 || r.l.ReleaseResult() != lockservice.Released {
+			t.Fatalf("released %d, result %v; want Released", r.ev.released, r.l.ReleaseResult())
+		}
+	}
+}
