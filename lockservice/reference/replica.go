@@ -113,7 +113,9 @@ type leaderLease struct {
 // the entry commits and applies. Leases are timed by the leader's monotonic
 // clock alone: it proposes CmdExpire when its timer fires, and a new leader
 // restarts every lease at its full TTL (it may extend a lease, never
-// shorten it).
+// shorten it). An acquire that may wait (AcquireRequest.Wait) for a lock
+// held by another client waits at the leader, outside the log, and is
+// proposed when the lease ends or its wait passes (waitqueue.go).
 type Replica struct {
 	cfg  ReplicaConfig
 	env  process.Env
