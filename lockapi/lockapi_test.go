@@ -397,3 +397,30 @@ func TestWaitingAcquireLeavesAdmission(t *testing.T) {
 	close(release)
 	wg.Wait()
 }
+
+// TestDrainEndsWaits: Shutdown ends a waiting acquire at once with 503
+// draining (the client waits on another instance) instead of holding the
+// drain for the rest of its wait.
+func TestDrainEndsWaits(t *testing.T) {
+	m := lockapitest.NewMem()
+	b := newBlocker(m) // the acquire blocks until its context ends
+	s, base := lockapitest.Serve(t, m, lockapi.Config{})
+	waiting := make(chan lockapitest.Reply, 1)
+	go func() {
+		waiting <- lockapitest.Do(t, "POST", base+"/v1/locks/r/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q","wait_ms":8000}`)
+	}()
+	b.wait(t, 1)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	r := <-waiting
+	if r.Status != 503 || r.Error(t).Error != lockapi.CodeDraining {
+		t.Fatalf("waiting acquire at drain: %d %s, want 503 draining", r.Status, r.Body)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Fatalf("Shutdown took %v: it waited for the wait", took)
+	}
+}

@@ -108,6 +108,10 @@ type Server struct {
 	http     *http.Server
 	draining atomic.Bool
 	waiting  atomic.Int64 // acquires waiting (Config.MaxWaiting)
+	// stopWaits ends every wait when Shutdown begins: a waiter would hold
+	// the drain up to MaxWait, and can wait on another instance.
+	stopWaits   context.Context
+	cancelWaits context.CancelFunc
 }
 
 // NewServer returns a server over b. Its metrics live on a registry of
@@ -115,6 +119,7 @@ type Server struct {
 func NewServer(b Backend, cfg Config) *Server {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, backend: b, limiter: NewLimiter(cfg.Limiter), reg: prometheus.NewRegistry()}
+	s.stopWaits, s.cancelWaits = context.WithCancel(context.Background())
 	s.m = newMetrics(s)
 	if mb, ok := b.(MetricsBackend); ok {
 		for _, c := range mb.Collectors() {
@@ -154,6 +159,7 @@ func (s *Server) Serve(l net.Listener) error { return s.http.Serve(l) }
 // and ctx's error returned.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
+	s.cancelWaits()
 	s.cfg.Logger.Info("lockapi.drain.start", slog.Duration("delay", s.cfg.DrainDelay), slog.Int("in_flight", s.limiter.InFlight()))
 	err := httpx.Drain(ctx, s.http, s.cfg.DrainDelay)
 	s.cfg.Logger.Info("lockapi.drain.done", slog.Any("err", err))
@@ -218,7 +224,8 @@ func (c *opCall) wait(d time.Duration) (ctx context.Context, done func(), ok boo
 	s.limiter.Leave()
 	c.left = true
 	ctx, cancel := context.WithTimeout(c.base, d+s.cfg.RequestTimeout)
-	return ctx, func() { cancel(); s.waiting.Add(-1) }, true
+	stop := context.AfterFunc(s.stopWaits, cancel)
+	return ctx, func() { stop(); cancel(); s.waiting.Add(-1) }, true
 }
 
 // lockOp wraps a lock operation in draining check, admission, a backend
@@ -379,6 +386,10 @@ func (s *Server) acquire(r *http.Request, resource string, call *opCall) (any, *
 		}
 	}
 	l, err := s.backend.Acquire(ctx, resource, req.Client, ttl, wait, req.RequestID)
+	if err != nil && wait > 0 && s.stopWaits.Err() != nil && ctx.Err() != nil {
+		// The drain ended the wait: the client waits on another instance.
+		return nil, s.retryLater(503, "draining", CodeDraining, "instance is draining; retry on another")
+	}
 	if err != nil {
 		return nil, s.backendError(r, err)
 	}
