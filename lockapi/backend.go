@@ -43,10 +43,14 @@ type WarningBackend interface {
 	Warnings() []string
 }
 
-// Lease is a granted or renewed lease.
+// Lease is a granted or renewed lease. Waited is how long an acquire
+// waited for the lock after the backend took it, on the backend's clock
+// (0: it did not, or the backend does not know): the lease began no
+// sooner.
 type Lease struct {
-	Token uint64
-	TTL   time.Duration
+	Token  uint64
+	TTL    time.Duration
+	Waited time.Duration
 }
 
 // LockState is a resource's lease as the backend sees it.

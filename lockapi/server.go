@@ -394,7 +394,7 @@ func (s *Server) acquire(r *http.Request, resource string, call *opCall) (any, *
 		return nil, s.backendError(r, err)
 	}
 	s.m.grants.WithLabelValues("acquire").Inc()
-	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds()}, nil
+	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds(), WaitedMs: l.Waited.Milliseconds()}, nil
 }
 
 func (s *Server) renew(r *http.Request, resource string, _ *opCall) (any, *apiError) {

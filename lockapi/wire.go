@@ -32,10 +32,13 @@ type ReleaseRequest struct {
 }
 
 // LeaseResponse answers a successful acquire or renew: the lease lasts
-// TTLms from no earlier than when the request was sent.
+// TTLms from no earlier than when the request was sent plus WaitedMs, the
+// time (on the server's clock, rounded down) the acquire waited for the
+// lock after it arrived (wait_ms); absent when it did not wait.
 type LeaseResponse struct {
-	Token Token `json:"token"`
-	TTLms int64 `json:"ttl_ms"`
+	Token    Token `json:"token"`
+	TTLms    int64 `json:"ttl_ms"`
+	WaitedMs int64 `json:"waited_ms,omitempty"`
 }
 
 // ReleaseResponse answers a successful release.

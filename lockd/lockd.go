@@ -160,7 +160,8 @@ func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl, wai
 	if wait <= 0 || !errors.As(err, &held) {
 		return l, err
 	}
-	deadline := time.Now().Add(wait)
+	start := time.Now()
+	deadline := start.Add(wait)
 	backoff := time.Millisecond
 	for {
 		left := time.Until(deadline)
@@ -176,7 +177,10 @@ func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl, wai
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 32*time.Millisecond)
+		// The attempt that grants reaches Redis no sooner than now.
+		waited := time.Since(start)
 		if l, err = b.acquireOnce(ctx, resource, client, ttl, requestID); !errors.As(err, &held) {
+			l.Waited = waited
 			return l, err
 		}
 	}

@@ -45,4 +45,9 @@ func TestAcquireWaits(t *testing.T) {
 	if l.Token <= held.Token {
 		t.Fatalf("token %d after %d", l.Token, held.Token)
 	}
+	// Granted after a's release, some 100 ms in: the lease began no
+	// sooner, and the answer says so.
+	if l.Waited < 50*time.Millisecond {
+		t.Fatalf("granted after waiting, but Waited is %v", l.Waited)
+	}
 }

@@ -93,6 +93,13 @@ type LockReply struct {
 	TTL     time.Duration  // Granted, Renewed: the lease length from the server's receipt
 	Err     string         // Invalid: what to fix
 	Leader  process.NodeID // NotLeader: where to retry, or NoLeader
+	// Waited (Granted, optional): how long, on the server's clock, the
+	// acquire waited in the server's queue after it arrived before the
+	// grant was proposed. The lease began no sooner than that after the
+	// request reached the server, so the client counts its lease from its
+	// send plus Waited (less its drift bound), not from its send alone.
+	// 0: unknown or no wait.
+	Waited time.Duration
 }
 
 // WriteRequest asks the fenced store to set Resource to Value, fenced by Token.
@@ -143,7 +150,7 @@ func (m ReleaseRequest) Fingerprint() uint64 {
 	return fold(3, process.HashString(m.Resource), process.HashString(m.Client), m.Token, m.Request)
 }
 func (m LockReply) Fingerprint() uint64 {
-	return fold(4, m.Request, uint64(m.Status)<<32|uint64(uint32(m.Leader)), m.Token, uint64(m.TTL))
+	return fold(4, m.Request, uint64(m.Status)<<32|uint64(uint32(m.Leader)), m.Token, uint64(m.TTL)^uint64(m.Waited)<<21)
 }
 func (m WriteRequest) Fingerprint() uint64 {
 	return fold(5, process.HashString(m.Resource), process.HashString(m.Client), m.Token, uint64(m.Value)^m.Request<<32)

@@ -475,7 +475,7 @@ func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl, wai
 	}
 	switch rep.Status {
 	case lockservice.Granted:
-		return lockapi.Lease{Token: rep.Token, TTL: rep.TTL}, nil
+		return lockapi.Lease{Token: rep.Token, TTL: rep.TTL, Waited: rep.Waited}, nil
 	case lockservice.Busy:
 		he := &lockapi.HeldError{RetryAfter: ttl}
 		if st, err := b.Get(ctx, resource); err == nil && st.Held {

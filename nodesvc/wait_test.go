@@ -2,12 +2,15 @@ package nodesvc_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/fencesim/fencesim/lockapi"
+	"github.com/fencesim/fencesim/lockapi/lockapitest"
 	"github.com/fencesim/fencesim/lockapi/lockclient"
 )
 
@@ -81,5 +84,34 @@ func TestWaitingAcquireOverHTTP(t *testing.T) {
 	}
 	if err := r.l.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWaitedMs: an acquire granted after waiting at the leader says how
+// long it waited (waited_ms): at least the time the test held the lock
+// after the waiter was parked.
+func TestWaitedMs(t *testing.T) {
+	c := newCluster(t)
+	lead := c.leader()
+	base := c.peers[lead].HTTP
+	a := post(t, base, "w", "acquire", `{"client":"a","ttl_ms":10000,"request_id":"q1"}`, 200)
+	got := make(chan lockapitest.Reply, 1)
+	go func() {
+		got <- lockapitest.Do(t, "POST", base+"/v1/locks/w/acquire", `{"client":"b","ttl_ms":10000,"request_id":"q2","wait_ms":5000}`)
+	}()
+	for end := time.Now().Add(5 * time.Second); c.nodes[lead].Waiting() != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("b is not waiting at the leader")
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	post(t, base, "w", "release", `{"client":"a","token":"`+a.Token.String()+`"}`, 200)
+	r := <-got
+	var l lockapi.LeaseResponse
+	if err := json.Unmarshal([]byte(r.Body), &l); r.Status != 200 || err != nil {
+		t.Fatalf("b: %d %s", r.Status, r.Body)
+	}
+	if l.WaitedMs < 100 || l.Token <= a.Token {
+		t.Fatalf("b granted %+v after waiting over 100 ms behind token %s: want waited_ms ≥ 100", l, a.Token)
 	}
 }

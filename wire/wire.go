@@ -90,6 +90,7 @@ func (Codec) AppendMessage(b []byte, m process.Message) ([]byte, error) {
 		b = binary.AppendVarint(b, int64(m.TTL))
 		b = appendString(b, m.Err)
 		b = binary.AppendVarint(b, int64(m.Leader))
+		b = binary.AppendVarint(b, int64(m.Waited))
 	case lockservice.WriteRequest:
 		b = append(b, TagWriteRequest)
 		b = appendTokenRequest(b, m.Resource, m.Client, m.Token, m.Request)
@@ -214,6 +215,7 @@ func (Codec) DecodeMessage(b []byte) (process.Message, error) {
 		rep.TTL = time.Duration(r.varint())
 		rep.Err = r.string()
 		rep.Leader = process.NodeID(r.varint())
+		rep.Waited = time.Duration(r.varint())
 		m = rep
 	case TagWriteRequest:
 		m = lockservice.WriteRequest{Resource: r.string(), Client: r.string(), Token: r.uvarint(), Request: r.uvarint(), Value: r.varint()}

@@ -139,6 +139,7 @@ func (l *Lock) answer(req uint64, msg process.Message, o outcome) {
 		switch msg.(type) {
 		case lockservice.AcquireRequest:
 			r.Status = lockservice.Granted
+			r.Waited = time.Duration(lr.WaitedMs) * time.Millisecond
 		case lockservice.RenewRequest:
 			r.Status = lockservice.Renewed
 		default:

@@ -319,7 +319,7 @@ func (l *Lock) onAcquireReply(m lockservice.LockReply) {
 	switch m.Status {
 	case lockservice.Granted:
 		l.token = m.Token
-		l.extend(l.acqStart, m.TTL)
+		l.extend(GrantStart(l.cfg, l.acqStart, l.now(), m.Waited), m.TTL)
 		l.phase = lockHolding
 		l.Log("acquire.granted", m.Request, slog.Uint64("token", m.Token))
 		Rearm(l.env, &l.renewTimer, l.cfg.TTL/3, l.sendRenewFn)
@@ -356,6 +356,19 @@ func (l *Lock) extend(start, ttl time.Duration) {
 	l.leaseStart = start
 	l.deadline = WatchdogDeadline(l.cfg, start, l.now(), ttl)
 	Rearm(l.env, &l.watchdog, l.deadline-l.now(), l.watchdogFiredFn)
+}
+
+// GrantStart is when a granted lease began at the earliest, on the
+// client's monotonic clock, for an acquire first sent at sent, answered at
+// replied, that waited at the server (LockReply.Waited, on the server's
+// clock): sent + waited·(1−ρ), since the server took the request no
+// sooner than it was sent and began the lease no sooner than waited after
+// that; never past replied. Every client of fencesim computes it here.
+func GrantStart(cfg lockservice.ClientConfig, sent, replied, waited time.Duration) time.Duration {
+	if waited <= 0 {
+		return sent
+	}
+	return min(sent+waited-time.Duration(int64(waited)/1_000_000*cfg.DriftBoundPPM), replied)
 }
 
 // WatchdogDeadline is the watchdog's limit for a lease of ttl whose

@@ -277,3 +277,28 @@ func TestOverloadedReleaseIsRetried(t *testing.T) {
 		}
 	}
 }
+
+// A grant that waited at the server counts the lease from the send plus
+// the wait (less the drift bound), not from the send alone: the lease
+// began no sooner. A wait longer than the round trip (a broken or drifting
+// server) counts no further than the reply.
+func TestGrantAfterWaitCountsTheLeaseFromItsStart(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		waited, want time.Duration
+	}{
+		{0, 1000*ms - 1*ms - 10*ms},                        // TTL·(1−ρ) − margin from the send
+		{400 * ms, 400*ms - 400*time.Microsecond + 989*ms}, // from send + waited·(1−ρ)
+		{900 * ms, 500*ms + 989*ms},                        // capped at the reply (500ms)
+	} {
+		r := newRig(t, Options{})
+		r.at(0, r.l.Acquire, 10*ms)
+		req := r.acquires()[0].Request
+		r.at(500*ms, func() {
+			r.l.ReceiveHint(lockservice.LockReply{Request: req, Status: lockservice.Granted, Token: 7, TTL: time.Second, Waited: c.waited}, 0)
+		}, 510*ms)
+		if got := r.l.Deadline(); got != c.want {
+			t.Errorf("waited %v: watchdog deadline %v, want %v", c.waited, got, c.want)
+		}
+	}
+}

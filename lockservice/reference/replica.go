@@ -98,6 +98,7 @@ type waiter struct {
 	to      process.NodeID
 	client  string
 	request uint64
+	waited  time.Duration // in the wait queue, on this replica's clock
 }
 
 // leaderLease is a lease the leader times (ReplicaConfig.LeaseTimers):
@@ -285,7 +286,7 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.Overloaded})
 		return
 	}
-	index, ok := r.propose(from, client, request, c)
+	index, ok := r.propose(from, client, request, c, 0)
 	if !ok {
 		return
 	}
@@ -299,8 +300,9 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 
 // propose proposes c for the client at from, to be answered when it
 // applies, and reports its index; if the replica cannot propose, it
-// answers NotLeader and reports false. The caller flushes.
-func (r *Replica) propose(from process.NodeID, client string, request uint64, c Command) (uint64, bool) {
+// answers NotLeader and reports false. waited is how long c waited in the
+// wait queue (LockReply.Waited). The caller flushes.
+func (r *Replica) propose(from process.NodeID, client string, request uint64, c Command, waited time.Duration) (uint64, bool) {
 	env := r.env
 	decision := LogDecides
 	if c.Kind == CmdAcquire {
@@ -325,7 +327,7 @@ func (r *Replica) propose(from process.NodeID, client string, request uint64, c 
 		r.decided[index] = term
 	}
 	r.inflight++
-	r.pending[index] = append(r.pending[index], waiter{to: from, client: client, request: request})
+	r.pending[index] = append(r.pending[index], waiter{to: from, client: client, request: request, waited: waited})
 	return index, true
 }
 
@@ -550,7 +552,11 @@ func (r *Replica) apply(e raft.Entry) {
 	}
 	for _, w := range waiters {
 		if w.client == c.Client && w.request == c.Request {
-			r.env.Send(w.to, rep)
+			out := rep
+			if rep.Status == lockservice.Granted {
+				out.Waited = w.waited // this answer's, not the table's
+			}
+			r.env.Send(w.to, out)
 		}
 	}
 }

@@ -34,6 +34,7 @@ import (
 type parkedAcquire struct {
 	to    process.NodeID
 	c     Command
+	since time.Duration // parked at, on the monotonic clock
 	timer clockwork.Timer
 	// dueFn is the bound's callback, made once per park.
 	dueFn func()
@@ -77,7 +78,7 @@ func (r *Replica) park(from process.NodeID, c Command, wait time.Duration) bool 
 	if len(q) >= r.cfg.WaitQueueDepth || r.parkedN >= r.cfg.WaitQueueTotal {
 		return false
 	}
-	p := &parkedAcquire{to: from, c: c}
+	p := &parkedAcquire{to: from, c: c, since: r.env.Clock().Monotonic()}
 	p.dueFn = func() { r.waitDue(p) }
 	p.timer = r.env.Clock().AfterFunc(wait, p.dueFn)
 	r.parked[c.Resource] = append(q, p)
@@ -111,7 +112,7 @@ func (r *Replica) waitDue(p *parkedAcquire) {
 	}
 	r.unpark(p)
 	r.env.Log().Info("replica.wait-due", slog.String("client", p.c.Client), slog.Uint64("req", p.c.Request))
-	if _, ok := r.propose(p.to, p.c.Client, p.c.Request, p.c); ok {
+	if _, ok := r.propose(p.to, p.c.Client, p.c.Request, p.c, r.waited(p)); ok {
 		r.flushSoon()
 	}
 }
@@ -142,10 +143,16 @@ func (r *Replica) promoteFreed() {
 		p := q[0]
 		r.unpark(p)
 		r.env.Log().Info("replica.promote", slog.String("client", p.c.Client), slog.Uint64("req", p.c.Request), slog.String("resource", res))
-		if index, ok := r.propose(p.to, p.c.Client, p.c.Request, p.c); ok {
+		if index, ok := r.propose(p.to, p.c.Client, p.c.Request, p.c, r.waited(p)); ok {
 			r.promoting[res] = index
 		}
 	}
+}
+
+// waited is how long p has been parked: the lease it may be granted
+// starts no sooner (LockReply.Waited).
+func (r *Replica) waited(p *parkedAcquire) time.Duration {
+	return r.env.Clock().Monotonic() - p.since
 }
 
 // answerParked answers a waiter that its acquire applied meanwhile (a

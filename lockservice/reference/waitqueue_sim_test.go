@@ -88,6 +88,10 @@ func TestWaitQueueGrantsInArrivalOrderWithoutEntriesWhileParked(t *testing.T) {
 		if rep.Status != lockservice.Granted || when != at+6*wd {
 			t.Fatalf("waiter %s: %+v at %v, want granted at %v", c, rep, when, at+6*wd)
 		}
+		// It waited from its arrival to the release's apply at the leader.
+		if parked := t0 + time.Duration(10+i)*time.Millisecond + wd; rep.Waited != at+3*wd-parked {
+			t.Fatalf("waiter %s: Waited %v, want %v (parked at %v, promoted at %v)", c, rep.Waited, at+3*wd-parked, parked, at+3*wd)
+		}
 		cmd, ok := commandAt(t, g.w.Disk(lead), rep.Token)
 		if !ok || cmd.Kind != CmdAcquire || cmd.Client != c {
 			t.Fatalf("token %d is not %s's acquire entry: %+v", rep.Token, c, cmd)
@@ -192,7 +196,9 @@ func TestWaitQueueRetriedWaiterIsGrantedOnce(t *testing.T) {
 	p.SendAt(t0+200*time.Millisecond, lead, w) // a late copy
 	g.runTo(t, t0+300*time.Millisecond)
 	reps := p.LockReplies(2)
-	if len(reps) != 2 || reps[1] != first {
+	replayed := first
+	replayed.Waited = 0 // the table's reply: it does not know this copy waited
+	if len(reps) != 2 || reps[1] != replayed {
 		t.Fatalf("replies to w %+v, want the grant replayed", reps)
 	}
 	if n := len(diskCommands(t, g.w.Disk(lead))); n != entries {
