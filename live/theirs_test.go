@@ -137,7 +137,7 @@ func TestEtcdMutexKleppmann(t *testing.T) {
 func TestEtcdMutexFencedKleppmann(t *testing.T) {
 	need(t, "etcd")
 	needClient(t, "fencesim-live-etcd", "../live/etcdclient", true)
-	kleppmann(t, etcdTarget{fenced: true})
+	kleppmann(t, etcdTarget{fenced: true}, kleppmannPlan(t))
 }
 
 // stopSignalTarget is fakeTarget with the server's StopSignal set.

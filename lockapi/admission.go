@@ -141,6 +141,12 @@ func (l *Limiter) Done(latency time.Duration, overloaded bool) {
 	l.mu.Unlock()
 }
 
+// Leave ends an admitted request without a latency sample: a waiting
+// acquire gives its slot back before it waits, since its latency is the
+// holder's, not the backend's, and a waiter must not keep the holder's
+// release out.
+func (l *Limiter) Leave() { l.inflight.Add(-1) }
+
 // Limit is the current concurrency limit.
 func (l *Limiter) Limit() int { return int(l.limit.Load()) }
 

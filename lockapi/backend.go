@@ -16,7 +16,9 @@ type Backend interface {
 	// Acquire grants resource to client for ttl with a fresh token, or
 	// returns *HeldError. The same client retrying the same requestID while
 	// it holds the lease must get the same token back (idempotent retry).
-	Acquire(ctx context.Context, resource, client string, ttl time.Duration, requestID string) (Lease, error)
+	// With wait > 0 the backend may wait up to wait for a held resource
+	// to be granted before it returns *HeldError (ctx covers the wait).
+	Acquire(ctx context.Context, resource, client string, ttl, wait time.Duration, requestID string) (Lease, error)
 	// Renew extends the lease to ttl if client holds it with token,
 	// otherwise ErrNotHolder.
 	Renew(ctx context.Context, resource, client string, token uint64, ttl time.Duration) (Lease, error)
@@ -43,10 +45,14 @@ type WarningBackend interface {
 	Warnings() []string
 }
 
-// Lease is a granted or renewed lease.
+// Lease is a granted or renewed lease. Waited is how long an acquire
+// waited for the lock after the backend took it, on the backend's clock
+// (0: it did not, or the backend does not know): the lease began no
+// sooner.
 type Lease struct {
-	Token uint64
-	TTL   time.Duration
+	Token  uint64
+	TTL    time.Duration
+	Waited time.Duration
 }
 
 // LockState is a resource's lease as the backend sees it.

@@ -73,6 +73,8 @@ func TestBadInput(t *testing.T) {
 		{"ttl too small", acq, `{"client":"a","ttl_ms":5,"request_id":"q"}`, 400, "ttl_ms"},
 		{"ttl too large", acq, `{"client":"a","ttl_ms":99999999999,"request_id":"q"}`, 400, "ttl_ms"},
 		{"ttl not a number", acq, `{"client":"a","ttl_ms":"1000","request_id":"q"}`, 400, "ttl_ms"},
+		{"wait too long", acq, `{"client":"a","ttl_ms":1000,"request_id":"q","wait_ms":10001}`, 400, "wait_ms"},
+		{"negative wait", acq, `{"client":"a","ttl_ms":1000,"request_id":"q","wait_ms":-1}`, 400, "wait_ms"},
 		{"bad resource", base + "/v1/locks/a%7Bb%7D/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q"}`, 400, "resource"},
 		{"long resource", base + "/v1/locks/" + strings.Repeat("r", 129) + "/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q"}`, 400, "resource"},
 		{"token as number", base + "/v1/locks/r/renew", `{"client":"a","token":42,"ttl_ms":1000}`, 400, "token"},
@@ -336,5 +338,89 @@ func TestShedDecisionUnderOverload(t *testing.T) {
 	}
 	if peak > 32 || l.InFlight() != 0 {
 		t.Fatalf("%d admitted at once (limit at most 32); in flight %d after every request ended", peak, l.InFlight())
+	}
+}
+
+// TestWaitingAcquireLeavesAdmission: a waiting acquire gives its admission
+// slot back and gets a backend deadline covering its wait; beyond
+// MaxWaiting an acquire is served without waiting, inside the admission
+// limit like any request.
+func TestWaitingAcquireLeavesAdmission(t *testing.T) {
+	m := lockapitest.NewMem()
+	type arrival struct{ left time.Duration }
+	arrived := make(chan arrival, 10)
+	release := make(chan struct{})
+	m.SetHook(func(ctx context.Context, op string) error {
+		dl, _ := ctx.Deadline()
+		arrived <- arrival{time.Until(dl)}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	s, base := lockapitest.Serve(t, m, lockapi.Config{Limiter: lockapi.LimiterConfig{Min: 2, Max: 2},
+		MaxWaiting: 1, RequestTimeout: time.Second, MaxWait: 5 * time.Second})
+	var wg sync.WaitGroup
+	send := func(res, body string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lockapitest.Do(t, "POST", base+"/v1/locks/"+res+"/acquire", body)
+		}()
+	}
+	next := func() arrival {
+		select {
+		case a := <-arrived:
+			return a
+		case <-time.After(5 * time.Second):
+			t.Fatal("the request did not reach the backend")
+		}
+		return arrival{}
+	}
+	send("a", `{"client":"a","ttl_ms":1000,"request_id":"q","wait_ms":3000}`)
+	if a := next(); a.left <= 3*time.Second {
+		t.Fatalf("the waiting acquire's backend deadline is %v away, want its wait (3s) plus the request timeout", a.left)
+	}
+	if n := s.Limiter().InFlight(); n != 0 {
+		t.Fatalf("in flight %d with one acquire waiting, want 0", n)
+	}
+	send("b", `{"client":"b","ttl_ms":1000,"request_id":"q","wait_ms":3000}`) // beyond MaxWaiting
+	if a := next(); a.left > time.Second {
+		t.Fatalf("an acquire beyond MaxWaiting has a deadline %v away, want the request timeout (1s)", a.left)
+	}
+	send("c", `{"client":"c","ttl_ms":1000,"request_id":"q"}`)
+	next()
+	if r := lockapitest.Do(t, "POST", base+"/v1/locks/d/acquire", `{"client":"d","ttl_ms":1000,"request_id":"q"}`); r.Status != 429 {
+		t.Fatalf("a third request beside two admitted ones: %d %s, want 429", r.Status, r.Body)
+	}
+	close(release)
+	wg.Wait()
+}
+
+// TestDrainEndsWaits: Shutdown ends a waiting acquire at once with 503
+// draining (the client waits on another instance) instead of holding the
+// drain for the rest of its wait.
+func TestDrainEndsWaits(t *testing.T) {
+	m := lockapitest.NewMem()
+	b := newBlocker(m) // the acquire blocks until its context ends
+	s, base := lockapitest.Serve(t, m, lockapi.Config{})
+	waiting := make(chan lockapitest.Reply, 1)
+	go func() {
+		waiting <- lockapitest.Do(t, "POST", base+"/v1/locks/r/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q","wait_ms":8000}`)
+	}()
+	b.wait(t, 1)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	r := <-waiting
+	if r.Status != 503 || r.Error(t).Error != lockapi.CodeDraining {
+		t.Fatalf("waiting acquire at drain: %d %s, want 503 draining", r.Status, r.Body)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Fatalf("Shutdown took %v: it waited for the wait", took)
 	}
 }

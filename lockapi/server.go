@@ -23,8 +23,14 @@ import (
 // DefaultConfig.
 type Config struct {
 	MinTTL, MaxTTL time.Duration // accepted ttl_ms range
-	MaxBodyBytes   int64         // larger bodies get 413 before they are buffered
-	Limiter        LimiterConfig // bounded ingress
+	// MaxWait bounds an acquire's wait_ms; MaxWaiting bounds the acquires
+	// waiting at once (beyond it one is answered without waiting).
+	// Waiting acquires do not count against the admission limit. The
+	// write timeout is raised to cover MaxWait + RequestTimeout.
+	MaxWait      time.Duration
+	MaxWaiting   int
+	MaxBodyBytes int64         // larger bodies get 413 before they are buffered
+	Limiter      LimiterConfig // bounded ingress
 	// RetryAfter is the hint sent with 429 and 503 (Retry-After in whole
 	// seconds, rounded up; retry_after_ms exact).
 	RetryAfter time.Duration
@@ -47,6 +53,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		MinTTL: 100 * time.Millisecond, MaxTTL: 5 * time.Minute,
+		MaxWait: 10 * time.Second, MaxWaiting: 1024,
 		MaxBodyBytes: 4 << 10,
 		Limiter:      LimiterConfig{Algorithm: AlgorithmGradient, Min: 8, Max: 256, Target: 50 * time.Millisecond},
 		RetryAfter:   100 * time.Millisecond, RequestTimeout: 2 * time.Second,
@@ -70,6 +77,13 @@ func (c Config) withDefaults() Config {
 	def(&c.ReadTimeout, d.ReadTimeout)
 	def(&c.WriteTimeout, d.WriteTimeout)
 	def(&c.IdleTimeout, d.IdleTimeout)
+	def(&c.MaxWait, d.MaxWait)
+	if c.MaxWaiting == 0 {
+		c.MaxWaiting = d.MaxWaiting
+	}
+	// A waiting acquire is answered up to MaxWait + RequestTimeout after
+	// its body was read: the response must still be writable then.
+	c.WriteTimeout = max(c.WriteTimeout, c.ReadTimeout+c.MaxWait+c.RequestTimeout+time.Second)
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = d.MaxBodyBytes
 	}
@@ -97,6 +111,11 @@ type Server struct {
 	m        *metrics
 	http     *httpx.Server
 	draining atomic.Bool
+	waiting  atomic.Int64 // acquires waiting (Config.MaxWaiting)
+	// stopWaits ends every wait when Shutdown begins: a waiter would hold
+	// the drain up to MaxWait, and can wait on another instance.
+	stopWaits   context.Context
+	cancelWaits context.CancelFunc
 }
 
 // NewServer returns a server over b. Its metrics live on a registry of
@@ -104,6 +123,7 @@ type Server struct {
 func NewServer(b Backend, cfg Config) *Server {
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, backend: b, limiter: NewLimiter(cfg.Limiter), reg: prometheus.NewRegistry()}
+	s.stopWaits, s.cancelWaits = context.WithCancel(context.Background())
 	s.m = newMetrics(s)
 	if mb, ok := b.(MetricsBackend); ok {
 		for _, c := range mb.Collectors() {
@@ -146,6 +166,7 @@ func (s *Server) Serve(l net.Listener) error { return s.http.Serve(l) }
 // and ctx's error returned.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
+	s.cancelWaits()
 	s.cfg.Logger.Info("lockapi.drain.start", slog.Duration("delay", s.cfg.DrainDelay), slog.Int("in_flight", s.limiter.InFlight()))
 	err := s.http.Drain(ctx, s.cfg.DrainDelay)
 	s.cfg.Logger.Info("lockapi.drain.done", slog.Any("err", err))
@@ -187,7 +208,32 @@ type apiError struct {
 }
 
 // opFunc handles one admitted lock request: a 200 body or an apiError.
-type opFunc func(r *http.Request, resource string) (any, *apiError)
+// r's context carries the backend deadline (RequestTimeout).
+type opFunc func(r *http.Request, resource string, call *opCall) (any, *apiError)
+
+// opCall is one admitted lock request's admission state.
+type opCall struct {
+	s    *Server
+	base context.Context // the request's own context, without the backend deadline
+	left bool            // the admission slot was given back for a wait
+}
+
+// wait gives the admission slot back and takes one of the MaxWaiting
+// waiting slots, for a backend call that may wait up to d: it returns the
+// call's context (deadline d + RequestTimeout) and the function that ends
+// the wait, or ok false when MaxWaiting acquires already wait.
+func (c *opCall) wait(d time.Duration) (ctx context.Context, done func(), ok bool) {
+	s := c.s
+	if s.waiting.Add(1) > int64(s.cfg.MaxWaiting) {
+		s.waiting.Add(-1)
+		return nil, nil, false
+	}
+	s.limiter.Leave()
+	c.left = true
+	ctx, cancel := context.WithTimeout(c.base, d+s.cfg.RequestTimeout)
+	stop := context.AfterFunc(s.stopWaits, cancel)
+	return ctx, func() { stop(); cancel(); s.waiting.Add(-1) }, true
+}
 
 // lockOp wraps a lock operation in draining check, admission, a backend
 // deadline, metrics and the JSON answer.
@@ -208,15 +254,18 @@ func (s *Server) lockOp(op string, h opFunc) http.Handler {
 		resource := r.PathValue("resource")
 		var body any
 		var aerr *apiError
+		call := &opCall{s: s, base: r.Context()}
 		if e := checkName("resource", resource, MaxNameLen); e != nil {
 			aerr = e
 		} else {
 			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-			body, aerr = h(r.WithContext(ctx), resource)
+			body, aerr = h(r.WithContext(ctx), resource, call)
 			cancel()
 		}
 		lat := time.Since(start)
-		s.limiter.Done(lat, aerr != nil && aerr.reason == "overloaded")
+		if !call.left {
+			s.limiter.Done(lat, aerr != nil && aerr.reason == "overloaded")
+		}
 		if aerr != nil {
 			om.rejected(aerr.reason)
 			om.observe("rejected", lat)
@@ -315,7 +364,7 @@ func (s *Server) backendError(r *http.Request, err error) *apiError {
 	}
 }
 
-func (s *Server) acquire(r *http.Request, resource string) (any, *apiError) {
+func (s *Server) acquire(r *http.Request, resource string, call *opCall) (any, *apiError) {
 	var req AcquireRequest
 	if e := s.decode(r, &req); e != nil {
 		return nil, e
@@ -330,15 +379,32 @@ func (s *Server) acquire(r *http.Request, resource string) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	l, err := s.backend.Acquire(r.Context(), resource, req.Client, ttl, req.RequestID)
+	if hi := s.cfg.MaxWait.Milliseconds(); req.WaitMs < 0 || req.WaitMs > hi {
+		return nil, invalid("wait_ms", "must be between 0 and %d (milliseconds), got %d", hi, req.WaitMs)
+	}
+	ctx, wait := r.Context(), time.Duration(req.WaitMs)*time.Millisecond
+	if wait > 0 {
+		wctx, done, ok := call.wait(wait)
+		if ok {
+			ctx = wctx
+			defer done()
+		} else {
+			wait = 0 // too many wait already: answered at once
+		}
+	}
+	l, err := s.backend.Acquire(ctx, resource, req.Client, ttl, wait, req.RequestID)
+	if err != nil && wait > 0 && s.stopWaits.Err() != nil && ctx.Err() != nil {
+		// The drain ended the wait: the client waits on another instance.
+		return nil, s.retryLater(503, "draining", CodeDraining, "instance is draining; retry on another")
+	}
 	if err != nil {
 		return nil, s.backendError(r, err)
 	}
 	s.m.grants.WithLabelValues("acquire").Inc()
-	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds()}, nil
+	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds(), WaitedMs: l.Waited.Milliseconds()}, nil
 }
 
-func (s *Server) renew(r *http.Request, resource string) (any, *apiError) {
+func (s *Server) renew(r *http.Request, resource string, _ *opCall) (any, *apiError) {
 	var req RenewRequest
 	if e := s.decodeHolder(r, &req, &req.Client, &req.Token); e != nil {
 		return nil, e
@@ -355,7 +421,7 @@ func (s *Server) renew(r *http.Request, resource string) (any, *apiError) {
 	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds()}, nil
 }
 
-func (s *Server) release(r *http.Request, resource string) (any, *apiError) {
+func (s *Server) release(r *http.Request, resource string, _ *opCall) (any, *apiError) {
 	var req ReleaseRequest
 	if e := s.decodeHolder(r, &req, &req.Client, &req.Token); e != nil {
 		return nil, e
@@ -371,7 +437,7 @@ func (s *Server) release(r *http.Request, resource string) (any, *apiError) {
 	return ReleaseResponse{Released: true}, nil
 }
 
-func (s *Server) get(r *http.Request, resource string) (any, *apiError) {
+func (s *Server) get(r *http.Request, resource string, _ *opCall) (any, *apiError) {
 	st, err := s.backend.Get(r.Context(), resource)
 	if err != nil {
 		return nil, s.backendError(r, err)

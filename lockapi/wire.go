@@ -6,10 +6,16 @@ package lockapi
 // AcquireRequest is the body of POST /v1/locks/{resource}/acquire.
 // RequestID makes retries idempotent: the same client retrying the same
 // request id gets the same token back instead of "held" by itself.
+// WaitMs (optional, 0 to the server's MaxWait) is how long the client is
+// willing to wait for a held resource: the server answers once the lock is
+// granted (fairly: fencesim-node queues waiters at the leader, first come
+// first served) or, when WaitMs has passed, 409 held as without waiting.
+// Without it a held resource is answered 409 at once.
 type AcquireRequest struct {
 	Client    string `json:"client"`
 	TTLms     int64  `json:"ttl_ms"`
 	RequestID string `json:"request_id"`
+	WaitMs    int64  `json:"wait_ms,omitempty"`
 }
 
 // RenewRequest is the body of POST /v1/locks/{resource}/renew.
@@ -32,10 +38,13 @@ type ReleaseRequest struct {
 }
 
 // LeaseResponse answers a successful acquire or renew: the lease lasts
-// TTLms from no earlier than when the request was sent.
+// TTLms from no earlier than when the request was sent plus WaitedMs, the
+// time (on the server's clock, rounded down) the acquire waited for the
+// lock after it arrived (wait_ms); absent when it did not wait.
 type LeaseResponse struct {
-	Token Token `json:"token"`
-	TTLms int64 `json:"ttl_ms"`
+	Token    Token `json:"token"`
+	TTLms    int64 `json:"ttl_ms"`
+	WaitedMs int64 `json:"waited_ms,omitempty"`
 }
 
 // ReleaseResponse answers a successful release.

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,8 +165,46 @@ func (b *Backend) keys(resource string) []string {
 	return []string{k + "lock", k + "fence", k + "released"}
 }
 
-// Acquire implements lockapi.Backend.
-func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl time.Duration, requestID string) (lockapi.Lease, error) {
+// Acquire implements lockapi.Backend. With wait > 0 a held resource is
+// asked for again inside the instance, after a jittered backoff from 1 ms
+// doubling to 32 ms (never past the lease's reported end or the wait's),
+// until it is granted or wait has passed: each attempt is the same atomic
+// script with the same request id, so a grant is never doubled, and a
+// waiter spares its client the round trips. It is not fair (Redis has no
+// queue here): whichever attempt comes first after the release wins.
+func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl, wait time.Duration, requestID string) (lockapi.Lease, error) {
+	l, err := b.acquireOnce(ctx, resource, client, ttl, requestID)
+	var held *lockapi.HeldError
+	if wait <= 0 || !errors.As(err, &held) {
+		return l, err
+	}
+	start := time.Now()
+	deadline := start.Add(wait)
+	backoff := time.Millisecond
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return l, err
+		}
+		d := min(backoff/2+rand.N(backoff/2+1), held.RetryAfter+time.Millisecond, left)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return lockapi.Lease{}, ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 32*time.Millisecond)
+		// The attempt that grants reaches Redis no sooner than now.
+		waited := time.Since(start)
+		if l, err = b.acquireOnce(ctx, resource, client, ttl, requestID); !errors.As(err, &held) {
+			l.Waited = waited
+			return l, err
+		}
+	}
+}
+
+func (b *Backend) acquireOnce(ctx context.Context, resource, client string, ttl time.Duration, requestID string) (lockapi.Lease, error) {
 	res, err := acquireScript.Run(ctx, b.rdb, b.keys(resource)[:2], client, requestID, ttl.Milliseconds()).Slice()
 	if err != nil {
 		return lockapi.Lease{}, b.redisError("acquire", err)

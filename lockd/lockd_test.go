@@ -61,7 +61,7 @@ func TestKeysAndDurability(t *testing.T) {
 	ctx := context.Background()
 	rdb := newClient(t, redistest.Start(t).Addr)
 	b := lockd.New(rdb, lockd.Options{Prefix: "p:"})
-	l, err := b.Acquire(ctx, "res", "alice", 5*time.Second, "q")
+	l, err := b.Acquire(ctx, "res", "alice", 5*time.Second, 0, "q")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestFenceSurvivesRedisCrash(t *testing.T) {
 	b := lockd.New(rdb, lockd.Options{})
 	var last uint64
 	for i := range 20 {
-		l, err := b.Acquire(ctx, "r", "a", time.Minute, "q"+strconv.Itoa(i))
+		l, err := b.Acquire(ctx, "r", "a", time.Minute, 0, "q"+strconv.Itoa(i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestFenceSurvivesRedisCrash(t *testing.T) {
 		}
 		last = l.Token
 	}
-	held, err := b.Acquire(ctx, "r", "a", time.Minute, "held")
+	held, err := b.Acquire(ctx, "r", "a", time.Minute, 0, "held")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestFenceSurvivesRedisCrash(t *testing.T) {
 	var l lockapi.Lease
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		// The lease survived too, so the first acquire is "held".
-		if l, err = b.Acquire(ctx, "r", "b", time.Minute, "after"); err == nil || time.Now().After(deadline) {
+		if l, err = b.Acquire(ctx, "r", "b", time.Minute, 0, "after"); err == nil || time.Now().After(deadline) {
 			break
 		}
 		if _, ok := err.(*lockapi.HeldError); ok {
@@ -167,7 +167,7 @@ func TestCorruptFenceFailsClosed(t *testing.T) {
 	rdb := newClient(t, m.Addr())
 	b := lockd.New(rdb, lockd.Options{})
 	m.Set("fencesim:{r}:fence", "12abc")
-	if _, err := b.Acquire(context.Background(), "r", "a", time.Second, "q"); err == nil || !strings.Contains(err.Error(), "not a decimal") {
+	if _, err := b.Acquire(context.Background(), "r", "a", time.Second, 0, "q"); err == nil || !strings.Contains(err.Error(), "not a decimal") {
 		t.Fatalf("acquire over a corrupt counter: %v", err)
 	}
 	if m.Exists("fencesim:{r}:lock") {

@@ -29,6 +29,11 @@ type ClientConfig struct {
 	// id, next server); the workload gives a store request up as unknown
 	// after as long.
 	RequestTimeout time.Duration
+	// Wait is the acquire's wait bound (AcquireRequest.Wait): with a wait
+	// queue at the service the client waits for a held lock instead of
+	// polling, and its acquire's timeout is RequestTimeout + Wait. 0:
+	// answered at once, Busy then retried after a backoff.
+	Wait time.Duration
 	// BackoffMin/BackoffMax bound the jittered wait after Busy or Overloaded.
 	BackoffMin, BackoffMax time.Duration
 	Observer               Observer

@@ -52,6 +52,14 @@ func (s Status) String() string {
 // AcquireRequest asks for resource on behalf of client for ttl. Request is
 // the client's id for this attempt: a retry reuses it, so the server applies
 // the attempt at most once.
+//
+// Wait bounds how long the client is willing to wait for a held lock (0:
+// answer at once, Busy if held). A service with a wait queue (the
+// replicated reference) parks a waiting acquire at the leader while another
+// client holds the resource and grants it, first come first served, when
+// the lease ends; once Wait has passed it answers as without waiting. A
+// service without one answers at once: Wait is an upper bound, never a
+// promise to wait. The client's request timeout must cover Wait.
 type AcquireRequest struct {
 	Resource string
 	Client   string
@@ -65,6 +73,9 @@ type AcquireRequest struct {
 	// Key is a second acquire (Busy). The simulator's clients leave it
 	// empty (their Request is their own).
 	Key string
+	// Wait, if positive, lets the leader park the acquire while another
+	// client holds the resource, up to Wait (the wait queue).
+	Wait time.Duration
 }
 
 // RenewRequest restarts the lease of the grant with Token, for TTL.
@@ -102,6 +113,13 @@ type LockReply struct {
 	TTL     time.Duration  // Granted, Renewed: the lease length from the server's receipt
 	Err     string         // Invalid: what to fix
 	Leader  process.NodeID // NotLeader: where to retry, or NoLeader
+	// Waited (Granted, optional): how long, on the server's clock, the
+	// acquire waited in the server's queue after it arrived before the
+	// grant was proposed. The lease began no sooner than that after the
+	// request reached the server, so the client counts its lease from its
+	// send plus Waited (less its drift bound), not from its send alone.
+	// 0: unknown or no wait.
+	Waited time.Duration `json:",omitempty"` // absent when 0: a snapshot keeps its bytes
 }
 
 // WriteRequest asks the fenced store to set Resource to Value, fenced by Token.
@@ -141,7 +159,9 @@ type ReadReply struct {
 // Fingerprints fold each message's fields into the trace hash.
 
 func (m AcquireRequest) Fingerprint() uint64 {
-	h := fold(1, process.HashString(m.Resource), process.HashString(m.Client), uint64(m.TTL), m.Request)
+	// Wait is folded so that 0 leaves the fingerprint as it was before
+	// acquires could wait.
+	h := fold(1, process.HashString(m.Resource), process.HashString(m.Client), uint64(m.TTL)^uint64(m.Wait)<<17, m.Request)
 	if m.Key != "" { // an unkeyed request hashes as before the field existed
 		h = process.Mix(h, process.HashString(m.Key))
 	}
@@ -162,7 +182,7 @@ func (m ReleaseRequest) Fingerprint() uint64 {
 	return fold(3, process.HashString(m.Resource), process.HashString(m.Client), m.Token, req)
 }
 func (m LockReply) Fingerprint() uint64 {
-	return fold(4, m.Request, uint64(m.Status)<<32|uint64(uint32(m.Leader)), m.Token, uint64(m.TTL))
+	return fold(4, m.Request, uint64(m.Status)<<32|uint64(uint32(m.Leader)), m.Token, uint64(m.TTL)^uint64(m.Waited)<<21)
 }
 func (m WriteRequest) Fingerprint() uint64 {
 	return fold(5, process.HashString(m.Resource), process.HashString(m.Client), m.Token, uint64(m.Value)^m.Request<<32)

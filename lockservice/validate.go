@@ -11,12 +11,15 @@ type Limits struct {
 	MaxNameBytes int           // resource and client names
 	MinTTL       time.Duration // a lease shorter than this cannot be renewed in time
 	MaxTTL       time.Duration // a lease longer than this holds a crashed client's lock too long
+	// MaxWait bounds an acquire's Wait: a waiter holds a place in the
+	// leader's queue and a client's request open that long.
+	MaxWait time.Duration
 }
 
 // DefaultLimits suits the simulated workloads: names up to 128 bytes, TTLs
-// from 10 ms to 10 minutes.
+// from 10 ms to 10 minutes, waits up to a minute.
 func DefaultLimits() Limits {
-	return Limits{MaxNameBytes: 128, MinTTL: 10 * time.Millisecond, MaxTTL: 10 * time.Minute}
+	return Limits{MaxNameBytes: 128, MinTTL: 10 * time.Millisecond, MaxTTL: 10 * time.Minute, MaxWait: time.Minute}
 }
 
 func (l Limits) CheckNames(resource, client string) error {
@@ -47,6 +50,10 @@ func (l Limits) CheckAcquire(r AcquireRequest) error {
 		return fmt.Errorf("lockservice: ttl %v exceeds the maximum of %v", r.TTL, l.MaxTTL)
 	case len(r.Key) > l.MaxNameBytes:
 		return fmt.Errorf("lockservice: request key of %d bytes exceeds the limit of %d", len(r.Key), l.MaxNameBytes)
+	case r.Wait < 0:
+		return fmt.Errorf("lockservice: wait %v must not be negative", r.Wait)
+	case r.Wait > l.MaxWait:
+		return fmt.Errorf("lockservice: wait %v exceeds the maximum of %v", r.Wait, l.MaxWait)
 	}
 	return nil
 }

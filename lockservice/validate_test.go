@@ -56,6 +56,9 @@ func TestLimitsCheckAcquireRejectsBadRequestsWithNamedProblem(t *testing.T) {
 		{"ttl above maximum", with(func(r *AcquireRequest) { r.TTL = l.MaxTTL + time.Nanosecond }), "exceeds the maximum of 10m0s"},
 		{"key of 128 bytes", with(func(r *AcquireRequest) { r.Key = name128 }), ""},
 		{"key of 129 bytes", with(func(r *AcquireRequest) { r.Key = name129 }), "request key of 129 bytes exceeds the limit of 128"},
+		{"wait at the maximum", with(func(r *AcquireRequest) { r.Wait = l.MaxWait }), ""},
+		{"negative wait", with(func(r *AcquireRequest) { r.Wait = -1 }), "wait -1ns must not be negative"},
+		{"wait above maximum", with(func(r *AcquireRequest) { r.Wait = l.MaxWait + time.Nanosecond }), "wait 1m0.000000001s exceeds the maximum of 1m0s"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkErr(t, l.CheckAcquire(c.req), c.want) })

@@ -195,6 +195,7 @@ func Open(cfg Config) (*Backend, error) {
 	}
 	rc := reference.DefaultReplicaConfig(ids)
 	rc.TokenOffset = cfg.TokenOffset
+	rc.GroupCommit = true // realrt runs events in batches: one fsync each
 	if cfg.Replica != nil {
 		cfg.Replica(&rc)
 	}
@@ -232,6 +233,13 @@ type wrapper struct{ b *Backend }
 
 func (w wrapper) Start(env process.Env) {
 	w.b.rep.Start(env)
+	w.b.observeRole()
+}
+
+// EndBatch lets the replica do the batch's Raft work in one Ready
+// (reference.ReplicaConfig.GroupCommit).
+func (w wrapper) EndBatch(env process.Env) {
+	w.b.rep.EndBatch(env)
 	w.b.observeRole()
 }
 
@@ -452,17 +460,19 @@ func (b *Backend) leaderURL(id process.NodeID) string {
 
 // Acquire implements lockapi.Backend. requestID is not the replica's
 // request number but the acquire's Key (see the package doc): the table
-// applies it once, and answers a retry from its memory.
-func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl time.Duration, requestID string) (lockapi.Lease, error) {
+// applies it once, and answers a retry from its memory. With wait > 0 the
+// acquire waits in the leader's queue (see reference.Replica's wait
+// queue) for up to wait.
+func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl, wait time.Duration, requestID string) (lockapi.Lease, error) {
 	rep, err := b.call(ctx, func(r uint64) process.Message {
-		return lockservice.AcquireRequest{Resource: resource, Client: client, TTL: ttl, Request: r, Key: requestID}
+		return lockservice.AcquireRequest{Resource: resource, Client: client, TTL: ttl, Request: r, Key: requestID, Wait: wait}
 	})
 	if err != nil {
 		return lockapi.Lease{}, err
 	}
 	switch rep.Status {
 	case lockservice.Granted:
-		return lockapi.Lease{Token: rep.Token, TTL: rep.TTL}, nil
+		return lockapi.Lease{Token: rep.Token, TTL: rep.TTL, Waited: rep.Waited}, nil
 	case lockservice.Busy:
 		he := &lockapi.HeldError{RetryAfter: ttl}
 		if st, err := b.Get(ctx, resource); err == nil && st.Held {
@@ -618,6 +628,16 @@ func (b *Backend) Handover(ctx context.Context) (process.NodeID, error) {
 
 // IsLeader reports whether this replica led at its last event.
 func (b *Backend) IsLeader() bool { return process.NodeID(b.leader.Load()) == b.cfg.ID }
+
+// Waiting is how many acquires wait in the replica's queue (at the
+// leader; 0 elsewhere, or if the replica does not answer within a second).
+func (b *Backend) Waiting() int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	n := 0
+	b.node.Do(ctx, func(process.Env) { n = b.rep.Waiting() })
+	return n
+}
 
 // Term is the replica's Raft term at its last event.
 func (b *Backend) Term() uint64 { return b.term.Load() }

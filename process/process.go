@@ -38,6 +38,14 @@ type Process interface {
 	Receive(env Env, from NodeID, msg Message)
 }
 
+// Batcher is a Process that wants to hear when the runtime has run a batch
+// of queued events (the real runtime runs what queued up while the last
+// batch ran), to do once what each event would otherwise do alone: one
+// append and one fsync for many proposals. The simulator never calls it.
+type Batcher interface {
+	EndBatch(env Env)
+}
+
 // Env is everything a process may touch. It deliberately has no true time:
 // a process knows only its own clock, as a real one would.
 type Env interface {

@@ -21,10 +21,13 @@ type executor struct {
 	wake       chan struct{} // capacity 1: the loop has work or must stop
 	done       chan struct{} // closed when the loop has returned
 	dropped    uint64        // network messages dropped on a full inbox
+	after      func()        // run after each batch (process.Batcher); nil: none
 }
 
-func newExecutor(inboxDepth int) *executor {
-	e := &executor{inboxDepth: inboxDepth, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// newExecutor starts an executor; after, if not nil, runs on it after each
+// batch of posted work.
+func newExecutor(inboxDepth int, after func()) *executor {
+	e := &executor{inboxDepth: inboxDepth, wake: make(chan struct{}, 1), done: make(chan struct{}), after: after}
 	go e.loop()
 	return e
 }
@@ -95,6 +98,9 @@ func (e *executor) loop() {
 			for i, f := range batch {
 				f()
 				batch[i] = nil // let the closure's captures go
+			}
+			if e.after != nil {
+				e.after()
 			}
 		}
 	}

@@ -176,7 +176,12 @@ func Start(cfg Config, proc process.Process) (*Node, error) {
 		seed = binary.LittleEndian.Uint64(b[:])
 	}
 	log := cfg.Logger.With("node", cfg.Name, "id", int(cfg.ID))
-	n := &Node{cfg: cfg, proc: proc, disk: disk, exec: newExecutor(cfg.InboxDepth)}
+	n := &Node{cfg: cfg, proc: proc, disk: disk}
+	var after func()
+	if b, ok := proc.(process.Batcher); ok {
+		after = func() { b.EndBatch(n.env) }
+	}
+	n.exec = newExecutor(cfg.InboxDepth, after)
 	n.env = &env{n: n, log: log, rng: rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
 		clock: realclock.New(func(f func()) { n.exec.post(f) })}
 	n.tr = newTransport(&n.cfg, ln, log, n.deliver)

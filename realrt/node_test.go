@@ -625,3 +625,35 @@ func (counter) Start(process.Env) {}
 func (c counter) Receive(process.Env, process.NodeID, process.Message) {
 	c.n.Add(1)
 }
+
+// batcher records its events and the ends of the executor's batches.
+type batcher struct{ log []string }
+
+func (b *batcher) Start(env process.Env) {
+	b.log = append(b.log, "start")
+	for i := range 10 {
+		env.Send(env.ID(), ping{N: uint64(i)})
+	}
+}
+func (b *batcher) Receive(process.Env, process.NodeID, process.Message) {
+	b.log = append(b.log, "recv")
+}
+func (b *batcher) EndBatch(process.Env) { b.log = append(b.log, "end") }
+
+// TestBatcherHearsTheEndOfEachBatch: events queued while a batch runs run
+// as the next batch, and a process.Batcher hears EndBatch once after it,
+// not after each event.
+func TestBatcherHearsTheEndOfEachBatch(t *testing.T) {
+	c := newCluster(t, []process.NodeID{1}, nil)
+	b := &batcher{}
+	n := c.start(1, b)
+	var got []string
+	eventually(t, n, "ten messages received", func(process.Env) bool {
+		got = append([]string(nil), b.log...)
+		return len(got) >= 13
+	})
+	want := "start end recv recv recv recv recv recv recv recv recv recv end"
+	if s := fmt.Sprint(got[:13]); s != "["+want+"]" {
+		t.Fatalf("events %v, want %s", got, want)
+	}
+}

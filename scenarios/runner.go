@@ -341,7 +341,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	for _, c := range spec.Clients {
 		cfg := workload.DefaultConfig(c.Name, serverIDs, run.Store, c.Resource)
 		cfg.TTL, cfg.StartDelay, cfg.WorkDuration = time.Duration(c.TTL), time.Duration(c.StartDelay), time.Duration(c.WorkDuration)
-		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM = c.Cycles, c.WritesPerHold, c.DriftBoundPPM
+		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM, cfg.Wait = c.Cycles, c.WritesPerHold, c.DriftBoundPPM, time.Duration(c.Wait)
 		cfg.Observer, cfg.Marks = obs, marks
 		mutants.InjectClient(run.Mutant, &cfg.ClientConfig)
 		if err := add(c.Name, func() sim.Process { return workload.New(cfg, design.ClientProtocol(cfg.ClientConfig, run)) }); err != nil {

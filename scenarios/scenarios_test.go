@@ -209,6 +209,7 @@ func TestParseRejectsBadSpecs(t *testing.T) {
 		{"pause duration", strings.Replace(base, `"duration":"3s"`, `"duration":"0s"`, 1), "duration must be positive"},
 		{"trailing", base + "{}", "trailing data"},
 		{"ttl", strings.Replace(base, `"ttl":"1s"`, `"ttl":"0s"`, 1), "ttl must be positive"},
+		{"wait", strings.Replace(base, `"ttl":"1s"`, `"ttl":"1s","wait":"2m"`, 1), "wait must be in [0, 1m0s]"},
 		{"limits", strings.Replace(base, `"step_limit"`, `"limits":{"reports":-1},"step_limit"`, 1), "limits.trace_bytes must be ≥ 0"},
 	}
 	for _, c := range cases {

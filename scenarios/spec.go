@@ -170,6 +170,10 @@ type ClientSpec struct {
 	WritesPerHold int      `json:"writes_per_hold"`
 	WorkDuration  Duration `json:"work_duration"`
 	DriftBoundPPM int64    `json:"drift_bound_ppm"`
+	// Wait is the client's acquire wait bound (lockservice.ClientConfig.Wait):
+	// it waits in the service's queue for a held lock instead of polling.
+	// 0: it polls.
+	Wait Duration `json:"wait,omitempty"`
 }
 
 // storeNode is the fenced store's node name: the harness's own node, the
@@ -351,6 +355,8 @@ func (s *Spec) Validate() error {
 			return fail("client %s: cycles, writes_per_hold, work_duration and start_delay must be ≥ 0", c.Name)
 		case c.DriftBoundPPM < 0 || c.DriftBoundPPM >= 1_000_000:
 			return fail("client %s: drift_bound_ppm must be in [0, 1000000)", c.Name)
+		case c.Wait < 0 || time.Duration(c.Wait) > lockservice.DefaultLimits().MaxWait:
+			return fail("client %s: wait must be in [0, %v]", c.Name, lockservice.DefaultLimits().MaxWait)
 		}
 		names = append(names, c.Name)
 	}

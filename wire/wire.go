@@ -76,6 +76,7 @@ func (Codec) AppendMessage(b []byte, m process.Message) ([]byte, error) {
 		b = binary.AppendVarint(b, int64(m.TTL))
 		b = binary.AppendUvarint(b, m.Request)
 		b = appendString(b, m.Key)
+		b = binary.AppendVarint(b, int64(m.Wait))
 	case lockservice.RenewRequest:
 		b = append(b, TagRenewRequest)
 		b = appendTokenRequest(b, m.Resource, m.Client, m.Token, m.Request)
@@ -92,6 +93,7 @@ func (Codec) AppendMessage(b []byte, m process.Message) ([]byte, error) {
 		b = binary.AppendVarint(b, int64(m.TTL))
 		b = appendString(b, m.Err)
 		b = binary.AppendVarint(b, int64(m.Leader))
+		b = binary.AppendVarint(b, int64(m.Waited))
 	case lockservice.WriteRequest:
 		b = append(b, TagWriteRequest)
 		b = appendTokenRequest(b, m.Resource, m.Client, m.Token, m.Request)
@@ -204,7 +206,7 @@ func (Codec) DecodeMessage(b []byte) (process.Message, error) {
 	var m process.Message
 	switch tag := b[0]; tag {
 	case TagAcquireRequest:
-		m = lockservice.AcquireRequest{Resource: r.string(), Client: r.string(), TTL: time.Duration(r.varint()), Request: r.uvarint(), Key: r.string()}
+		m = lockservice.AcquireRequest{Resource: r.string(), Client: r.string(), TTL: time.Duration(r.varint()), Request: r.uvarint(), Key: r.string(), Wait: time.Duration(r.varint())}
 	case TagRenewRequest:
 		m = lockservice.RenewRequest{Resource: r.string(), Client: r.string(), Token: r.uvarint(), Request: r.uvarint(), TTL: time.Duration(r.varint())}
 	case TagReleaseRequest:
@@ -216,6 +218,7 @@ func (Codec) DecodeMessage(b []byte) (process.Message, error) {
 		rep.TTL = time.Duration(r.varint())
 		rep.Err = r.string()
 		rep.Leader = process.NodeID(r.varint())
+		rep.Waited = time.Duration(r.varint())
 		m = rep
 	case TagWriteRequest:
 		m = lockservice.WriteRequest{Resource: r.string(), Client: r.string(), Token: r.uvarint(), Request: r.uvarint(), Value: r.varint()}

@@ -31,6 +31,7 @@ const max64 = math.MaxUint64
 func samples() []process.Message {
 	return []process.Message{
 		lockservice.AcquireRequest{Resource: "r", Client: "c1", TTL: 2 * time.Second, Request: 1},
+		lockservice.AcquireRequest{Resource: "r", Client: "c1", TTL: 2 * time.Second, Request: 1, Wait: 3 * time.Second},
 		lockservice.AcquireRequest{Resource: "", Client: "ü\x00", TTL: -1, Request: max64},
 		lockservice.AcquireRequest{Resource: strings.Repeat("x", 300), Client: "c", TTL: math.MaxInt64, Request: 1 << 63},
 		lockservice.AcquireRequest{Resource: "r", Client: "c", TTL: time.Second, Request: 7<<32 | 3, Key: "req-7"},

@@ -17,6 +17,13 @@ import (
 	"github.com/fencesim/fencesim/lockapi/lockclient"
 )
 
+// How the node and lockd clients meet a held lock (HTTPCycle).
+const (
+	HeldRetry   = "retry"
+	HeldBackoff = "backoff"
+	HeldWait    = "wait"
+)
+
 // TTL is the lease every cycle asks for: long enough that no lease
 // expires mid-cycle under load, so a cycle is always acquire + release.
 const TTL = 10 * time.Second
@@ -24,15 +31,22 @@ const TTL = 10 * time.Second
 // HTTPCycle returns a cycle through the Go client (lockapi/lockclient)
 // against the lock API at endpoints: one client per worker (its own
 // name, so the service sees distinct owners), an acquire then Release.
-// With wait false the acquire is TryAcquire and a held lock is retried at
-// once (the anchor's best case for one contended lock with a polling
-// client, every refusal counted as an attempt); with wait true it is the
-// client's Acquire, which polls with jittered exponential backoff (what
-// an application calls), counted as one attempt.
-func HTTPCycle(endpoints []string, workers int, wait bool) (bench.Cycle, error) {
+// held says how a held lock is met: HeldRetry, the acquire is TryAcquire
+// and a held lock is retried at once (the anchor's best case for one
+// contended lock with a polling client, every refusal counted as an
+// attempt); HeldBackoff, the client's Acquire without waiting at the
+// service, polling with jittered exponential backoff; HeldWait, the
+// client's Acquire as an application calls it, waiting at the service
+// (wait_ms) to be granted as the lock frees. Acquire counts as one
+// attempt.
+func HTTPCycle(endpoints []string, workers int, held string) (bench.Cycle, error) {
+	wait := time.Duration(-1) // no waiting at the service
+	if held == HeldWait {
+		wait = 0 // the client's default
+	}
 	clients := make([]*lockclient.Client, workers)
 	for i := range clients {
-		c, err := lockclient.New(lockclient.Config{Endpoints: endpoints, Name: "bench-w" + strconv.Itoa(i)})
+		c, err := lockclient.New(lockclient.Config{Endpoints: endpoints, Name: "bench-w" + strconv.Itoa(i), Wait: wait})
 		if err != nil {
 			return nil, err
 		}
@@ -40,7 +54,7 @@ func HTTPCycle(endpoints []string, workers int, wait bool) (bench.Cycle, error) 
 	}
 	return func(ctx context.Context, w int, resource string) (bool, error) {
 		acquire := clients[w].TryAcquire
-		if wait {
+		if held != HeldRetry {
 			acquire = clients[w].Acquire
 		}
 		l, err := acquire(ctx, resource, TTL)

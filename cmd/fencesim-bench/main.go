@@ -53,8 +53,7 @@ type options struct {
 	workers          []int
 	duration, warmup time.Duration
 	json             bool
-	held             string // retry or backoff
-	backoff          bool
+	held             string // systems.HeldRetry, HeldBackoff or HeldWait
 	redisAddr        string
 	etcdDriver       string
 	dataDir          string
@@ -93,7 +92,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per cell (10ms..10m)")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "warm-up per cell, not counted (0..1m)")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of the table")
-	held := fs.String("held", "retry", "node and lockd clients finding the lock held: retry (at once, the anchor's way) or backoff (the Go client's Acquire: jittered exponential backoff)")
+	held := fs.String("held", systems.HeldWait, "node and lockd clients finding the lock held: wait (the Go client's Acquire, waiting at the service to be granted as the lock frees), retry (at once, the anchor's way) or backoff (the Go client's Acquire polling with jittered exponential backoff)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "use the Redis at host:port for lockd instead of starting redis-server")
 	fs.StringVar(&o.etcdDriver, "etcd-driver", "", "the etcd driver binary (default: build bench/etcd of this checkout)")
 	fs.StringVar(&o.dataDir, "data", "", "directory for the servers' data (default: a temporary one, removed)")
@@ -114,11 +113,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	o.held = *held
 	switch *held {
-	case "retry":
-	case "backoff":
-		o.backoff = true
+	case systems.HeldRetry, systems.HeldBackoff, systems.HeldWait:
 	default:
-		return o, fmt.Errorf("-held %q: must be retry or backoff", *held)
+		return o, fmt.Errorf("-held %q: must be wait, retry or backoff", *held)
 	}
 	var err error
 	if o.modes, err = bench.ParseModes(*modes); err != nil {
@@ -219,7 +216,7 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 					return rs
 				}
 				c := bench.Cell{Mode: mode, Workers: n, Warmup: o.warmup, Duration: o.duration, Prefix: prefix}
-				cycle, err := systems.HTTPCycle(endpoints(), n, o.backoff)
+				cycle, err := systems.HTTPCycle(endpoints(), n, o.held)
 				var r bench.Result
 				if err != nil {
 					r = bench.Result{System: sys, Mode: mode, Workers: n, Err: err.Error()}

@@ -43,6 +43,10 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s: p50 %vµs p99 %vµs", cell, r.P50us, r.P99us)
 		case r.Mode == "per-worker" && r.Attempts != r.Cycles:
 			t.Errorf("%s: %d attempts for %d cycles on locks of its own: none can be held", cell, r.Attempts, r.Cycles)
+		case r.Attempts != r.Cycles:
+			// -held wait (the default): a contender waits at the service,
+			// one acquire per cycle, instead of being refused and asking again.
+			t.Errorf("%s: %d attempts for %d cycles: the contenders did not wait", cell, r.Attempts, r.Cycles)
 		}
 	}
 	for _, sys := range []string{"fencesim-node", "fencesim-lockd"} {
@@ -79,7 +83,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"-workers", "0"},
 		{"-modes", "exclusive"},
 		{"-duration", "1ms"},
-		{"-held", "wait"},
+		{"-held", "poll"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 || !strings.Contains(errb.String(), args[0]) {

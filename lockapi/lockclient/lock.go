@@ -46,7 +46,7 @@ type Lock struct {
 	over       bool // acquire failed, release ended, or given up
 }
 
-func (c *Client) newLock(resource string, ttl time.Duration) *Lock {
+func (c *Client) newLock(resource string, ttl, wait time.Duration) *Lock {
 	l := &Lock{
 		c: c, resource: resource, ttl: ttl, servers: c.servers(),
 		reqPrefix: c.idPrefix + fmt.Sprintf("%x-", c.seq.Add(1)),
@@ -62,7 +62,7 @@ func (c *Client) newLock(resource string, ttl time.Duration) *Lock {
 	cfg := lockservice.ClientConfig{
 		Name: c.cfg.Name, Servers: ids, Resource: resource, TTL: ttl,
 		DriftBoundPPM: c.cfg.DriftBoundPPM, Margin: c.cfg.Margin, RequestTimeout: c.cfg.RequestTimeout,
-		BackoffMin: c.cfg.BackoffMin, BackoffMax: c.cfg.BackoffMax,
+		BackoffMin: c.cfg.BackoffMin, BackoffMax: c.cfg.BackoffMax, Wait: wait,
 	}
 	l.cfg = cfg
 	l.sm = simclient.NewLock(cfg, nil, handler{l})
@@ -76,9 +76,11 @@ func (c *Client) TryAcquire(ctx context.Context, resource string, ttl time.Durat
 	return c.acquire(ctx, resource, ttl, true)
 }
 
-// Acquire waits until it holds resource or ctx ends; while the resource is
-// held it asks again after a jittered backoff (no later than the lease's
-// end the service reports), each time with a new request.
+// Acquire waits until it holds resource or ctx ends. Each request waits at
+// the service for up to Config.Wait (or until ctx's deadline) to be
+// granted as the lock frees; answered held, it asks again after a jittered
+// backoff (no later than the lease's end the service reports), each time
+// with a new request.
 func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration) (*Lock, error) {
 	return c.acquire(ctx, resource, ttl, false)
 }
@@ -90,10 +92,18 @@ func (c *Client) Acquire(ctx context.Context, resource string, ttl time.Duration
 const httpReleaseAttempts = 20
 
 func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration, once bool) (*Lock, error) {
-	l := c.newLock(resource, ttl)
+	var wait time.Duration
+	if !once {
+		remaining := time.Duration(-1)
+		if dl, ok := ctx.Deadline(); ok {
+			remaining = dl.Sub(time.Now())
+		}
+		wait = simclient.WaitWithin(c.cfg.Wait, remaining, c.cfg.BackoffMin)
+	}
+	l := c.newLock(resource, ttl, wait)
 	l.ex.post(func() {
 		l.sm.SetOptions(simclient.Options{TryOnce: once, KeepRequestWhenOverloaded: true, RedirectLimit: 3,
-			ReleaseAttempts: httpReleaseAttempts})
+			ReleaseAttempts: httpReleaseAttempts, RetryOverloadedRelease: true})
 		l.sm.Start(l.env)
 		l.sm.Acquire()
 	})

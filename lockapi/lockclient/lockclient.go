@@ -74,6 +74,12 @@ type Config struct {
 	// a server's hint, drawn uniformly between them (defaults 10 ms and
 	// 1 s).
 	BackoffMin, BackoffMax time.Duration
+	// Wait is the longest one acquire request of Acquire waits at the
+	// service for a held resource (wait_ms; default 5 s, which must not
+	// exceed the server's MaxWait), capped by the context's deadline: the
+	// service grants it as the lock frees instead of the client polling.
+	// Negative: never wait, poll. TryAcquire never waits.
+	Wait time.Duration
 }
 
 // Client talks to one lock service; safe for concurrent use.
@@ -120,6 +126,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.BackoffMax == 0 {
 		cfg.BackoffMax = time.Second
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = 5 * time.Second
 	}
 	hc := http.Client{Transport: sharedTransport()}
 	if cfg.HTTP != nil {

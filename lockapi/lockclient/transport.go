@@ -31,7 +31,7 @@ func (l *Lock) send(to process.NodeID, msg process.Message) {
 	switch m := msg.(type) {
 	case lockservice.AcquireRequest:
 		path, req = "/v1/locks/"+esc+"/acquire", m.Request
-		body = lockapi.AcquireRequest{Client: m.Client, TTLms: m.TTL.Milliseconds(), RequestID: l.requestID(m.Request)}
+		body = lockapi.AcquireRequest{Client: m.Client, TTLms: m.TTL.Milliseconds(), RequestID: l.requestID(m.Request), WaitMs: m.Wait.Milliseconds()}
 	case lockservice.RenewRequest:
 		path, req = "/v1/locks/"+esc+"/renew", m.Request
 		body = lockapi.RenewRequest{Client: m.Client, Token: lockapi.Token(m.Token), TTLms: l.ttl.Milliseconds()}
@@ -142,6 +142,7 @@ func (l *Lock) answer(req uint64, msg process.Message, o outcome) {
 		switch msg.(type) {
 		case lockservice.AcquireRequest:
 			r.Status = lockservice.Granted
+			r.Waited = time.Duration(lr.WaitedMs) * time.Millisecond
 		case lockservice.RenewRequest:
 			r.Status = lockservice.Renewed
 		default:

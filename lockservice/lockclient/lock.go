@@ -273,9 +273,11 @@ func (l *Lock) sendAcquire() {
 		l.acqNamed, l.acqMoved = false, false
 		l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpAcquire, Request: l.acqReq})
 	}
-	l.send(l.server(), lockservice.AcquireRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, TTL: l.cfg.TTL, Request: l.acqReq})
+	l.send(l.server(), lockservice.AcquireRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, TTL: l.cfg.TTL, Request: l.acqReq, Wait: l.cfg.Wait})
 	l.Log("acquire.sent", l.acqReq, slog.Int("to", int(l.server())))
-	Rearm(l.env, &l.timeout, l.cfg.RequestTimeout, l.retryAcquireFn)
+	// A waiting acquire is answered up to Wait later, and the server may
+	// take a round trip beyond it to commit the answer.
+	Rearm(l.env, &l.timeout, l.cfg.RequestTimeout+l.cfg.Wait, l.retryAcquireFn)
 }
 
 // retryAcquire resends the acquire elsewhere, with the same id: the last
@@ -331,7 +333,7 @@ func (l *Lock) onAcquireReply(m lockservice.LockReply) {
 			l.cfg.Marks.Hit(coverage.ClientGrantPastTTL)
 		}
 		l.token = m.Token
-		l.extend(l.acqStart, m.TTL)
+		l.extend(GrantStart(l.cfg, l.acqStart, l.now(), m.Waited), m.TTL)
 		l.phase = lockHolding
 		l.Log("acquire.granted", m.Request, slog.Uint64("token", m.Token))
 		Rearm(l.env, &l.renewTimer, l.cfg.TTL/3, l.sendRenewFn)
@@ -372,6 +374,19 @@ func (l *Lock) extend(start, ttl time.Duration) {
 	Rearm(l.env, &l.watchdog, l.deadline-l.now(), l.watchdogFiredFn)
 }
 
+// GrantStart is when a granted lease began at the earliest, on the
+// client's monotonic clock, for an acquire first sent at sent, answered at
+// replied, that waited at the server (LockReply.Waited, on the server's
+// clock): sent + waited·(1−ρ), since the server took the request no
+// sooner than it was sent and began the lease no sooner than waited after
+// that; never past replied. Every client of fencesim computes it here.
+func GrantStart(cfg lockservice.ClientConfig, sent, replied, waited time.Duration) time.Duration {
+	if waited <= 0 {
+		return sent
+	}
+	return min(sent+waited-time.Duration(int64(waited)/1_000_000*cfg.DriftBoundPPM), replied)
+}
+
 // WatchdogDeadline is the watchdog's limit for a lease of ttl whose
 // request was sent at sent and answered at replied (the client's
 // monotonic time): cfg.Watchdog's when set, else sent + ttl·(1−ρ) −
@@ -382,6 +397,24 @@ func WatchdogDeadline(cfg lockservice.ClientConfig, sent, replied, ttl time.Dura
 		return cfg.Watchdog(sent, replied, ttl)
 	}
 	return sent + ttl - time.Duration(int64(ttl)/1_000_000*cfg.DriftBoundPPM) - cfg.Margin
+}
+
+// WaitWithin is the wait bound (ClientConfig.Wait) of an acquire whose
+// caller gives up in remaining (negative: never) and wants up to max (≤ 0:
+// no waiting): max, shortened by slack below remaining so that the answer
+// comes back before the caller gives up, in whole milliseconds (HTTP's
+// wait_ms), never negative.
+func WaitWithin(max, remaining, slack time.Duration) time.Duration {
+	if max <= 0 {
+		return 0
+	}
+	if remaining >= 0 {
+		max = min(max, remaining-slack)
+	}
+	if max <= 0 {
+		return 0
+	}
+	return max.Truncate(time.Millisecond)
 }
 
 // Deadline is the watchdog's current limit on the client's monotonic
@@ -523,6 +556,10 @@ func (l *Lock) onReleaseReply(m lockservice.LockReply) {
 		Rearm(l.env, &l.timeout, l.retryDelay(named), l.resendReleaseFn)
 		return
 	}
+	if m.Status == lockservice.Overloaded && l.opts.RetryOverloadedRelease && l.relAttempts < l.maxReleaseAttempts() {
+		Rearm(l.env, &l.timeout, l.backoffAfter(m.Status), l.resendReleaseFn)
+		return
+	}
 	l.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRelease, Request: m.Request, Token: l.token, Status: m.Status})
 	if m.Status != lockservice.Released {
 		l.cfg.Marks.Hit(coverage.ClientReleaseRefused)
@@ -579,6 +616,12 @@ type Options struct {
 	// naming each other during a change of leader are not asked in a
 	// tight loop. 0: no limit (the simulator's client).
 	RedirectLimit int
+	// RetryOverloadedRelease: a release shed as Overloaded is sent again
+	// (same id) after the server's hint, within ReleaseAttempts, instead
+	// of ending unanswered. Over HTTP a busy front end sheds releases as
+	// it sheds anything (waiting acquires leave its admission limit to
+	// the others), and a release given up holds the lock a whole TTL.
+	RetryOverloadedRelease bool
 	// ReleaseAttempts bounds the release handler's sends (0: releaseAttempts,
 	// the simulator's client). Over HTTP a release may meet a change of
 	// leader that outlasts three attempts (a leader killed, an election):

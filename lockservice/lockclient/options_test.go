@@ -49,12 +49,18 @@ type rig struct {
 }
 
 func newRig(t *testing.T, o Options) *rig {
+	return newRigConfig(t, o, func(cfg *lockservice.ClientConfig) {
+		cfg.RequestTimeout = time.Second // longer than anything the tests wait for
+	})
+}
+
+func newRigConfig(t *testing.T, o Options, edit func(*lockservice.ClientConfig)) *rig {
 	r := &rig{w: simtest.NewTestWorld(t, nil), ev: &events{}}
 	for _, n := range []string{"s0", "s1"} {
 		simtest.AddNode(t, r.w, n, func() sim.Process { return silent{&r.got} }, fakeclock.Config{})
 	}
 	cfg := lockservice.DefaultClientConfig("c", []process.NodeID{0, 1}, "r")
-	cfg.RequestTimeout = time.Second // longer than anything the tests wait for
+	edit(&cfg)
 	r.l = NewLock(cfg, nil, r.ev)
 	r.l.SetOptions(o)
 	simtest.AddNode(t, r.w, "c", func() sim.Process { return host{r.l} }, fakeclock.Config{})
@@ -192,5 +198,107 @@ func TestRedirectLimit(t *testing.T) {
 	r.w.Run(200*time.Millisecond, 10_000)
 	if n := len(r.acquires()); n != 5 {
 		t.Fatalf("%d acquires after the backoff, want 5", n)
+	}
+}
+
+// A client with a wait bound asks with it and gives the server the whole
+// bound plus its request timeout before it retries elsewhere (same id).
+func TestWaitBoundIsSentAndCoveredByTheTimeout(t *testing.T) {
+	r := newRigConfig(t, Options{}, func(cfg *lockservice.ClientConfig) {
+		cfg.RequestTimeout, cfg.Wait = 50*time.Millisecond, 2*time.Second
+	})
+	r.at(0, r.l.Acquire, 2049*time.Millisecond)
+	got := r.acquires()
+	if len(got) != 1 || got[0].Wait != 2*time.Second {
+		t.Fatalf("acquires by 2.049s %+v, want one carrying the 2s wait", got)
+	}
+	r.w.Run(2100*time.Millisecond, 10_000)
+	got = r.acquires()
+	if len(got) != 2 || got[1].Request != got[0].Request || r.got[1].to != 1 {
+		t.Fatalf("acquires by 2.1s %+v, want the same request retried at s1 after 2.05s", got)
+	}
+}
+
+func TestWaitWithin(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct{ max, remaining, slack, want time.Duration }{
+		{5 * time.Second, -1, 10 * ms, 5 * time.Second},             // no deadline
+		{5 * time.Second, 2*time.Second + ms/2, 10 * ms, 1990 * ms}, // the deadline's, less slack, whole ms
+		{5 * time.Second, 5 * ms, 10 * ms, 0},                       // no time to wait
+		{0, time.Second, 10 * ms, 0},                                // waiting off
+		{-1, -1, 0, 0},
+	} {
+		if got := WaitWithin(c.max, c.remaining, c.slack); got != c.want {
+			t.Errorf("WaitWithin(%v, %v, %v) = %v, want %v", c.max, c.remaining, c.slack, got, c.want)
+		}
+	}
+}
+
+// RetryOverloadedRelease: a release shed as Overloaded is sent again with
+// the same id after the hint, and ends Released when that is answered;
+// without the option it ends at once, unanswered.
+func TestOverloadedReleaseIsRetried(t *testing.T) {
+	for _, retry := range []bool{true, false} {
+		r := newRig(t, Options{RetryOverloadedRelease: retry})
+		r.at(0, r.l.Acquire, 10*time.Millisecond)
+		req := r.acquires()[0].Request
+		r.at(10*time.Millisecond, func() {
+			r.l.ReceiveHint(lockservice.LockReply{Request: req, Status: lockservice.Granted, Token: 7, TTL: time.Second}, 0)
+		}, 20*time.Millisecond)
+		r.at(20*time.Millisecond, r.l.Release, 30*time.Millisecond)
+		releases := func() []lockservice.ReleaseRequest {
+			var out []lockservice.ReleaseRequest
+			for _, s := range r.got {
+				if m, ok := s.msg.(lockservice.ReleaseRequest); ok {
+					out = append(out, m)
+				}
+			}
+			return out
+		}
+		rel := releases()[0].Request
+		r.at(30*time.Millisecond, func() {
+			r.l.ReceiveHint(lockservice.LockReply{Request: rel, Status: lockservice.Overloaded}, 100*time.Millisecond)
+		}, 300*time.Millisecond)
+		if !retry {
+			if r.ev.released != 1 || len(releases()) != 1 {
+				t.Fatalf("without the option: released %d, %d sends; want it ended after one", r.ev.released, len(releases()))
+			}
+			continue
+		}
+		got := releases()
+		if r.ev.released != 0 || len(got) != 2 || got[1].Request != rel {
+			t.Fatalf("released %d, sends %+v; want the same release sent again, not yet ended", r.ev.released, got)
+		}
+		r.at(300*time.Millisecond, func() {
+			r.l.ReceiveHint(lockservice.LockReply{Request: rel, Status: lockservice.Released, Token: 7}, 0)
+		}, 400*time.Millisecond)
+		if r.ev.released != 1 || r.l.ReleaseResult() != lockservice.Released {
+			t.Fatalf("released %d, result %v; want Released", r.ev.released, r.l.ReleaseResult())
+		}
+	}
+}
+
+// A grant that waited at the server counts the lease from the send plus
+// the wait (less the drift bound), not from the send alone: the lease
+// began no sooner. A wait longer than the round trip (a broken or drifting
+// server) counts no further than the reply.
+func TestGrantAfterWaitCountsTheLeaseFromItsStart(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		waited, want time.Duration
+	}{
+		{0, 1000*ms - 1*ms - 10*ms},                        // TTL·(1−ρ) − margin from the send
+		{400 * ms, 400*ms - 400*time.Microsecond + 989*ms}, // from send + waited·(1−ρ)
+		{900 * ms, 500*ms + 989*ms},                        // capped at the reply (500ms)
+	} {
+		r := newRig(t, Options{})
+		r.at(0, r.l.Acquire, 10*ms)
+		req := r.acquires()[0].Request
+		r.at(500*ms, func() {
+			r.l.ReceiveHint(lockservice.LockReply{Request: req, Status: lockservice.Granted, Token: 7, TTL: time.Second, Waited: c.waited}, 0)
+		}, 510*ms)
+		if got := r.l.Deadline(); got != c.want {
+			t.Errorf("waited %v: watchdog deadline %v, want %v", c.waited, got, c.want)
+		}
 	}
 }

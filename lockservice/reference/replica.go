@@ -36,6 +36,10 @@ type ReplicaConfig struct {
 	// carries them as uint64. It is part of the group's identity: every
 	// replica of a group, and every restart, must use the same offset.
 	TokenOffset uint64
+	// WaitQueueDepth bounds the acquires parked at the leader per
+	// resource, WaitQueueTotal over all resources (waitqueue.go); beyond
+	// them a waiting acquire is proposed at once. 0: no wait queue.
+	WaitQueueDepth, WaitQueueTotal int
 
 	// The injection points (variant.go); the zero values are the reference.
 
@@ -57,16 +61,24 @@ type ReplicaConfig struct {
 	// before it commits, from the leader's applied table (false: no early
 	// answer). nil: a client is answered only once its entry applies.
 	Predict func(t *LockTable, c Command, index uint64) (lockservice.LockReply, bool)
+	// GroupCommit defers the work of each event's Ready (persist, sync,
+	// send, apply) to the end of the runtime's batch of queued events
+	// (process.Batcher): proposals and appends that arrive while a sync is
+	// in flight go out in one append and one fsync. For the real runtime,
+	// whose executor runs events in batches; the simulator calls no
+	// EndBatch, so it must stay false there.
+	GroupCommit bool
 	// UnsafeNoFsync writes term, vote and log but does not sync them
 	// before the messages that depend on them (etcd's --unsafe-no-fsync).
 	UnsafeNoFsync bool
 }
 
 // DefaultReplicaConfig: 10 ms ticks, elections after 100–200 ms of
-// silence, heartbeats every 20 ms, 64 requests in flight per replica.
+// silence, heartbeats every 20 ms, 64 requests in flight per replica, 256
+// acquires waiting per resource and 4096 in all.
 func DefaultReplicaConfig(peers []process.NodeID) ReplicaConfig {
 	return ReplicaConfig{Peers: peers, TickInterval: 10 * time.Millisecond, ElectionTick: 10, HeartbeatTick: 2,
-		IngressDepth: 64, Limits: lockservice.DefaultLimits()}
+		IngressDepth: 64, WaitQueueDepth: 256, WaitQueueTotal: 4096, Limits: lockservice.DefaultLimits()}
 }
 
 // RaftMessage carries a Raft message between replicas.
@@ -94,6 +106,7 @@ type waiter struct {
 	to      process.NodeID
 	client  string
 	request uint64
+	waited  time.Duration // in the wait queue, on this replica's clock
 }
 
 // leaderLease is a lease the leader times (ReplicaConfig.LeaseTimers):
@@ -109,7 +122,9 @@ type leaderLease struct {
 // the entry commits and applies. Leases are timed by the leader's monotonic
 // clock alone: it proposes CmdExpire when its timer fires, and a new leader
 // restarts every lease at its full TTL (it may extend a lease, never
-// shorten it).
+// shorten it). An acquire that may wait (AcquireRequest.Wait) for a lock
+// held by another client waits at the leader, outside the log, and is
+// proposed when the lease ends or its wait passes (waitqueue.go).
 type Replica struct {
 	cfg  ReplicaConfig
 	env  process.Env
@@ -145,6 +160,18 @@ type Replica struct {
 	// and log entries (its monotonic clock; 0: never), recorded only when
 	// coverage marks are counted (LastPersist).
 	votedAt, appendedAt time.Duration
+	// dirty: an event of the current batch left Raft work for EndBatch
+	// (GroupCommit).
+	dirty bool
+
+	// The wait queue (waitqueue.go), leader only: parked acquires by
+	// resource, oldest first; how many in all; the index of the acquire
+	// promoted from each queue until it applies; the resources whose
+	// lease ended in the entries being applied.
+	parked    map[string][]*parkedAcquire
+	parkedN   int
+	promoting map[string]uint64
+	freed     []string
 }
 
 // NewReplica returns a replica process; every restart needs a new one.
@@ -166,6 +193,8 @@ func (r *Replica) Start(env process.Env) {
 	r.pending = map[uint64][]waiter{}
 	r.leases = map[string]leaderLease{}
 	r.decided = map[uint64]uint64{}
+	r.parked = map[string][]*parkedAcquire{}
+	r.promoting = map[string]uint64{}
 	r.timers = r.cfg.LeaseTimers
 	if r.timers == nil {
 		r.timers = monotonicTimers{}
@@ -225,13 +254,13 @@ func (r *Replica) Receive(env process.Env, from process.NodeID, msg process.Mess
 		if err := r.node.Step(m.M); err != nil {
 			env.Log().Warn("replica.bad-raft-message", slog.String("err", err.Error()))
 		}
-		r.flush()
+		r.flushSoon()
 	case lockservice.AcquireRequest:
 		if err := r.cfg.Limits.CheckAcquire(m); err != nil {
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
 			return
 		}
-		r.serve(from, m.Client, m.Request, Command{Kind: CmdAcquire, Resource: m.Resource, Client: m.Client, TTL: m.TTL, Request: m.Request, Key: m.Key})
+		r.acquire(from, m)
 	case lockservice.RenewRequest:
 		if err := r.cfg.Limits.CheckRenew(m); err != nil {
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
@@ -272,6 +301,24 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.Overloaded})
 		return
 	}
+	index, ok := r.propose(from, client, request, c, 0)
+	if !ok {
+		return
+	}
+	r.flushSoon()
+	if r.cfg.Predict != nil && c.Kind == CmdAcquire {
+		if rep, ok := r.cfg.Predict(r.table, c, index); ok {
+			env.Send(from, rep)
+		}
+	}
+}
+
+// propose proposes c for the client at from, to be answered when it
+// applies, and reports its index; if the replica cannot propose, it
+// answers NotLeader and reports false. waited is how long c waited in the
+// wait queue (LockReply.Waited). The caller flushes.
+func (r *Replica) propose(from process.NodeID, client string, request uint64, c Command, waited time.Duration) (uint64, bool) {
+	env := r.env
 	decision := LogDecides
 	if c.Kind == CmdAcquire {
 		decision = r.stampAcquire(&c)
@@ -289,19 +336,14 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 			lead = nodeID(r.node.LeadTransferee())
 		}
 		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.NotLeader, Leader: lead})
-		return
+		return 0, false
 	}
 	if decision == LeaderGrants {
 		r.decided[index] = term
 	}
 	r.inflight++
-	r.pending[index] = append(r.pending[index], waiter{to: from, client: client, request: request})
-	r.flush()
-	if r.cfg.Predict != nil && c.Kind == CmdAcquire {
-		if rep, ok := r.cfg.Predict(r.table, c, index); ok {
-			env.Send(from, rep)
-		}
-	}
+	r.pending[index] = append(r.pending[index], waiter{to: from, client: client, request: request, waited: waited})
+	return index, true
 }
 
 // stampAcquire fills in what the leader decides of an acquire when it
@@ -322,30 +364,56 @@ func (r *Replica) stampAcquire(c *Command) GrantDecision {
 func (r *Replica) expireHolder(c Command) {
 	if l, held := r.table.Lease(c.Resource); held && l.Holder != c.Client {
 		if _, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: c.Resource, Token: l.Token, Since: r.started[c.Resource]})); err == nil {
-			r.flush()
+			r.flushSoon()
 		}
 	}
 }
 
 // flush carries out every Ready: persist term, vote and entries and sync
 // them, then send the messages that depend on them, then apply what
-// committed.
+// committed; then it promotes the waiters of the leases that ended, whose
+// proposals make a Ready of their own.
 func (r *Replica) flush() {
-	for r.node.HasReady() {
-		rd := r.node.Ready()
-		if rd.MustSync {
-			r.persist(rd)
+	for {
+		for r.node.HasReady() {
+			rd := r.node.Ready()
+			if rd.MustSync {
+				r.persist(rd)
+			}
+			for _, m := range rd.Messages {
+				r.env.Send(nodeID(m.To), RaftMessage{M: m})
+			}
+			for _, e := range rd.CommittedEntries {
+				r.apply(e)
+			}
+			r.node.Advance()
+			r.leadership(r.node.Role() == raft.Leader)
 		}
-		for _, m := range rd.Messages {
-			r.env.Send(nodeID(m.To), RaftMessage{M: m})
+		if len(r.freed) == 0 {
+			break
 		}
-		for _, e := range rd.CommittedEntries {
-			r.apply(e)
-		}
-		r.node.Advance()
-		r.leadership(r.node.Role() == raft.Leader)
+		r.promoteFreed()
 	}
 	r.rearm(false)
+}
+
+// flushSoon flushes now, or at the end of the runtime's batch of events
+// with GroupCommit.
+func (r *Replica) flushSoon() {
+	if r.cfg.GroupCommit {
+		r.dirty = true
+		return
+	}
+	r.flush()
+}
+
+// EndBatch implements process.Batcher: with GroupCommit, the Raft work
+// the batch's events left is done here, in one Ready.
+func (r *Replica) EndBatch(process.Env) {
+	if r.dirty {
+		r.dirty = false
+		r.flush()
+	}
 }
 
 // elected reports a won election once per term and process; a restarted
@@ -407,6 +475,12 @@ func (r *Replica) leadership(leader bool) {
 	if len(r.pending) > 0 {
 		r.cfg.Marks.Hit(coverage.ReplicaStepDownPending)
 	}
+	// Parked waiters are told at once to retry elsewhere.
+	lead := lockservice.NoLeader
+	if l := r.node.Lead(); l != raft.None {
+		lead = nodeID(l)
+	}
+	r.dropParked(lead)
 	clear(r.pending)
 	if r.cfg.Grants != nil {
 		r.cfg.Grants.StepDown()
@@ -479,6 +553,13 @@ func (r *Replica) apply(e raft.Entry) {
 		if r.cfg.Grants != nil && r.leader && !replay {
 			r.cfg.Grants.Applied(r.env, c, rep)
 		}
+		if r.leader {
+			if idx, ok := r.promoting[c.Resource]; ok && idx == e.Index {
+				delete(r.promoting, c.Resource)
+				r.leaseEnded(c.Resource) // granted: the next waits on; else the next may go
+			}
+			r.answerParked(c, rep)
+		}
 	case CmdRenew:
 		_, replay := r.table.Seen(c.Client, c.Request) // as for CmdAcquire
 		rep = r.table.Renew(lockservice.RenewRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request, TTL: c.TTL}, 0)
@@ -501,12 +582,14 @@ func (r *Replica) apply(e raft.Entry) {
 		if ended != nil {
 			obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released", Index: e.Index, RequestID: c.RequestID})
 			r.disarm(c.Resource)
+			r.leaseEnded(c.Resource)
 		}
 	case CmdExpire:
 		if r.started[c.Resource] == c.Since {
 			if l, ok := r.table.ExpireToken(c.Resource, c.Token); ok {
 				obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired", Index: e.Index})
 				r.disarm(c.Resource)
+				r.leaseEnded(c.Resource)
 				return
 			}
 		}
@@ -517,7 +600,11 @@ func (r *Replica) apply(e raft.Entry) {
 	}
 	for _, w := range waiters {
 		if w.client == c.Client && w.request == c.Request {
-			r.env.Send(w.to, rep)
+			out := rep
+			if rep.Status == lockservice.Granted {
+				out.Waited = w.waited // this answer's, not the table's
+			}
+			r.env.Send(w.to, out)
 		}
 	}
 }
@@ -571,7 +658,7 @@ func (r *Replica) leaseDue(resource string, token, since uint64) {
 	_, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: resource, Token: token, Since: since}))
 	switch {
 	case err == nil:
-		r.flush()
+		r.flushSoon()
 	case errors.Is(err, raft.ErrTransferring):
 		// Handing over: the next leader restarts the lease in full; if the
 		// transfer is abandoned, this leader must still end it, so it
@@ -614,6 +701,7 @@ func (r *Replica) TransferLeadership(to process.NodeID) (process.NodeID, error) 
 		return lockservice.NoLeader, err
 	}
 	r.env.Log().Info("replica.transfer", slog.Uint64("term", r.node.Term()), slog.Int("to", int(nodeID(target))))
+	r.dropParked(nodeID(target))
 	r.flush()
 	return nodeID(target), nil
 }
