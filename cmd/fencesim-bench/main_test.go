@@ -20,7 +20,7 @@ func TestSmoke(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	mr := miniredis.RunT(t)
-	args := []string{"-only", "node,lockd", "-workers", "1,8", "-duration", "300ms", "-warmup", "50ms",
+	args := []string{"-only", "node,lockd", "-workers", "1,8", "-duration", "1s", "-warmup", "50ms",
 		"-redis-addr", mr.Addr(), "-data", t.TempDir()}
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), append(args, "-json"), &out, &errb); code != 0 {
