@@ -23,7 +23,7 @@ import (
 // (an unknown verdict: a step limit or a search out of its step budget), which proves
 // nothing either way.
 func judge(spec Spec, res Result) (property string, inconclusive bool) {
-	if vs := checker.CheckLeaseSafety(res.History, res.Plan.LeaseExcuses()); len(vs) > 0 && res.Verdict.Kind != checker.VerdictViolation {
+	if vs := checker.CheckLeaseSafety(res.History, res.LeaseExcuses()); len(vs) > 0 && res.Verdict.Kind != checker.VerdictViolation {
 		return vs[0].Property, false
 	}
 	switch {

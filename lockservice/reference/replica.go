@@ -345,12 +345,21 @@ func (r *Replica) elected() {
 func (r *Replica) persist(rd raft.Ready) {
 	d := r.env.Disk()
 	r.log.append(d, rd.Entries) // may replace a conflicting suffix
+	voted := rd.HardState.Vote != 0 && (rd.HardState.Vote != r.persistedHard.Vote || rd.HardState.Term != r.persistedHard.Term)
 	if rd.HardState != r.persistedHard {
 		r.hardState.Store(d, appendHardState(r.hsBuf[:0], rd.HardState))
 		r.persistedHard = rd.HardState
 	}
 	if !r.cfg.UnsafeNoFsync {
 		d.Sync()
+	}
+	// The moments the nemesis aims crashes at: after the writes, before
+	// the messages that depend on them leave.
+	if voted {
+		r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvVoted, Node: r.env.Name(), Term: rd.HardState.Term})
+	}
+	if n := len(rd.Entries); n > 0 {
+		r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvAppended, Node: r.env.Name(), Index: rd.Entries[n-1].Index, Term: rd.Entries[n-1].Term})
 	}
 }
 
