@@ -232,15 +232,18 @@ func (g *generator) aimed(at, _ time.Duration) {
 	case AimLostReply:
 		ops = append(ops, trigger(MomentGranted, Op{Kind: Isolate, Node: Subject, Duration: Duration(spread(g.r, ttl, 3*ttl))}))
 	case AimJump:
+		// Mostly forward and on the leader, right after it granted: the
+		// step that would expire a lease early if the leader timed it by
+		// its wall clock.
 		by := time.Duration(1+g.r.IntN(4))*ttl + spread(g.r, time.Millisecond, ttl/2)
-		if g.r.IntN(2) == 0 {
+		if g.r.IntN(3) == 0 {
 			by = -by
 		}
-		node := Subject
-		if g.c.LeaderSelector && g.r.IntN(2) == 0 {
-			node = Leader
+		when, node := MomentAcquired, Subject
+		if g.c.LeaderSelector && g.r.IntN(3) != 0 {
+			when, node = MomentGranted, Leader
 		}
-		ops = append(ops, trigger(MomentAcquired, Op{Kind: Jump, Node: node, By: Duration(by), Duration: Duration(spread(g.r, ttl, 4*ttl))}))
+		ops = append(ops, trigger(when, Op{Kind: Jump, Node: node, By: Duration(by), Duration: Duration(spread(g.r, ttl, 4*ttl))}))
 	case AimStorePaused:
 		if len(g.c.Store) == 0 {
 			return
