@@ -33,12 +33,12 @@ const (
 	// once per term it wins: a second report of a term by one replica (a
 	// restart leading the term again) is a violation.
 	EvElected
-	// EvVoted: replica Node persisted a vote in Term (synced, unless its
-	// sync is slow and still in flight). A moment for the nemesis's
+	// EvVoted: replica Node persisted a vote for another replica in Term
+	// (synced, unless its sync is slow and still in flight). A moment for the nemesis's
 	// triggers, not a fact the checker judges.
 	EvVoted
-	// EvAppended: replica Node persisted log entries up to Index (as
-	// EvVoted, a moment for the nemesis).
+	// EvAppended: follower Node persisted log entries a leader sent, up
+	// to Index (as EvVoted, a moment for the nemesis).
 	EvAppended
 )
 

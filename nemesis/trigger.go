@@ -40,20 +40,23 @@ const (
 	// MomentWrite: a client sent a fenced write to the store (subject: the
 	// client).
 	MomentWrite MomentKind = "write"
+	// MomentRead: a client sent a read to the store, the workload's last
+	// step before it releases (subject: the client).
+	MomentRead MomentKind = "read"
 	// MomentRenewed: a client learned its lease was renewed (subject: the
 	// client).
 	MomentRenewed MomentKind = "renewed"
 	// MomentElected: a replica won an election (subject: the replica).
 	MomentElected MomentKind = "elected"
-	// MomentVoted: a replica persisted a vote for a candidate (subject: the
-	// replica).
+	// MomentVoted: a replica persisted a vote for another replica's
+	// candidacy (subject: the voter).
 	MomentVoted MomentKind = "voted"
-	// MomentAppended: a replica persisted log entries (subject: the
-	// replica).
+	// MomentAppended: a follower persisted log entries its leader sent
+	// (subject: the follower).
 	MomentAppended MomentKind = "appended"
 )
 
-var moments = []MomentKind{MomentGranted, MomentAcquired, MomentWrite, MomentRenewed, MomentElected, MomentVoted, MomentAppended}
+var moments = []MomentKind{MomentGranted, MomentAcquired, MomentWrite, MomentRead, MomentRenewed, MomentElected, MomentVoted, MomentAppended}
 
 // Moments returns every moment kind, in a fixed order.
 func Moments() []MomentKind { return slices.Clone(moments) }
@@ -137,14 +140,16 @@ func (wt *Watch) Notice(m Moment) {
 // few operations, mostly triggers, that tell one story at its moment.
 const (
 	// AimPauseHolder pauses a client right after it learned of its grant,
-	// or a little later, just before its write, for half a TTL to four.
+	// or a little later, just before its write, or just before its release,
+	// for half a TTL to four, or (half of the time) just past its lease.
 	AimPauseHolder = "pause-holder"
 	// AimCrashVoter crashes the leader (forcing an election) and then a
 	// replica right after it persisted a vote, with a slow disk on the
-	// replicas half of the time (the crash then lands before the sync
-	// completes).
+	// replicas two times in three (the crash then lands before the sync
+	// completes), and two times in three cuts the election's winner off as
+	// it takes over (the voter then campaigns in the term it voted in).
 	AimCrashVoter = "crash-voter"
-	// AimCrashAppender crashes a replica right after it persisted an
+	// AimCrashAppender crashes a follower right after it persisted an
 	// append, before or after its sync completes (as for AimCrashVoter).
 	AimCrashAppender = "crash-appender"
 	// AimCrashMajority crashes a majority of the replicas at once, right
@@ -191,9 +196,18 @@ func (g *generator) aimed(at, _ time.Duration) {
 	}
 	switch aim {
 	case AimPauseHolder:
-		op := trigger(MomentAcquired, Op{Kind: Pause, Node: Subject, Duration: Duration(spread(g.r, ttl/2, 4*ttl))})
+		pause := spread(g.r, ttl/2, 4*ttl)
 		if g.r.IntN(2) == 0 {
+			// Just past the lease: the stale holder wakes as the next one
+			// takes over, and races it.
+			pause = ttl + spread(g.r, time.Millisecond, ttl/4)
+		}
+		op := trigger(MomentAcquired, Op{Kind: Pause, Node: Subject, Duration: Duration(pause)})
+		switch g.r.IntN(3) {
+		case 1: // just before a write
 			op.After = Duration(spread(g.r, time.Millisecond, ttl/10))
+		case 2: // just before its release: the read's reply comes in while it is paused
+			op.When = MomentRead
 		}
 		ops = append(ops, op)
 	case AimCrashVoter, AimCrashAppender:
@@ -207,12 +221,17 @@ func (g *generator) aimed(at, _ time.Duration) {
 			}
 			when = MomentVoted
 			ops = append(ops, Op{At: Duration(at), Kind: Crash, Node: Leader, Duration: Duration(spread(g.r, 10*time.Millisecond, 2*ttl))})
+			if g.r.IntN(3) != 0 {
+				// Cut the winner off as it takes over, so that the voter,
+				// back from its crash, campaigns in the term it voted in.
+				ops = append(ops, trigger(MomentElected, Op{Kind: Isolate, Node: Subject, Duration: Duration(spread(g.r, ttl/2, 2*ttl))}))
+			}
 		}
 		crash := trigger(when, Op{Kind: Crash, Node: Subject, Duration: Duration(spread(g.r, 10*time.Millisecond, 2*ttl))})
 		if g.r.IntN(2) == 0 {
 			crash.After = Duration(spread(g.r, time.Millisecond, 20*time.Millisecond))
 		}
-		if g.r.IntN(2) == 0 {
+		if g.r.IntN(3) != 0 {
 			delay := Duration(spread(g.r, time.Millisecond, 20*time.Millisecond))
 			for _, n := range g.c.Servers {
 				ops = append(ops, Op{At: Duration(at), Kind: SlowDisk, Node: n, Delay: delay, Duration: Duration(crash.latest() - at)})

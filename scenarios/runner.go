@@ -462,8 +462,11 @@ func (o *momentTap) Observe(e lockservice.Event) {
 	case lockservice.EvElected:
 		m = nemesis.Moment{Kind: nemesis.MomentElected, Subject: e.Node}
 	case lockservice.EvCall:
-		if e.Op == lockservice.OpWrite {
+		switch e.Op {
+		case lockservice.OpWrite:
 			m = nemesis.Moment{Kind: nemesis.MomentWrite, Subject: e.Client}
+		case lockservice.OpRead:
+			m = nemesis.Moment{Kind: nemesis.MomentRead, Subject: e.Client}
 		}
 	case lockservice.EvReturn:
 		if e.Status == lockservice.Granted && e.Op == lockservice.OpAcquire {

@@ -41,6 +41,7 @@ func TestTriggersFireAtTheirMoment(t *testing.T) {
 		{nemesis.MomentGranted, nil, true, false},
 		{nemesis.MomentAcquired, nil, true, true},
 		{nemesis.MomentWrite, nil, true, true},
+		{nemesis.MomentRead, nil, true, true},
 		{nemesis.MomentRenewed, nil, true, true},
 		{nemesis.MomentElected, []nemesis.Op{electionAt}, false, true},
 		{nemesis.MomentVoted, []nemesis.Op{electionAt}, false, true},

@@ -52,6 +52,11 @@ type ReplicaConfig struct {
 	// UnsafeNoFsync writes term, vote and log but does not sync them
 	// before the messages that depend on them (etcd's --unsafe-no-fsync).
 	UnsafeNoFsync bool
+	// SendBeforeSync sends each Ready's messages (votes, append acks)
+	// before persisting and syncing the state they promise, instead of
+	// after: a crash during the sync takes back a vote or an entry
+	// another replica has already counted.
+	SendBeforeSync bool
 }
 
 // DefaultReplicaConfig: 10 ms ticks, elections after 100–200 ms of
@@ -318,11 +323,14 @@ func (r *Replica) expireHolder(c Command) {
 func (r *Replica) flush() {
 	for r.node.HasReady() {
 		rd := r.node.Ready()
-		if rd.MustSync {
+		if rd.MustSync && !r.cfg.SendBeforeSync {
 			r.persist(rd)
 		}
 		for _, m := range rd.Messages {
 			r.env.Send(nodeID(m.To), RaftMessage{M: m})
+		}
+		if rd.MustSync && r.cfg.SendBeforeSync {
+			r.persist(rd)
 		}
 		for _, e := range rd.CommittedEntries {
 			r.apply(e)
@@ -345,7 +353,10 @@ func (r *Replica) elected() {
 func (r *Replica) persist(rd raft.Ready) {
 	d := r.env.Disk()
 	r.log.append(d, rd.Entries) // may replace a conflicting suffix
-	voted := rd.HardState.Vote != 0 && (rd.HardState.Vote != r.persistedHard.Vote || rd.HardState.Term != r.persistedHard.Term)
+	// A vote for another replica (a candidate's vote for itself is part of
+	// its campaign).
+	voted := rd.HardState.Vote != 0 && rd.HardState.Vote != raftID(r.env.ID()) &&
+		(rd.HardState.Vote != r.persistedHard.Vote || rd.HardState.Term != r.persistedHard.Term)
 	if rd.HardState != r.persistedHard {
 		r.hardState.Store(d, appendHardState(r.hsBuf[:0], rd.HardState))
 		r.persistedHard = rd.HardState
@@ -358,7 +369,7 @@ func (r *Replica) persist(rd raft.Ready) {
 	if voted {
 		r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvVoted, Node: r.env.Name(), Term: rd.HardState.Term})
 	}
-	if n := len(rd.Entries); n > 0 {
+	if n := len(rd.Entries); n > 0 && r.node.Role() != raft.Leader { // a follower's, from a leader
 		r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvAppended, Node: r.env.Name(), Index: rd.Entries[n-1].Index, Term: rd.Entries[n-1].Term})
 	}
 }
