@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -61,16 +60,7 @@ func TestCheckUndoneCountsTheTriggerWindow(t *testing.T) {
 // subject, After later, and never again; moments of another kind or
 // outside the window do nothing.
 func TestWatchFiresOncePerTriggerInItsWindow(t *testing.T) {
-	w, err := sim.New(sim.Config{Seed: 7, Network: sim.NetworkConfig{Latency: sim.Latency{Min: ms, Max: ms}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := &chatLog{w: w}
-	for _, name := range []string{"a", "b", "c"} {
-		if _, err := w.AddNode(name, func() sim.Process { return &chatter{log: log} }, fakeclock.Config{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w, _ := newChatWorld(t)
 	s := Schedule{
 		{At: Duration(100 * ms), Kind: Crash, Node: Subject, Duration: Duration(50 * ms), When: MomentVoted, Within: Duration(100 * ms), After: Duration(5 * ms)},
 		{At: Duration(100 * ms), Kind: Pause, Node: "c", Duration: Duration(10 * ms), When: MomentGranted, Within: Duration(10 * ms)},

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"bytes"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,27 +112,17 @@ func TestTriggersFireAtTheirMoment(t *testing.T) {
 					t.Errorf("no renewal by %s returned at %v", fired.Node, at)
 				}
 			case nemesis.MomentWrite:
-				ok := false
-				for _, op := range h.Ops {
-					ok = ok || op.Client == fired.Node && op.Kind == checker.OpWrite && op.Call == at
-				}
-				if !ok {
+				if !slices.ContainsFunc(h.Ops, func(op checker.StoreOp) bool {
+					return op.Client == fired.Node && op.Kind == checker.OpWrite && op.Call == at
+				}) {
 					t.Errorf("no write by %s called at %v", fired.Node, at)
 				}
 			case nemesis.MomentGranted:
-				ok := false
-				for _, g := range h.Grants {
-					ok = ok || g.Client == fired.Node && g.Start == at
-				}
-				if !ok {
+				if !slices.ContainsFunc(h.Grants, func(g checker.Grant) bool { return g.Client == fired.Node && g.Start == at }) {
 					t.Errorf("no grant to %s at %v", fired.Node, at)
 				}
 			case nemesis.MomentElected:
-				ok := false
-				for _, e := range h.Elections {
-					ok = ok || e.Node == fired.Node && e.At == at
-				}
-				if !ok {
+				if !slices.ContainsFunc(h.Elections, func(e checker.Election) bool { return e.Node == fired.Node && e.At == at }) {
 					t.Errorf("no election of %s at %v", fired.Node, at)
 				}
 			}
