@@ -3,6 +3,7 @@ package lockservice
 import (
 	"time"
 
+	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -35,6 +36,9 @@ type ClientConfig struct {
 	// request was sent at sent and answered at replied (client monotonic
 	// time). nil: sent + ttl·(1−ρ) − margin (see extend).
 	Watchdog func(sent, replied, ttl time.Duration) time.Duration
+	// Marks counts the protocol corners the client reaches (package
+	// coverage); nil counts nothing.
+	Marks *coverage.Counts
 }
 
 // DefaultClientConfig returns a client of a 1 s lease, ρ = 1000 ppm, a

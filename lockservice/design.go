@@ -3,6 +3,7 @@ package lockservice
 import (
 	"fmt"
 
+	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -114,6 +115,15 @@ type DesignRun struct {
 	// IngressDepth bounds each server's requests in flight (0: the
 	// design's default), for designs that shed load.
 	IngressDepth int
+	// Marks counts the protocol corners the run reaches (package
+	// coverage): the harness hands every run its own; a design's processes
+	// may hit marks in it or ignore it. nil counts nothing.
+	Marks *coverage.Counts
+	// TokenOffset is where the service's fencing tokens start (0: at 1),
+	// for designs whose tokens are numbers they issue in order (the
+	// reference adds it to the granting log index). Designs that cannot
+	// offset their tokens ignore it.
+	TokenOffset uint64
 }
 
 // Leader is implemented by the processes of a service that elects a

@@ -69,6 +69,7 @@ var jumpSpec = kindSpec{
 		}
 		clock := x.w.Clock(id)
 		layer, _ := nodeStack(&x.jumps, id).push(0, func(d time.Duration) time.Duration { return d })
+		x.cov.jump(x.w, id, time.Duration(op.By))
 		clock.JumpWall(time.Duration(op.By))
 		x.until(op, func() {
 			if _, ok := nodeStack(&x.jumps, id).pop(layer); ok {

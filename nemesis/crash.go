@@ -57,11 +57,13 @@ var crashSpec = kindSpec{
 		if !ok {
 			return
 		}
+		x.cov.beforeCrash(x.w, id)
 		if op.Mode == CrashTorn {
 			x.w.CrashTorn(id, op.Keep)
 		} else {
 			x.w.Crash(id)
 		}
+		x.cov.afterCrash(x.w, id)
 		x.until(op, func() { x.w.Restart(id) })
 	},
 }

@@ -12,6 +12,7 @@ import (
 type injector struct {
 	w       *sim.World
 	resolve Resolver
+	cov     *Coverage // nil: no marks counted
 
 	net   stack[sim.NetworkConfig]
 	drift []stack[int64]         // by node id
@@ -27,6 +28,10 @@ func (x *injector) apply(op Op) {
 		return
 	}
 	spec.apply(x, op)
+	switch op.Kind {
+	case Isolate, Partition, Block:
+		x.cov.network(x.w)
+	}
 }
 
 // node resolves op's node now.

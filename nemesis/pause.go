@@ -31,6 +31,7 @@ var pauseSpec = kindSpec{
 	},
 	apply: func(x *injector, op Op) {
 		if id, ok := x.node(op.Node); ok {
+			x.cov.pause(x.w, id)
 			x.w.Pause(id, time.Duration(op.Duration))
 		}
 	},

@@ -345,7 +345,13 @@ func (op Op) label() string {
 // (Watch.Notice), so the caller must pass every moment the run reports to
 // it.
 func (s Schedule) Install(w *sim.World, resolve Resolver) *Watch {
-	x := &injector{w: w, resolve: resolve}
+	return s.InstallCounting(w, resolve, nil)
+}
+
+// InstallCounting is Install that also counts the nemesis's coverage marks
+// in cov (nil: none). Counting only reads the world.
+func (s Schedule) InstallCounting(w *sim.World, resolve Resolver, cov *Coverage) *Watch {
+	x := &injector{w: w, resolve: resolve, cov: cov}
 	watch := &Watch{x: x}
 	ops := slices.Clone(s)
 	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.At, b.At) })

@@ -75,6 +75,13 @@ type Config struct {
 	Peers    []Peer
 	// Replica tunes the replica; nil keeps reference.DefaultReplicaConfig.
 	Replica func(*reference.ReplicaConfig)
+	// TokenOffset starts the group's fencing tokens above it (token = the
+	// granting log index + the offset), e.g. to keep them clear of tokens
+	// an older lock service issued to the same fenced resources. Every
+	// replica of a group must use the same; it is recorded in a brand-new
+	// data directory and Open refuses a different one later
+	// (ErrTokenOffset). At most MaxTokenOffset.
+	TokenOffset uint64
 	// SweepInterval is how often requests waiting on a replica that lost
 	// the lead are answered not-leader (the replica forgets them when it
 	// steps down; default 50ms).
@@ -173,7 +180,11 @@ func Open(cfg Config) (*Backend, error) {
 	if !self {
 		return nil, fmt.Errorf("nodesvc: this node's id %d is not among the peers", cfg.ID)
 	}
+	if err := checkTokenOffset(cfg.DataDir, cfg.Disk, cfg.TokenOffset); err != nil {
+		return nil, err
+	}
 	rc := reference.DefaultReplicaConfig(ids)
+	rc.TokenOffset = cfg.TokenOffset
 	if cfg.Replica != nil {
 		cfg.Replica(&rc)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/fencedstore"
@@ -84,6 +85,11 @@ func NewPlan(spec Spec, seed uint64) (Plan, error) {
 		o := nemesis.DrawOptions(r, c)
 		p.Options = &o
 		p.Schedule = append(p.Schedule, nemesis.Generate(r, o, c, time.Duration(spec.Duration))...)
+		if spec.TokenOffset == 0 {
+			// Written into the plan's spec, so that a replay file and a
+			// shrink keep the offset the seed drew.
+			p.Spec.TokenOffset = drawTokenOffset(seed)
+		}
 	}
 	if spec.Liveness != nil {
 		p.Schedule = p.Schedule.HealAll(time.Duration(spec.Duration), spec.cluster())
@@ -156,6 +162,9 @@ type Result struct {
 	Cut string
 	// Crash is the panic that ended the run when the verdict is crash.
 	Crash *Crash
+	// Marks are the protocol corners the run reached (package coverage),
+	// counted by the service, the clients and the nemesis.
+	Marks *coverage.Counts
 }
 
 // Crash is what a panic inside a run (the service, a client, the harness
@@ -270,10 +279,11 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	design := spec.design()
 	info := design.Info()
 	rec := newRecorder(w, ids, info.SyncedDecisions)
+	marks := &coverage.Counts{}
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = crashResult(p, w, rec, newCrash(r, w.Step(), w.Now())), nil
-			res.Wall = wall.elapsed()
+			res.Wall, res.Marks = wall.elapsed(), marks
 		}
 	}()
 	var obs lockservice.Observer = &boundedObserver{next: rec, w: w, left: reports, max: reports}
@@ -300,7 +310,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	}
 	servers := spec.serverNames()
 	run := lockservice.DesignRun{Limits: lockservice.DefaultLimits(), Observer: obs,
-		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth}
+		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks, TokenOffset: spec.TokenOffset}
 	for i := range servers {
 		// Ids are dense and handed out in order: the servers come first,
 		// then the store.
@@ -319,7 +329,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	}
 	ignoreTokens := spec.Store.IgnoreTokens || info.UnfencedStore
 	if err := add(storeNode, func() sim.Process {
-		cfg := fencedstore.StoreConfig{Limits: run.Limits, IgnoreTokens: ignoreTokens, Observer: obs}
+		cfg := fencedstore.StoreConfig{Limits: run.Limits, IgnoreTokens: ignoreTokens, Observer: obs, Marks: marks}
 		mutants.InjectStore(run.Mutant, &cfg)
 		return fencedstore.NewFencedStore(cfg)
 	}); err != nil {
@@ -332,14 +342,15 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		cfg := workload.DefaultConfig(c.Name, serverIDs, run.Store, c.Resource)
 		cfg.TTL, cfg.StartDelay, cfg.WorkDuration = time.Duration(c.TTL), time.Duration(c.StartDelay), time.Duration(c.WorkDuration)
 		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM = c.Cycles, c.WritesPerHold, c.DriftBoundPPM
-		cfg.Observer = obs
+		cfg.Observer, cfg.Marks = obs, marks
 		mutants.InjectClient(run.Mutant, &cfg.ClientConfig)
 		if err := add(c.Name, func() sim.Process { return workload.New(cfg, design.ClientProtocol(cfg.ClientConfig, run)) }); err != nil {
 			return Result{}, err
 		}
 	}
 	var picks []Pick
-	moments.watch = p.Installed().Install(w, func(name string) (sim.NodeID, bool) {
+	cov := &nemesis.Coverage{Marks: marks, TTL: spec.cluster().TTL, Servers: serverIDs, Store: run.Store}
+	moments.watch = p.Installed().InstallCounting(w, func(name string) (sim.NodeID, bool) {
 		if name == nemesis.Leader {
 			id, ok := leader(w, serverIDs)
 			picks = append(picks, pickOf(w, name, id, ok))
@@ -347,7 +358,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		}
 		id, ok := ids[name]
 		return id, ok
-	})
+	}, cov)
 
 	outcome, stopped := runWorld(w, p.End(), spec.StepLimit, opt.Stop)
 	if stopped || (opt.Stop != nil && opt.Stop()) {
@@ -356,7 +367,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	h := rec.history()
 	res = Result{
 		Scenario: spec.Name, Seed: p.Seed, TraceHash: w.Hash(), Events: w.Step(), SimTime: w.Now(),
-		Outcome: outcome, History: h, Stats: w.Stats(), Plan: p, Picks: picks, Fired: moments.watch.Fired,
+		Outcome: outcome, History: h, Stats: w.Stats(), Plan: p, Picks: picks, Marks: marks, Fired: moments.watch.Fired,
 	}
 	for i := range w.Nodes() {
 		res.Nodes = append(res.Nodes, w.Name(sim.NodeID(i)))

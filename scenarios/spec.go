@@ -51,6 +51,13 @@ type Spec struct {
 	// IngressDepth bounds each replica's requests in flight (0: the
 	// default); excess requests are shed as Overloaded.
 	IngressDepth int `json:"ingress_depth,omitempty"`
+	// TokenOffset starts the service's fencing tokens above it (the
+	// reference's token is the granting log index plus the offset), so a
+	// run can put its tokens near an integer boundary (2^31, 2^32, 2^53,
+	// 2^63) and show that every component carries them whole. 0: tokens
+	// start at 1; a swarm scenario without one draws one from the seed
+	// (TokenOffsets). At most MaxTokenOffset.
+	TokenOffset uint64 `json:"token_offset,omitempty"`
 	// Mutant plants a bug in every component of the run (see
 	// mutants.Mutants); "" is the reference.
 	Mutant string    `json:"mutant,omitempty"`
@@ -309,6 +316,8 @@ func (s *Spec) Validate() error {
 		return fail("%v", err)
 	case s.IngressDepth < 0:
 		return fail("ingress_depth must be ≥ 0 (0: the default)")
+	case s.TokenOffset > MaxTokenOffset:
+		return fail("token_offset %d leaves too little room below 2^64 for the run's tokens; use at most %d (2^64 − 2^40)", s.TokenOffset, uint64(MaxTokenOffset))
 	case s.LatencyMin < 0 || s.LatencyMax < s.LatencyMin || s.LatencyMean <= 0:
 		return fail("latency needs 0 ≤ latency_min ≤ latency_max and latency_mean > 0")
 	case len(s.Clients) == 0:

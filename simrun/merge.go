@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/scenarios"
 )
 
@@ -93,21 +94,33 @@ func cmdMerge(args []string, stdout, stderr io.Writer) int {
 	sums := map[string]*scenarios.Summary{}
 	var order, failures, problems []string
 	var shards []shardFile
+	// tally sums the runs' coverage marks, printed when any run carried
+	// some (shards swept with -coverage).
+	var tally coverage.Tally
+	withMarks := false
 	// take merges runs, once their shard is known to hold them (a foreign
-	// run is a shard's problem, not a second run of a seed), and reports
-	// false after printing why if a run disagrees with an earlier one.
-	take := func(runs []segmentRun) bool {
+	// run is a shard's problem, not a second run of a seed); after printing
+	// why, it returns exitNondeterminism if a run disagrees with an earlier
+	// one, exitUsage if a run names an unknown mark, else exitPass.
+	take := func(runs []segmentRun) int {
 		for _, r := range runs {
 			j := r.runJSON
 			k := key{j.Scenario, j.Seed}
 			if prev, dup := seen[k]; dup {
 				if prev.TraceHash != j.TraceHash || prev.Verdict != j.Verdict {
 					fmt.Fprintf(stderr, "simrun merge: NONDETERMINISM: %s seed %d appears twice with hashes %s and %s (the second at %s)\n", j.Scenario, j.Seed, prev.TraceHash, j.TraceHash, r.where)
-					return false
+					return exitNondeterminism
 				}
 				continue // the same run twice (a duplicate shard, reported below): count it once
 			}
 			seen[k] = j
+			c, err := coverage.CountsFromMap(j.Marks)
+			if err != nil {
+				fmt.Fprintf(stderr, "simrun merge: %s: %v (a line of another program version?)\n", r.where, err)
+				return exitUsage
+			}
+			withMarks = withMarks || len(j.Marks) > 0
+			tally.Add(c)
 			s := sums[j.Scenario]
 			if s == nil {
 				s = &scenarios.Summary{Scenario: j.Scenario}
@@ -122,7 +135,7 @@ func cmdMerge(args []string, stdout, stderr io.Writer) int {
 				failures = append(failures, fmt.Sprintf("MISS %s seed %d: got %s %s, want %s — reproduce: %s", j.Scenario, j.Seed, j.Verdict, j.Property, j.Expected, j.Repro))
 			}
 		}
-		return true
+		return exitPass
 	}
 	for _, path := range fs.Args() {
 		f, err := os.Open(path)
@@ -141,9 +154,9 @@ func cmdMerge(args []string, stdout, stderr io.Writer) int {
 				t := shardFile{*l.Sweep, fmt.Sprintf("%s:%d", path, line)}
 				own, ps := checkShard(t, segment)
 				problems = append(problems, ps...)
-				if !take(own) {
+				if code := take(own); code != exitPass {
 					f.Close()
-					return exitNondeterminism
+					return code
 				}
 				shards = append(shards, t)
 				segment = segment[:0]
@@ -168,8 +181,8 @@ func cmdMerge(args []string, stdout, stderr io.Writer) int {
 		}
 		if len(segment) > 0 {
 			problems = append(problems, fmt.Sprintf("%s: the last %d runs have no trailer line: the sweep did not finish (killed?) or the file was cut short", path, len(segment)))
-			if !take(segment) {
-				return exitNondeterminism
+			if code := take(segment); code != exitPass {
+				return code
 			}
 		}
 	}
@@ -201,6 +214,9 @@ func cmdMerge(args []string, stdout, stderr io.Writer) int {
 		wall += s.Wall
 	}
 	printSummary(stdout, specs, sums, wall, 1)
+	if withMarks {
+		printCoverage(stdout, &tally)
+	}
 	for _, f := range failures {
 		fmt.Fprintln(stdout, f)
 	}

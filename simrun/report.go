@@ -32,6 +32,10 @@ type runJSON struct {
 	Stack string `json:"stack,omitempty"`
 	Error string `json:"error,omitempty"`
 	Repro string `json:"repro"`
+	// Marks are the run's coverage marks hit at least once, by name
+	// (package coverage): always in `run -json`, in `sweep -json` with
+	// -coverage.
+	Marks map[string]uint64 `json:"marks,omitempty"`
 }
 
 // reproLine is the one command that reproduces a run of a built-in
@@ -88,6 +92,9 @@ func toJSON(spec scenarios.Spec, res scenarios.Result) runJSON {
 		Expected: spec.Expect.String(), Met: res.Met(spec), TraceHash: fmt.Sprintf("%016x", res.TraceHash),
 		Events: res.Events, SimSeconds: res.SimTime.Seconds(), WallSeconds: res.Wall.Seconds(),
 		Speedup: res.SimTime.Seconds() / max(res.Wall.Seconds(), 1e-9), Repro: reproLine(spec, res.Seed),
+	}
+	if res.Marks != nil {
+		j.Marks = res.Marks.Map()
 	}
 	for _, v := range res.Verdict.Violations {
 		j.Detail = append(j.Detail, fmt.Sprintf("%s at %v (step %d): %s", v.Property, v.At, v.Step, v.Detail))

@@ -260,6 +260,7 @@ func execute(cmd string, plan scenarios.Plan, o outputFlags, keepFailure bool, s
 	fmt.Fprintln(w, beliefOverlapLine(spec, res.Verdict.Metrics.BeliefOverlap))
 	fmt.Fprintf(w, "trace_hash=%s events=%d sim_seconds=%.3f wall_seconds=%.4f sim/wall=%.0f\n",
 		j.TraceHash, j.Events, j.SimSeconds, j.WallSeconds, j.Speedup)
+	fmt.Fprintln(w, marksLine(res.Marks))
 	if res.Crash != nil {
 		fmt.Fprintf(w, "stack of the panic (seed %d):\n%s\n", plan.Seed, indent(res.Crash.Stack))
 	}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/scenarios"
 )
@@ -48,6 +49,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	shard := fs.String("shard", "1/1", "run only shard `i/n` of the seeds (for CI matrices)")
 	budget := fs.Duration("budget", 0, "stop the sweep after this wall `duration`, runs in flight included, and summarize what finished (0: no limit)")
 	asJSON := fs.Bool("json", false, "print one JSON object per seed per line on stdout, nothing else")
+	withCoverage := fs.Bool("coverage", false, "tally the coverage marks (protocol corners, see simrun list -marks): hits and the fraction of seeds hitting each, after the summary; with -json each line carries its run's marks")
 	mutant := fs.String("mutant", "", "plant this bug in every scenario (see simrun list -mutants)")
 	design := designFlag(fs)
 	progress := fs.String("progress", "auto", "progress display: auto (a bar on a terminal, lines elsewhere), bar, lines, none")
@@ -139,6 +141,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		return ctx.Err() != nil || (*budget > 0 && time.Since(start) > *budget)
 	}}
 	enc := json.NewEncoder(stdout)
+	var tally coverage.Tally
 	st := scenarios.Sweep(ctx, jobs.All(), scenarios.SweepOptions{Workers: *workers, Budget: *budget}, func(r scenarios.JobResult) {
 		s := sums[r.Job.Spec.Name]
 		if s == nil {
@@ -146,8 +149,14 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 			sums[r.Job.Spec.Name] = s
 		}
 		s.Add(r)
+		if *withCoverage {
+			tally.Add(r.Result.Marks)
+		}
 		if *asJSON {
 			j := toJSON(r.Job.Spec, r.Result)
+			if !*withCoverage {
+				j.Marks = nil
+			}
 			if r.Err != nil {
 				j = runJSON{Scenario: r.Job.Spec.Name, Seed: r.Job.Seed, Verdict: "error", Error: r.Err.Error(), Repro: reproLine(r.Job.Spec, r.Job.Seed)}
 			}
@@ -190,6 +199,9 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		out = stderr // stdout carries JSON only
 	}
 	printSummary(out, specs, sums, elapsed, *workers)
+	if *withCoverage {
+		printCoverage(out, &tally)
+	}
 	for _, f := range failures {
 		fmt.Fprintln(out, f)
 	}

@@ -33,6 +33,8 @@ type config struct {
 	// HandoverTimeout bounds the leadership transfer on SIGTERM.
 	HandoverTimeout time.Duration
 	LogFormat       string
+	// TokenOffset starts the group's tokens above it (nodesvc.Config).
+	TokenOffset uint64
 }
 
 // settings are the command's flags and variables.
@@ -102,6 +104,14 @@ var settings = []svcmain.Setting[config]{
 		return nil
 	}),
 	svcmain.S("handover-timeout", "FENCESIM_NODE_HANDOVER_TIMEOUT", "2s", "on SIGTERM, how long a leader waits for a follower to take over before it drains anyway (the others then elect one after their election timeout) (0..1m; 0: no hand-over)", svcmain.DurIn(0, time.Minute, func(c *config, d time.Duration) { c.HandoverTimeout = d })),
+	svcmain.S("token-offset", tokenOffsetVar, "0", "start the group's fencing tokens above this number (token = log index + offset), e.g. past the tokens an older lock service gave the same fenced resources; only for a brand-new data directory: a node whose data was created with another offset refuses to start (0..2^64−2^40)", func(c *config, v string) error {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n > nodesvc.MaxTokenOffset {
+			return fmt.Errorf("must be an integer in 0..%d", uint64(nodesvc.MaxTokenOffset))
+		}
+		c.TokenOffset = n
+		return nil
+	}),
 	svcmain.S("log-format", "FENCESIM_NODE_LOG_FORMAT", "text", "log format on stderr: text or json", func(c *config, v string) error {
 		if v != "text" && v != "json" {
 			return errors.New("must be text or json")
@@ -219,3 +229,6 @@ Each setting is a flag or an environment variable (the flag wins):
 	svcmain.Usage(w, settings, 30)
 	fmt.Fprintf(w, "\nSIGTERM or SIGINT drains: /readyz turns 503, in-flight requests finish, then the replica stops.\nExit codes: 0 drained, 1 failure, 2 bad configuration.\n")
 }
+
+// tokenOffsetVar names the token offset's variable in errors about it.
+const tokenOffsetVar = "FENCESIM_NODE_TOKEN_OFFSET"

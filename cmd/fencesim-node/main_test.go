@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencesim/fencesim/filedisk"
 	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/lockapi/lockclient"
 )
@@ -56,6 +57,7 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_REQUEST_TIMEOUT": "2"}, `FENCESIM_NODE_REQUEST_TIMEOUT="2": must be a duration in 10ms..1m0s`},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers, "-log-format", "xml"}, nil, `-log-format="xml": must be text or json`},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_ADMISSION": "vegas"}, `FENCESIM_NODE_ADMISSION="vegas": must be one of gradient, aimd, static`},
+		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_TOKEN_OFFSET": "-1"}, `FENCESIM_NODE_TOKEN_OFFSET="-1": must be an integer in 0..18446742974197923840`},
 		{[]string{"-bogus"}, nil, "flag provided but not defined: -bogus"},
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},
 	}
@@ -393,5 +395,26 @@ func TestAdmissionReachesTheLimiter(t *testing.T) {
 		if got := apiConfig(cfg, nil).Limiter.Algorithm; got != c.want {
 			t.Errorf("args %q env %v: algorithm %q, want %q", c.args, c.env, got, c.want)
 		}
+	}
+}
+
+// TestTokenOffsetMismatchExits2: a node whose data directory was created
+// with another token offset (here: a log from before offsets, offset 0)
+// refuses to start with exit 2, naming the variable to fix.
+func TestTokenOffsetMismatchExits2(t *testing.T) {
+	dir := t.TempDir()
+	d, err := filedisk.Open(dir, filedisk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Write("raft/hardstate", []byte{1})
+	d.Sync()
+	d.Close()
+	peers := "0=127.0.0.1:7000=127.0.0.1:8000,1=127.0.0.1:7001=127.0.0.1:8001,2=127.0.0.1:7002=127.0.0.1:8002"
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"-id", "0", "-data", dir, "-peers", peers, "-listen", "127.0.0.1:0", "-peer-listen", "127.0.0.1:0"},
+		map[string]string{"FENCESIM_NODE_TOKEN_OFFSET": "4294967296"}, &out, &out, nil)
+	if code != 2 || !strings.Contains(out.String(), "FENCESIM_NODE_TOKEN_OFFSET") || !strings.Contains(out.String(), "brand-new data directory") {
+		t.Fatalf("exit %d, output %q; want exit 2 naming FENCESIM_NODE_TOKEN_OFFSET", code, out.String())
 	}
 }

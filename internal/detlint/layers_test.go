@@ -26,23 +26,27 @@ var layers = []struct {
 		why:     "the contract is a leaf: a real runtime implements it without building the simulator",
 	},
 	{
+		pattern: "./coverage",
+		why:     "the coverage marks are counted by the Raft core, the reference, the client and the nemesis alike: a leaf, so that none of them drags anything in",
+	},
+	{
 		pattern: "./lockservice",
-		allowed: []string{"process"},
+		allowed: []string{"process", "coverage"},
 		why:     "the plug-in contract is what a lock author imports: the process contract and the standard library, never Raft, the reference or the simulator",
 	},
 	{
 		pattern: "./lockservice/reference",
-		allowed: []string{"process", "lockservice", "lockservice/raft", "lockservice/internal/record"},
+		allowed: []string{"process", "coverage", "lockservice", "lockservice/raft", "lockservice/internal/record"},
 		why:     "the reference is a lock service like any plug-in: the contract, Raft and its records, nothing of the harness, the catalogue of planted bugs or the simulator",
 	},
 	{
 		pattern: "./lockservice/...",
-		allowed: []string{"process"},
+		allowed: []string{"process", "coverage"},
 		why:     "the lock service is written against the contract only, so that it runs on a real clock and disk unchanged (fault controls stay in sim and nemesis)",
 	},
 	{
 		pattern: "./scenarios/workload",
-		allowed: []string{"process", "lockservice", "lockservice/lockclient", "lockservice/internal/record"},
+		allowed: []string{"process", "coverage", "lockservice", "lockservice/lockclient", "lockservice/internal/record"},
 		why:     "the workload drives the lock client like an application would: nothing of the simulator, the reference or the harness",
 	},
 	{
@@ -62,7 +66,7 @@ var layers = []struct {
 	},
 	{
 		pattern: "./wire",
-		allowed: []string{"process", "lockservice", "lockservice/raft", "lockservice/reference", "lockservice/redlock", "lockservice/internal/record"},
+		allowed: []string{"process", "coverage", "lockservice", "lockservice/raft", "lockservice/reference", "lockservice/redlock", "lockservice/internal/record"},
 		why:     "the wire codec encodes the lock service's messages (the contract's, Raft's as the reference sends them, Redlock's); it must not drag in the simulator",
 	},
 	{
@@ -94,7 +98,7 @@ var layers = []struct {
 	},
 	{
 		pattern: "./lockapi/lockclient",
-		allowed: []string{"lockapi", "admission", "internal/httpx", "process", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "realclock"},
+		allowed: []string{"lockapi", "admission", "internal/httpx", "process", "coverage", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "realclock"},
 		why:     "the HTTP client is the simulator's lock client on the real clock: its state machine and the contract it speaks, nothing of the simulator or of any service",
 	},
 	{

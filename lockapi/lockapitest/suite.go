@@ -23,8 +23,13 @@ type Harness struct {
 	// Advance lets leases age by d: a fast-forward (Mem, miniredis) or a
 	// sleep (a real Redis).
 	Advance func(d time.Duration)
-	// SetFence sets a resource's last issued token.
+	// SetFence sets a resource's last issued token. A backend whose
+	// tokens cannot be set (the Raft node's are log indexes) leaves it nil
+	// and starts its tokens above TokenOffset instead.
 	SetFence func(resource string, t uint64)
+	// TokenOffset, with SetFence nil, is what the backend's tokens start
+	// above: the tokens-beyond-2^53 case needs it at 2^53 or more.
+	TokenOffset uint64
 }
 
 // Serve starts a lockapi server over b on a free loopback port and returns
@@ -276,6 +281,10 @@ func Suite(t *testing.T, newHarness func(t *testing.T) Harness) {
 
 	t.Run("tokens-beyond-2^53", func(t *testing.T) {
 		h, a, _ := start(t)
+		if h.SetFence == nil {
+			bigTokensFromOffset(t, h, a)
+			return
+		}
 		h.SetFence("big", 1<<53)
 		r := acquire(t, a, "big", "alice", "q", 5000)
 		if !strings.Contains(r.Body, `"token":"9007199254740993"`) {
@@ -294,4 +303,30 @@ func Suite(t *testing.T, newHarness func(t *testing.T) Harness) {
 		// fenced resource would reject (or worse, accept).
 		wantStatus(t, "acquire past 2^64-1", acquire(t, a, "top", "bob", "q", 5000), 503, lockapi.CodeUnavailable)
 	})
+}
+
+// bigTokensFromOffset is the tokens-beyond-2^53 case for a backend whose
+// tokens start above h.TokenOffset: grants, a renewal, a release, the
+// lock's state and the next grant all carry tokens past 2^53 whole, as
+// decimal strings.
+func bigTokensFromOffset(t *testing.T, h Harness, a string) {
+	if h.TokenOffset < 1<<53 {
+		t.Fatalf("harness: without SetFence, TokenOffset must be at least 2^53, got %d", h.TokenOffset)
+	}
+	r := acquire(t, a, "big", "alice", "q", 5000)
+	tok := r.Lease(t).Token
+	if uint64(tok) <= h.TokenOffset || !strings.Contains(r.Body, `"token":"`+tok.String()+`"`) {
+		t.Fatalf("acquire: %d %s, want a token above %d as a decimal string", r.Status, r.Body, h.TokenOffset)
+	}
+	if got := renew(t, a, "big", "alice", tok, 5000).Lease(t).Token; got != tok {
+		t.Fatalf("renew: token %s, want %s", got, tok)
+	}
+	if g := Do(t, "GET", a+"/v1/locks/big", ""); !strings.Contains(g.Body, `"last_token":"`+tok.String()+`"`) || !strings.Contains(g.Body, `"token":"`+tok.String()+`"`) {
+		t.Fatalf("GET: %d %s, want token and last_token %q", g.Status, g.Body, tok.String())
+	}
+	wantStatus(t, "release "+tok.String(), release(t, a, "big", "alice", tok), 200, "")
+	next := acquire(t, a, "big", "bob", "q", 5000).Lease(t).Token
+	if next <= tok {
+		t.Fatalf("the next grant's token %s is not above %s", next, tok)
+	}
 }

@@ -52,6 +52,7 @@ func (d replicatedDesign) Nodes(replicas int) ([]string, error) {
 func (d replicatedDesign) NewServer(_ int, run lockservice.DesignRun) process.Process {
 	cfg := reference.DefaultReplicaConfig(run.Servers)
 	cfg.Limits, cfg.Observer = run.Limits, run.Observer
+	cfg.Marks, cfg.TokenOffset = run.Marks, run.TokenOffset
 	mutants.InjectReplica(run.Mutant, &cfg)
 	if run.IngressDepth > 0 {
 		cfg.IngressDepth = run.IngressDepth

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/internal/record"
 	"github.com/fencesim/fencesim/process"
@@ -23,6 +24,9 @@ type StoreConfig struct {
 	// FenceInMemory keeps the highest token per resource in memory only
 	// (the durable record says 0), so a restarted store has forgotten it.
 	FenceInMemory bool
+	// Marks counts the protocol corners the store reaches (package
+	// coverage); nil counts nothing.
+	Marks *coverage.Counts
 }
 
 // FencedStore is the storage a lock protects: it accepts write(resource,
@@ -69,8 +73,14 @@ func (s *FencedStore) Receive(env process.Env, from process.NodeID, msg process.
 			return
 		}
 		d := s.table.Write(m)
-		if d.Stale {
+		switch {
+		case d.Stale:
+			s.cfg.Marks.Hit(coverage.StoreLateCopy)
 			return
+		case !d.Applied:
+			s.cfg.Marks.Hit(coverage.StoreReplayedWrite)
+		case !d.Reply.Accepted:
+			s.cfg.Marks.Hit(coverage.StoreFenced)
 		}
 		if d.Applied {
 			s.rec = s.table.appendRecord(s.rec[:0], s.cfg.FenceInMemory)

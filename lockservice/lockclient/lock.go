@@ -9,6 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/internal/record"
 	"github.com/fencesim/fencesim/process"
@@ -70,6 +71,10 @@ type Lock struct {
 	acqReq      uint64
 	acqStart    time.Duration // monotonic, for the watchdog
 	acqStartReq uint64        // the request acqStart was taken for
+	// acqNamed: a redirect named the leader this request went to next;
+	// acqMoved: that leader then redirected it again or went silent (the
+	// lead changed while the acquire was in flight), for a coverage mark.
+	acqNamed, acqMoved bool
 	// the lease as the client believes it
 	token      uint64
 	deadline   time.Duration // monotonic: the watchdog's limit
@@ -265,6 +270,7 @@ func (l *Lock) sendAcquire() {
 		// retry is deduplicated, so the grant it is answered with may have
 		// started when the first copy arrived.
 		l.acqStart, l.acqStartReq = l.now(), l.acqReq
+		l.acqNamed, l.acqMoved = false, false
 		l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpAcquire, Request: l.acqReq})
 	}
 	l.send(l.server(), lockservice.AcquireRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, TTL: l.cfg.TTL, Request: l.acqReq})
@@ -275,6 +281,8 @@ func (l *Lock) sendAcquire() {
 // retryAcquire resends the acquire elsewhere, with the same id: the last
 // server did not answer in time.
 func (l *Lock) retryAcquire() {
+	l.acqMoved = l.acqMoved || l.acqNamed
+	l.acqNamed = false
 	l.rotate()
 	l.sendAcquire()
 }
@@ -316,6 +324,12 @@ func (l *Lock) onAcquireReply(m lockservice.LockReply) {
 	}
 	switch m.Status {
 	case lockservice.Granted:
+		if l.acqMoved {
+			l.cfg.Marks.Hit(coverage.ClientAcquireAcrossLeaders)
+		}
+		if l.now()-l.acqStart > l.cfg.TTL {
+			l.cfg.Marks.Hit(coverage.ClientGrantPastTTL)
+		}
 		l.token = m.Token
 		l.extend(l.acqStart, m.TTL)
 		l.phase = lockHolding
@@ -334,7 +348,9 @@ func (l *Lock) onAcquireReply(m lockservice.LockReply) {
 		}
 		Rearm(l.env, &l.timeout, l.backoffAfter(m.Status), l.sendAcquireFn)
 	case lockservice.NotLeader:
+		l.acqMoved = l.acqMoved || l.acqNamed
 		named := l.redirect(m)
+		l.acqNamed = named
 		l.Log("acquire.redirect", m.Request, slog.Int("leader", int(m.Leader)))
 		Rearm(l.env, &l.timeout, l.retryDelay(named), l.sendAcquireFn) // same id
 	default:
@@ -380,6 +396,7 @@ func (l *Lock) watchdogFired() {
 	if l.phase != lockHolding {
 		return
 	}
+	l.cfg.Marks.Hit(coverage.ClientWatchdogFired)
 	l.Log("watchdog.expired", 0, slog.Uint64("token", l.token))
 	l.Lose("watchdog")
 }
@@ -444,6 +461,7 @@ func (l *Lock) onRenewReply(m lockservice.LockReply) {
 		l.Log("renew.ok", m.Request, slog.Uint64("token", l.token))
 		return
 	}
+	l.cfg.Marks.Hit(coverage.ClientRenewRefused)
 	l.Log("renew.lost", m.Request, slog.Uint64("token", l.token), slog.String("status", m.Status.String()))
 	l.Lose("renew-refused")
 }
@@ -506,6 +524,9 @@ func (l *Lock) onReleaseReply(m lockservice.LockReply) {
 		return
 	}
 	l.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRelease, Request: m.Request, Token: l.token, Status: m.Status})
+	if m.Status != lockservice.Released {
+		l.cfg.Marks.Hit(coverage.ClientReleaseRefused)
+	}
 	l.logStatus("release.", m.Status, m.Request, slog.Uint64("token", l.token))
 	l.relStatus = m.Status
 	l.phase = lockIdle

@@ -57,6 +57,13 @@ const (
 	MutStoreFenceVolatile lockservice.Mutant = "store-fence-volatile"
 	// MutStoreNoFence: the store ignores tokens.
 	MutStoreNoFence lockservice.Mutant = "store-no-fence"
+	// MutToken32Bit: the store keeps tokens in 32 bits (an unsigned
+	// 32-bit column, a uint32 field): it compares them truncated, so once
+	// the service's tokens pass 2^32 a new holder's token reads as lower
+	// than its predecessors' and the fence turns backwards. Only a run
+	// whose tokens cross 2^32 (or a multiple of it) can show it: the swarm
+	// draws token offsets near 2^32, 2^53 and 2^63.
+	MutToken32Bit lockservice.Mutant = "token-32bit"
 	// MutTokenLocalCounter: the leader stamps each acquire with a token
 	// from its own in-memory counter instead of the log index.
 	MutTokenLocalCounter lockservice.Mutant = "token-local-counter"
@@ -91,6 +98,7 @@ var mutants = []MutantInfo{
 	{MutStoreFenceStrictGT, "the store rejects the holder's second write with the same token (token > highest)"},
 	{MutStoreFenceVolatile, "the store's highest token is not synced and is lost when the store crashes"},
 	{MutStoreNoFence, "the store ignores tokens"},
+	{MutToken32Bit, "the store compares tokens truncated to 32 bits"},
 	{MutTokenLocalCounter, "each replica counts tokens itself instead of using the log index"},
 	{MutTokenReuseOnReacquire, "a free → held transition reuses the resource's last token"},
 	{MutTokenUnsynced, "term, vote, log and the single node's counter are not synced before the replies that depend on them"},
@@ -134,8 +142,11 @@ var injections = map[lockservice.Mutant]injection{
 	MutStoreFenceStrictGT: {store: func(c *fencedstore.StoreConfig) {
 		c.Fence = func(token, highest uint64) bool { return token > highest }
 	}},
-	MutStoreFenceVolatile:    {store: func(c *fencedstore.StoreConfig) { c.FenceInMemory = true }},
-	MutStoreNoFence:          {store: func(c *fencedstore.StoreConfig) { c.IgnoreTokens = true }},
+	MutStoreFenceVolatile: {store: func(c *fencedstore.StoreConfig) { c.FenceInMemory = true }},
+	MutStoreNoFence:       {store: func(c *fencedstore.StoreConfig) { c.IgnoreTokens = true }},
+	MutToken32Bit: {store: func(c *fencedstore.StoreConfig) {
+		c.Fence = func(token, highest uint64) bool { return uint32(token) >= uint32(highest) }
+	}},
 	MutTokenLocalCounter:     {replica: func(c *reference.ReplicaConfig) { c.Tokens = &localCounter{} }},
 	MutTokenReuseOnReacquire: {table: reuseTokens},
 	MutTokenUnsynced: {

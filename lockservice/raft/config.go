@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/fencesim/fencesim/coverage"
 )
 
 // Config is everything New needs to build a node: its identity and peers,
@@ -42,6 +44,11 @@ type Config struct {
 	// Quorum returns how many voters make a majority of n; nil means
 	// n/2+1. It is a hook so that a planted bug can change it.
 	Quorum func(n int) int
+
+	// Marks counts the protocol corners the node reaches (coverage's
+	// Raft marks); nil counts nothing. Counting never changes what the
+	// node does.
+	Marks *coverage.Counts
 }
 
 // Validate reports the first problem with c, so that a misconfigured node

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/fencesim/fencesim/coverage"
 )
 
 // Bounds on every queue a Node keeps; see "Bounds" in the package doc.
@@ -69,6 +71,7 @@ type Node struct {
 	preVote          bool
 	checkQuorum      bool
 	quorumFn         func(int) int
+	marks            *coverage.Counts
 
 	term uint64
 	vote ID
@@ -131,6 +134,7 @@ func New(c Config) (*Node, error) {
 		preVote:          c.PreVote,
 		checkQuorum:      c.CheckQuorum,
 		quorumFn:         q,
+		marks:            c.Marks,
 		term:             c.HardState.Term,
 		vote:             c.HardState.Vote,
 	}
@@ -182,6 +186,7 @@ func (n *Node) tickHeartbeat() {
 	if n.electionElapsed >= n.electionTimeout {
 		n.electionElapsed = 0
 		if n.checkQuorum && !n.quorumActive() {
+			n.marks.Hit(coverage.RaftCheckQuorumStepDown)
 			n.becomeFollower(n.term, None)
 			return
 		}
@@ -235,6 +240,7 @@ func (n *Node) Step(m Message) error {
 			// A campaign the leader itself asked for (Transfer) is the
 			// exception: it is how a live leader hands over.
 			if n.checkQuorum && n.lead != None && n.electionElapsed < n.electionTimeout && !(m.Type == MsgVote && m.Transfer) {
+				n.marks.Hit(coverage.RaftVoteLeaseIgnored)
 				return nil
 			}
 		}
@@ -252,6 +258,7 @@ func (n *Node) Step(m Message) error {
 	case m.Term < n.term:
 		switch {
 		case (n.checkQuorum || n.preVote) && (m.Type == MsgApp || m.Type == MsgHeartbeat):
+			n.marks.Hit(coverage.RaftAppendStaleTerm)
 			// Tell a stale leader our term so it steps down. Without
 			// this, a leader cut off by CheckQuorum or PreVote from the
 			// higher term could never learn it.
@@ -350,6 +357,9 @@ func (n *Node) handleVote(m Message) {
 		}
 		return
 	}
+	if m.Type == MsgVote && n.vote != None && n.vote != m.From {
+		n.marks.Hit(coverage.RaftVoteSplit)
+	}
 	n.send(Message{To: m.From, Type: resp, Reject: true})
 }
 
@@ -433,6 +443,7 @@ func (n *Node) stepCandidate(m Message) error {
 				n.becomeLeader()
 			}
 		case electionLost:
+			n.marks.Hit(coverage.RaftElectionLost)
 			n.becomeFollower(n.term, None)
 		}
 	}
@@ -464,6 +475,7 @@ func (n *Node) stepFollower(m Message) error {
 func (n *Node) handleAppend(m Message) {
 	if m.Index < n.log.committed {
 		// Everything up to our commit index matches any current leader.
+		n.marks.Hit(coverage.RaftAppendBehindCommit)
 		n.send(Message{To: m.From, Type: MsgAppResp, Index: n.log.committed})
 		return
 	}
@@ -472,6 +484,11 @@ func (n *Node) handleAppend(m Message) {
 		// index, and skipping our entries of terms above m.LogTerm, which
 		// cannot match the leader's entry at m.Index.
 		hintIndex, hintTerm := n.log.findConflictByTerm(min(m.Index, n.log.lastIndex()), m.LogTerm)
+		if m.Index <= n.log.lastIndex() {
+			n.marks.Hit(coverage.RaftAppendConflict)
+		} else {
+			n.marks.Hit(coverage.RaftAppendGap)
+		}
 		n.send(Message{To: m.From, Type: MsgAppResp, Index: m.Index, Reject: true, RejectHint: hintIndex, LogTerm: hintTerm})
 		return
 	}
@@ -481,8 +498,13 @@ func (n *Node) handleAppend(m Message) {
 		if lastNew-min(n.handed, ci-1) > MaxUnstableEntries {
 			return // no answer: the leader retries once we have caught up
 		}
+		if ci <= n.log.lastIndex() {
+			n.marks.Hit(coverage.RaftLogTruncated)
+		}
 		n.log.truncateAndAppend(m.Entries[ci-m.Index-1:])
 		n.handed = min(n.handed, ci-1)
+	} else if len(m.Entries) > 0 {
+		n.marks.Hit(coverage.RaftAppendDuplicate)
 	}
 	n.log.commitTo(min(m.Commit, lastNew))
 	n.send(Message{To: m.From, Type: MsgAppResp, Index: lastNew})
@@ -593,6 +615,9 @@ func (n *Node) maybeCommit() bool {
 	idx := n.matchBuf[len(n.matchBuf)-q] // q-th highest
 	if idx <= n.log.committed || n.log.mustTerm(idx) != n.term {
 		return false
+	}
+	if n.log.mustTerm(n.log.committed+1) != n.term {
+		n.marks.Hit(coverage.RaftCommitEarlierTerm)
 	}
 	return n.log.commitTo(idx)
 }
@@ -740,6 +765,9 @@ func (n *Node) becomeCandidate() {
 func (n *Node) becomeLeader() {
 	if n.role != Candidate {
 		panic(fmt.Sprintf("raft: internal error: only a candidate can become leader, not a %v", n.role))
+	}
+	if n.log.lastIndex() > n.log.committed {
+		n.marks.Hit(coverage.RaftLeaderUncommittedTail)
 	}
 	n.reset(n.term)
 	n.lead = n.id

@@ -64,6 +64,9 @@ type diskLog struct {
 	segFirst uint64 // the segment appends go to, and its key
 	segKey   string
 	scratch  []byte // the sealed entry (the disk keeps its own copy)
+	// cut says loadLog found the log torn or incomplete at its tail and
+	// cut it there (a coverage mark).
+	cut bool
 }
 
 // append writes ents, which continue the log or replace a suffix of it.
@@ -149,7 +152,7 @@ func loadLog(d process.Disk, per uint64) ([]raft.Entry, diskLog) {
 			d.Delete(stale)
 		}
 		d.Sync()
-		break
+		return entries, diskLog{per: per, last: uint64(len(entries)), cut: true}
 	}
 	return entries, diskLog{per: per, last: uint64(len(entries))}
 }

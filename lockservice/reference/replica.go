@@ -9,6 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/internal/record"
 	"github.com/fencesim/fencesim/lockservice/raft"
@@ -28,6 +29,15 @@ type ReplicaConfig struct {
 	IngressDepth int
 	Limits       lockservice.Limits
 	Observer     lockservice.Observer
+	// Marks counts the protocol corners the replica and its Raft node
+	// reach (package coverage); nil counts nothing.
+	Marks *coverage.Counts
+	// TokenOffset is added to the granting entry's log index to make its
+	// fencing token, so that a run can start its tokens near an integer
+	// boundary (2^31, 2^32, 2^53, 2^63) and show that every component
+	// carries them as uint64. It is part of the group's identity: every
+	// replica of a group, and every restart, must use the same offset.
+	TokenOffset uint64
 
 	// The injection points (variant.go); the zero values are the reference.
 
@@ -135,6 +145,13 @@ type Replica struct {
 	// ledTerm is the last term this process reported winning (EvElected).
 	ledTerm uint64
 	ticker  clockwork.Timer
+	// lastGrant is the token of the last grant applied, for the token
+	// boundary marks.
+	lastGrant uint64
+	// votedAt and appendedAt are when the replica last persisted a vote
+	// and log entries (its monotonic clock; 0: never), recorded only when
+	// coverage marks are counted (LastPersist).
+	votedAt, appendedAt time.Duration
 }
 
 // NewReplica returns a replica process; every restart needs a new one.
@@ -161,6 +178,7 @@ func (r *Replica) Start(env process.Env) {
 		r.timers = monotonicTimers{}
 	}
 	r.table.Rules = r.cfg.Table
+	r.lastGrant = r.cfg.TokenOffset // tokens start above it: only a crossing in the run is marked
 	var hs raft.HardState
 	r.hardState = record.Slotted{Key: hardStateKey}
 	if b, ok := r.hardState.Load(env.Disk()); ok {
@@ -170,7 +188,14 @@ func (r *Replica) Start(env process.Env) {
 		}
 	}
 	entries, dlog := loadLog(env.Disk(), segmentEntries)
+	if dlog.cut {
+		r.cfg.Marks.Hit(coverage.ReplicaLogTailCut)
+	}
+	loaded := len(entries)
 	entries = dlog.keepTerms(env.Disk(), entries, hs.Term)
+	if len(entries) < loaded {
+		r.cfg.Marks.Hit(coverage.ReplicaLogTermCut)
+	}
 	r.log = dlog
 	r.persistedHard = hs
 	peers := make([]raft.ID, len(r.cfg.Peers))
@@ -180,6 +205,10 @@ func (r *Replica) Start(env process.Env) {
 	rc := raft.Config{
 		ID: raftID(env.ID()), Peers: peers, ElectionTick: r.cfg.ElectionTick, HeartbeatTick: r.cfg.HeartbeatTick,
 		Rand: env.Rand(), PreVote: true, CheckQuorum: true, HardState: hs, Entries: entries, Quorum: r.cfg.Quorum,
+		Marks: r.cfg.Marks,
+	}
+	if len(entries) > 0 {
+		r.cfg.Marks.Hit(coverage.ReplicaRestartReplay)
 	}
 	node, err := raft.New(rc)
 	if err != nil {
@@ -258,6 +287,7 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 		return
 	}
 	if r.inflight >= r.cfg.IngressDepth {
+		r.cfg.Marks.Hit(coverage.ReplicaShed)
 		env.Log().Info("replica.shed", slog.String("client", client), slog.Uint64("req", request), slog.Int("inflight", r.inflight))
 		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.Overloaded})
 		return
@@ -352,6 +382,15 @@ func (r *Replica) elected() {
 
 func (r *Replica) persist(rd raft.Ready) {
 	d := r.env.Disk()
+	if r.cfg.Marks != nil { // only the coverage marks need the instants
+		now := r.env.Clock().Monotonic()
+		if rd.HardState.Vote != raft.None && rd.HardState.Vote != r.persistedHard.Vote {
+			r.votedAt = now
+		}
+		if len(rd.Entries) > 0 {
+			r.appendedAt = now
+		}
+	}
 	r.log.append(d, rd.Entries) // may replace a conflicting suffix
 	// A vote for another replica (a candidate's vote for itself is part of
 	// its campaign).
@@ -386,6 +425,9 @@ func (r *Replica) leadership(leader bool) {
 	if leader {
 		// Restart every lease at its full TTL: the new leader cannot know
 		// how much of it the old one had measured.
+		if len(r.table.Leases()) > 0 {
+			r.cfg.Marks.Hit(coverage.ReplicaNewLeaderLeases)
+		}
 		for _, l := range r.table.Leases() {
 			r.arm(l.Resource, l.Token, r.started[l.Resource], l.TTL)
 		}
@@ -396,6 +438,9 @@ func (r *Replica) leadership(leader bool) {
 		r.disarm(res)
 	}
 	// Clients waiting on this replica retry elsewhere with the same ids.
+	if len(r.pending) > 0 {
+		r.cfg.Marks.Hit(coverage.ReplicaStepDownPending)
+	}
 	clear(r.pending)
 	if r.cfg.Grants != nil {
 		r.cfg.Grants.StepDown()
@@ -435,7 +480,10 @@ func (r *Replica) apply(e raft.Entry) {
 		// nor re-arm a timer on a resource that may have changed hands.
 		_, replay := r.table.Seen(c.Client, c.Request)
 		replay = replay && r.table.replays(CmdAcquire)
-		token := e.Index
+		if replay {
+			r.cfg.Marks.Hit(coverage.ReplicaDuplicateEntry)
+		}
+		token := e.Index + r.cfg.TokenOffset
 		if r.cfg.Tokens != nil {
 			token = r.cfg.Tokens.Token(c.Token, e.Index)
 		}
@@ -450,6 +498,9 @@ func (r *Replica) apply(e raft.Entry) {
 		if rep.Status == lockservice.Granted && !replay {
 			if !held || prev.Token != rep.Token { // not the holder's own grant standing
 				obs.Observe(lockservice.Event{Kind: lockservice.EvGranted, Resource: c.Resource, Client: c.Client, Token: rep.Token, Index: e.Index})
+				r.markToken(rep.Token)
+			} else {
+				r.cfg.Marks.Hit(coverage.LockHolderReacquired)
 			}
 			r.started[c.Resource] = e.Index
 			if r.leader {
@@ -462,6 +513,9 @@ func (r *Replica) apply(e raft.Entry) {
 	case CmdRenew:
 		_, replay := r.table.Seen(c.Client, c.Request) // as for CmdAcquire
 		rep = r.table.Renew(lockservice.RenewRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request}, 0)
+		if rep.Status == lockservice.NotHolder && !replay {
+			r.cfg.Marks.Hit(coverage.LockRenewAfterExpiry)
+		}
 		if rep.Status == lockservice.Renewed && !replay {
 			obs.Observe(lockservice.Event{Kind: lockservice.EvRenewed, Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request})
 			r.started[c.Resource] = e.Index
@@ -472,6 +526,9 @@ func (r *Replica) apply(e raft.Entry) {
 	case CmdRelease:
 		var ended *Lease
 		rep, ended = r.table.Release(lockservice.ReleaseRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request})
+		if l, held := r.table.Lease(c.Resource); ended == nil && held && l.Token > c.Token {
+			r.cfg.Marks.Hit(coverage.LockReleaseAfterRegrant)
+		}
 		if ended != nil {
 			obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released", Index: e.Index})
 			r.disarm(c.Resource)
@@ -481,8 +538,10 @@ func (r *Replica) apply(e raft.Entry) {
 			if l, ok := r.table.ExpireToken(c.Resource, c.Token); ok {
 				obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired", Index: e.Index})
 				r.disarm(c.Resource)
+				return
 			}
 		}
+		r.cfg.Marks.Hit(coverage.LockExpireRaced)
 		return
 	default:
 		panic(fmt.Sprintf("lockservice: unknown command kind %d at index %d", c.Kind, e.Index))
@@ -492,6 +551,26 @@ func (r *Replica) apply(e raft.Entry) {
 			r.env.Send(w.to, rep)
 		}
 	}
+}
+
+// tokenBoundaries are the integer boundaries a token crossing is marked at.
+var tokenBoundaries = [...]struct {
+	at   uint64
+	mark coverage.Mark
+}{{1 << 31, coverage.TokenCross2p31}, {1 << 32, coverage.TokenCross2p32}, {1 << 53, coverage.TokenCross2p53}, {1 << 63, coverage.TokenCross2p63}}
+
+// markToken marks a grant whose token crossed an integer boundary since
+// the replica's last grant (package coverage).
+func (r *Replica) markToken(token uint64) {
+	if r.cfg.Marks == nil {
+		return
+	}
+	for _, b := range tokenBoundaries {
+		if token >= b.at && r.lastGrant < b.at {
+			r.cfg.Marks.Hit(b.mark)
+		}
+	}
+	r.lastGrant = token
 }
 
 // takeOver silently ends another client's lease on c's resource before
@@ -590,6 +669,12 @@ func (r *Replica) IsLeader() (bool, uint64) {
 	}
 	return r.node.Role() == raft.Leader, r.node.Term()
 }
+
+// LastPersist returns when the replica last wrote a vote and log entries
+// to its disk, on its monotonic clock (0: not since it started), so that
+// the nemesis can mark a crash right after either. It is recorded only
+// when ReplicaConfig.Marks is set.
+func (r *Replica) LastPersist() (vote, entries time.Duration) { return r.votedAt, r.appendedAt }
 
 // Table exposes the replica's applied state for tests and the harness.
 func (r *Replica) Table() *LockTable { return r.table }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/scenarios/workload"
@@ -24,9 +25,10 @@ func TestReplicaRestartsAfterTornLogWrite(t *testing.T) {
 				grants = append(grants, e.Token)
 			}
 		})
+		marks := &coverage.Counts{}
 		for i := range peers {
 			cfg := DefaultReplicaConfig(peers)
-			cfg.Observer = obs
+			cfg.Observer, cfg.Marks = obs, marks
 			w.AddNode([]string{"n1", "n2", "n3"}[i], func() sim.Process { return NewReplica(cfg) }, fakeclock.Config{})
 		}
 		// Make every sync slow so that crashes land between a log write
@@ -57,6 +59,9 @@ func TestReplicaRestartsAfterTornLogWrite(t *testing.T) {
 		}
 		if torn == 0 {
 			t.Fatalf("keep %v: no crash tore a write; the test proves nothing", keep)
+		}
+		if keep > 0 && marks.Get(coverage.ReplicaLogTailCut) == 0 || marks.Get(coverage.ReplicaRestartReplay) == 0 {
+			t.Errorf("keep %v: marks %v; every restart replays its log (%s) and, when a torn write kept a part of an entry, cuts it (%s)", keep, marks.Map(), coverage.ReplicaRestartReplay, coverage.ReplicaLogTailCut)
 		}
 		for i := 1; i < len(grants); i++ {
 			if grants[i] <= grants[i-1] {

@@ -96,6 +96,11 @@ func (c *Client) observe(e lockservice.Event) {
 // Done reports whether the client finished its workload.
 func (c *Client) Done() bool { return c.done }
 
+// Held reports whether the client believes it holds its lock, whatever
+// its clock says since (lockclient.Lock.Held): the nemesis's coverage
+// marks ask it of a client it pauses.
+func (c *Client) Held() bool { return c.lock.Held() }
+
 // Holding reports whether the client's watchdog still allows using the
 // lock.
 func (c *Client) Holding() bool { return c.lock.Holding() }

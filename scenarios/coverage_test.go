@@ -1,0 +1,140 @@
+package scenarios
+
+import (
+	"testing"
+
+	"github.com/fencesim/fencesim/coverage"
+)
+
+// coverageSeeds are the swarm seeds the coverage floors are measured on.
+const coverageSeeds = 60
+
+// swarmFloor holds each mark to a minimum number of the swarm's seeds
+// 1..coverageSeeds hitting it: about half of what was measured (in the
+// comment), at least one, so that a change of the swarm's draws does not
+// flap the test while a corner the search stops reaching fails it.
+var swarmFloor = map[coverage.Mark]int{
+	coverage.RaftVoteSplit:              5,  // 11
+	coverage.RaftElectionLost:           2,  // 5
+	coverage.RaftVoteLeaseIgnored:       16, // 32
+	coverage.RaftAppendGap:              50, // 60
+	coverage.RaftLogTruncated:           20, // 40
+	coverage.RaftCommitEarlierTerm:      26, // 52
+	coverage.RaftAppendStaleTerm:        8,  // 16
+	coverage.RaftAppendBehindCommit:     50, // 60
+	coverage.RaftAppendDuplicate:        50, // 60
+	coverage.RaftLeaderUncommittedTail:  26, // 52
+	coverage.RaftCheckQuorumStepDown:    19, // 38
+	coverage.ReplicaRestartReplay:       19, // 38
+	coverage.ReplicaNewLeaderLeases:     25, // 50
+	coverage.ReplicaStepDownPending:     16, // 33
+	coverage.ReplicaDuplicateEntry:      24, // 48
+	coverage.LockExpireRaced:            1,  // 3
+	coverage.LockRenewAfterExpiry:       8,  // 17
+	coverage.LockReleaseAfterRegrant:    5,  // 10
+	coverage.LockHolderReacquired:       28, // 57
+	coverage.TokenCross2p31:             8,  // 16
+	coverage.TokenCross2p32:             7,  // 14
+	coverage.TokenCross2p53:             5,  // 11
+	coverage.TokenCross2p63:             3,  // 7
+	coverage.StoreFenced:                9,  // 19
+	coverage.StoreReplayedWrite:         12, // 24
+	coverage.StoreLateCopy:              2,  // 5
+	coverage.ClientAcquireAcrossLeaders: 28, // 57
+	coverage.ClientGrantPastTTL:         20, // 41
+	coverage.ClientWatchdogFired:        15, // 30
+	coverage.ClientReleaseRefused:       21, // 43
+	coverage.CrashAfterVoteUnsynced:     7,  // 14
+	coverage.CrashAfterVoteSynced:       8,  // 17
+	coverage.CrashAfterAppendUnsynced:   6,  // 13
+	coverage.CrashAfterAppendSynced:     17, // 34
+	coverage.CrashMajority:              13, // 26
+	coverage.CrashLeader:                17, // 34
+	coverage.StoreCrashHolderPaused:     6,  // 12
+	coverage.PauseHolder:                14, // 29
+	coverage.WallJumpLeader:             4,  // 9
+	coverage.WallJumpClient:             2,  // 5
+	coverage.PartitionLeader:            19, // 38
+}
+
+// byScenario names, for each mark the swarm does not reach today, the
+// built-in scenario that hits it on every one of seeds 1..3.
+var byScenario = map[coverage.Mark]string{
+	coverage.ReplicaShed: "overload-burst",
+}
+
+// uncovered are the marks neither the swarm on seeds 1..coverageSeeds
+// reaches reliably nor a built-in scenario (replica.log-tail-cut is
+// reached by lockservice/reference's TestReplicaRestartsAfterTornLogWrite).
+// The faults aimed at protocol moments (issue 15, item 2) now reach the
+// crashes right after a vote or an append, the majority crash, the store
+// crash under a paused holder and the leader's wall jump, which moved to
+// swarmFloor. raft.append-conflict is hit by one or two of the 60 seeds,
+// too few for a floor; client.renew-refused needs a renewal, and the
+// swarm's holds (about 45 ms) end before the first one (at a third of the
+// TTL).
+var uncovered = []coverage.Mark{
+	coverage.RaftAppendConflict, coverage.ReplicaLogTailCut, coverage.ReplicaLogTermCut, coverage.ClientRenewRefused,
+}
+
+// TestCoverageMarksAreReached runs the swarm on seeds 1..coverageSeeds and
+// holds every mark to its floor, and each scenario of byScenario to hitting
+// its mark on every seed. Every mark must be in exactly one of swarmFloor,
+// byScenario and uncovered, so a new mark cannot go unwatched.
+func TestCoverageMarksAreReached(t *testing.T) {
+	where := map[coverage.Mark]int{}
+	for m := range swarmFloor {
+		where[m]++
+	}
+	for m := range byScenario {
+		where[m]++
+	}
+	for _, m := range uncovered {
+		where[m]++
+	}
+	for _, m := range coverage.All() {
+		if where[m] != 1 {
+			t.Errorf("mark %s is in %d of swarmFloor, byScenario and uncovered; put it in exactly one", m, where[m])
+		}
+	}
+
+	swarm, ok := Lookup("swarm")
+	if !ok {
+		t.Fatal("no built-in swarm scenario")
+	}
+	var tally coverage.Tally
+	for seed := uint64(1); seed <= coverageSeeds; seed++ {
+		res, err := Run(swarm, seed, RunOptions{})
+		if err != nil {
+			t.Fatalf("swarm seed %d: %v", seed, err)
+		}
+		tally.Add(res.Marks)
+	}
+	for _, m := range coverage.All() {
+		if floor, ok := swarmFloor[m]; ok && tally.RunsHit(m) < floor {
+			t.Errorf("mark %s: %d of swarm seeds 1..%d hit it, want at least %d", m, tally.RunsHit(m), coverageSeeds, floor)
+		}
+	}
+	for _, m := range uncovered {
+		if n := tally.RunsHit(m); n > 0 {
+			t.Logf("mark %s, listed as uncovered, is hit by %d of swarm seeds 1..%d: give it a floor in swarmFloor", m, n, coverageSeeds)
+		}
+	}
+
+	for m, name := range byScenario { //detlint:sorted (independent checks)
+		spec, ok := Lookup(name)
+		if !ok {
+			t.Errorf("mark %s: no built-in scenario %q", m, name)
+			continue
+		}
+		for seed := uint64(1); seed <= 3; seed++ {
+			res, err := Run(spec, seed, RunOptions{})
+			if err != nil {
+				t.Fatalf("%s seed %d: %v", name, seed, err)
+			}
+			if res.Marks.Get(m) == 0 {
+				t.Errorf("mark %s: scenario %s seed %d does not hit it", m, name, seed)
+			}
+		}
+	}
+}

@@ -1,0 +1,32 @@
+package scenarios
+
+import "math/rand/v2"
+
+// MaxTokenOffset bounds Spec.TokenOffset: 2^40 tokens of room below 2^64,
+// far more than any run's log grows.
+const MaxTokenOffset = 1<<64 - 1<<40
+
+// tokenMargin bounds how far below its boundary a drawn offset starts: a
+// run's log passes a few dozen entries within its first second, so its
+// tokens cross the boundary early and the rest of the run uses tokens on
+// both sides of it.
+const tokenMargin = 48
+
+// TokenOffsets are the integer boundaries the swarm puts its tokens near:
+// 0 (tokens from 1), and just below 2^31 (a signed 32-bit column), 2^32
+// (an unsigned 32-bit one), 2^53 (a JSON number read as a double) and
+// 2^63 (a signed 64-bit integer).
+var TokenOffsets = [...]uint64{0, 1 << 31, 1 << 32, 1 << 53, 1 << 63}
+
+// drawTokenOffset draws a swarm run's token offset from the seed, from a
+// stream of its own so that the fault schedule drawn from the seed is the
+// same with or without it: one of TokenOffsets, less 1..tokenMargin.
+func drawTokenOffset(seed uint64) uint64 {
+	r := rand.New(rand.NewPCG(seed, 0x544F4B45_4E000000)) // "TOKEN"
+	b := TokenOffsets[r.IntN(len(TokenOffsets))]
+	m := 1 + r.Uint64N(tokenMargin)
+	if b == 0 {
+		return 0
+	}
+	return b - m
+}
