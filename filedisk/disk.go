@@ -45,6 +45,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // ErrFailed is wrapped by the error a failed disk panics with and Err
@@ -115,6 +117,17 @@ type Disk struct {
 	recovery Recovery
 	err      error // sticky: set by the first I/O error
 	closed   bool
+
+	syncDelay atomic.Int64 // test-only failpoint: nanoseconds each fsync of a batch waits (SetSyncDelay)
+}
+
+// SetSyncDelay makes every later Sync that writes something wait d before
+// its fsync, as a slow disk would: a test-only failpoint (a live run's
+// slow-disk fault; the services expose it only with FENCESIM_TEST_HOOKS=1).
+// 0 turns it off. The wait holds the disk, and so the process's executor,
+// as a slow fsync does. It is safe to call from any goroutine.
+func (d *Disk) SetSyncDelay(delay time.Duration) {
+	d.syncDelay.Store(int64(max(delay, 0)))
 }
 
 // entry is one key: its current value and what its next Sync must write.
@@ -361,6 +374,9 @@ func (d *Disk) sync() error {
 		}
 		if _, err := d.seg.Write(batch); err != nil {
 			return d.fail("writing "+d.seg.Name(), err)
+		}
+		if delay := d.syncDelay.Load(); delay > 0 {
+			time.Sleep(time.Duration(delay))
 		}
 		if err := d.seg.Sync(); err != nil {
 			return d.fail("fsync "+d.seg.Name(), err)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // open opens dir and closes it at the end of the test unless the test
@@ -370,4 +371,34 @@ func TestConcurrentUse(t *testing.T) {
 	want := state(d)
 	d = crash(t, d, Options{})
 	checkState(t, d, want, "after the goroutines synced")
+}
+
+// TestSyncDelaySlowsEveryFsync: with the slow-disk failpoint set, a Sync
+// that writes returns no sooner than the delay, and what it wrote is
+// durable as ever; a Sync with nothing to write does not wait.
+func TestSyncDelaySlowsEveryFsync(t *testing.T) {
+	dir := t.TempDir()
+	d := open(t, dir, Options{})
+	const delay = 60 * time.Millisecond
+	d.SetSyncDelay(delay)
+	for i := range 2 {
+		d.Write("k", []byte{byte(i)})
+		start := time.Now()
+		d.Sync()
+		if took := time.Since(start); took < delay {
+			t.Fatalf("Sync %d with a %v delay returned after %v", i, delay, took)
+		}
+	}
+	start := time.Now()
+	d.Sync() // nothing dirty: no fsync, no wait
+	if took := time.Since(start); took >= delay {
+		t.Errorf("a Sync with nothing to write waited %v", took)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d = open(t, dir, Options{})
+	if v, ok := d.Read("k"); !ok || len(v) != 1 || v[0] != 1 {
+		t.Errorf("after reopening, k = %v, %v; want [1]", v, ok)
+	}
 }

@@ -21,8 +21,10 @@ type Backend interface {
 	// otherwise ErrNotHolder.
 	Renew(ctx context.Context, resource, client string, token uint64, ttl time.Duration) (Lease, error)
 	// Release frees the lease if client holds it with token, otherwise
-	// ErrNotHolder.
-	Release(ctx context.Context, resource, client string, token uint64) error
+	// ErrNotHolder — unless requestID is not empty and a release by client
+	// of token with that requestID already took effect: then it answers
+	// nil again (a retry whose first answer was lost).
+	Release(ctx context.Context, resource, client string, token uint64, requestID string) error
 	// Get describes the resource's lease, if any.
 	Get(ctx context.Context, resource string) (LockState, error)
 	// Ready reports whether the backend can serve now (readyz).

@@ -37,6 +37,10 @@ type Config struct {
 	DrainDelay                                                time.Duration
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	Logger                                                    *slog.Logger
+	// TestRoutes, if set, serves every path under /test/: the test-only
+	// fault endpoints a command mounts with FENCESIM_TEST_HOOKS=1 (package
+	// internal/testhooks). nil, the default: no such route exists.
+	TestRoutes http.Handler
 }
 
 // DefaultConfig is a production-shaped policy.
@@ -91,7 +95,7 @@ type Server struct {
 	limiter  *Limiter
 	reg      *prometheus.Registry
 	m        *metrics
-	http     *http.Server
+	http     *httpx.Server
 	draining atomic.Bool
 }
 
@@ -114,6 +118,9 @@ func NewServer(b Backend, cfg Config) *Server {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	if cfg.TestRoutes != nil {
+		mux.Handle("/test/", cfg.TestRoutes)
+	}
 	s.http = httpx.NewServer(mux, httpx.Timeouts{
 		ReadHeader: cfg.ReadHeaderTimeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout, Idle: cfg.IdleTimeout,
 	}, cfg.Logger)
@@ -140,7 +147,7 @@ func (s *Server) Serve(l net.Listener) error { return s.http.Serve(l) }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.cfg.Logger.Info("lockapi.drain.start", slog.Duration("delay", s.cfg.DrainDelay), slog.Int("in_flight", s.limiter.InFlight()))
-	err := httpx.Drain(ctx, s.http, s.cfg.DrainDelay)
+	err := s.http.Drain(ctx, s.cfg.DrainDelay)
 	s.cfg.Logger.Info("lockapi.drain.done", slog.Any("err", err))
 	return err
 }
@@ -353,7 +360,12 @@ func (s *Server) release(r *http.Request, resource string) (any, *apiError) {
 	if e := s.decodeHolder(r, &req, &req.Client, &req.Token); e != nil {
 		return nil, e
 	}
-	if err := s.backend.Release(r.Context(), resource, req.Client, uint64(req.Token)); err != nil {
+	if req.RequestID != "" {
+		if e := checkName("request_id", req.RequestID, MaxRequestIDLen); e != nil {
+			return nil, e
+		}
+	}
+	if err := s.backend.Release(r.Context(), resource, req.Client, uint64(req.Token), req.RequestID); err != nil {
 		return nil, s.backendError(r, err)
 	}
 	return ReleaseResponse{Released: true}, nil

@@ -20,9 +20,15 @@ type RenewRequest struct {
 }
 
 // ReleaseRequest is the body of POST /v1/locks/{resource}/release.
+// RequestID, optional, makes a retried release idempotent: if a release
+// with the same client, token and request id already took effect (its
+// answer was lost, or was a 503 or 307 from a leader that stepped down
+// after applying it), the retry answers released instead of not holder.
+// Without one, a second release of a token is a 409 not_holder.
 type ReleaseRequest struct {
-	Client string `json:"client"`
-	Token  Token  `json:"token"`
+	Client    string `json:"client"`
+	Token     Token  `json:"token"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // LeaseResponse answers a successful acquire or renew: the lease lasts
@@ -39,7 +45,10 @@ type ReleaseResponse struct {
 
 // LockResponse answers GET /v1/locks/{resource}. When Held, Holder, Token
 // and TTLms describe the current lease; LastToken is the highest token ever
-// issued for the resource (0: never), so a fenced resource can be primed.
+// issued for the resource (0: never), so a fenced resource can be primed —
+// or, from a service whose tokens are one sequence across resources
+// (fencesim-node: Raft log indexes), the last token it issued at all,
+// which primes a fence as well.
 type LockResponse struct {
 	Resource  string `json:"resource"`
 	Held      bool   `json:"held"`

@@ -67,9 +67,9 @@ func runCycles(b *testing.B, addr, sys string, shared bool, workers int) {
 	switch sys {
 	case "raw":
 		cycle = func(ctx context.Context, w, n int, res string) (bool, error) {
-			keys := []string{"fencesim:{" + res + "}:lock", "fencesim:{" + res + "}:fence"}
-			client := "w" + strconv.Itoa(w)
-			r, err := acquireScript.Run(ctx, rdb, keys, client, strconv.Itoa(n), 10000).Slice()
+			keys := []string{"fencesim:{" + res + "}:lock", "fencesim:{" + res + "}:fence", "fencesim:{" + res + "}:released"}
+			client, id := "w"+strconv.Itoa(w), strconv.Itoa(n)
+			r, err := acquireScript.Run(ctx, rdb, keys[:2], client, id, 10000).Slice()
 			if err != nil {
 				return false, err
 			}
@@ -77,7 +77,8 @@ func runCycles(b *testing.B, addr, sys string, shared bool, workers int) {
 				return false, nil
 			}
 			tok, _ := r[1].(string)
-			ok, err := releaseScript.Run(ctx, rdb, keys[:1], client, tok).Int()
+			// With a request id, as the Go client releases.
+			ok, err := releaseScript.Run(ctx, rdb, []string{keys[0], keys[2]}, client, tok, "r"+id, releasedFor.Milliseconds()).Int()
 			if err == nil && ok != 1 {
 				err = errors.New("release refused")
 			}

@@ -9,6 +9,8 @@
 //
 //	<prefix>{R}:lock   "client requestID token", with PX = the lease
 //	<prefix>{R}:fence  the last token issued, a decimal string, never expires
+//	<prefix>{R}:released  "client token requestID" of the last release made
+//	                   with a request id, for a minute: its retry answers released
 //
 // Fence counters never go backwards only as long as Redis does not lose
 // writes: with appendonly yes + appendfsync always a counter survives a
@@ -88,14 +90,28 @@ return 1
 `)
 
 // releaseScript deletes the lease if client holds it with token. 1 or 0.
+// A release with a request id (ARGV[3]) leaves "client token requestID"
+// in KEYS[2] for releasedFor, so that a retry of it — its reply lost —
+// answers 1 again instead of 0.
 var releaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local c, r, t = string.match(v, '^(%S+) (%S+) (%d+)$')
-if c ~= ARGV[1] or t ~= ARGV[2] then return 0 end
+local c, r, t
+if v then c, r, t = string.match(v, '^(%S+) (%S+) (%d+)$') end
+if not v or c ~= ARGV[1] or t ~= ARGV[2] then
+  if ARGV[3] ~= '' and redis.call('GET', KEYS[2]) == ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3] then
+    return 1
+  end
+  return 0
+end
 redis.call('DEL', KEYS[1])
+if ARGV[3] ~= '' then
+  redis.call('SET', KEYS[2], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3], 'PX', ARGV[4])
+end
 return 1
 `)
+
+// releasedFor is how long a release's request id is kept for its retries.
+const releasedFor = time.Minute
 
 // getScript reads a resource's lease and counter at one instant:
 // {lease value or ”, pttl, last token or '0'}.
@@ -141,14 +157,16 @@ func New(rdb redis.UniversalClient, opts Options) *Backend {
 	})}
 }
 
+// keys are a resource's keys: its lease, its fence counter and its last
+// release made with a request id.
 func (b *Backend) keys(resource string) []string {
 	k := b.opts.Prefix + "{" + resource + "}:"
-	return []string{k + "lock", k + "fence"}
+	return []string{k + "lock", k + "fence", k + "released"}
 }
 
 // Acquire implements lockapi.Backend.
 func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl time.Duration, requestID string) (lockapi.Lease, error) {
-	res, err := acquireScript.Run(ctx, b.rdb, b.keys(resource), client, requestID, ttl.Milliseconds()).Slice()
+	res, err := acquireScript.Run(ctx, b.rdb, b.keys(resource)[:2], client, requestID, ttl.Milliseconds()).Slice()
 	if err != nil {
 		return lockapi.Lease{}, b.redisError("acquire", err)
 	}
@@ -181,8 +199,9 @@ func (b *Backend) Renew(ctx context.Context, resource, client string, token uint
 }
 
 // Release implements lockapi.Backend.
-func (b *Backend) Release(ctx context.Context, resource, client string, token uint64) error {
-	ok, err := releaseScript.Run(ctx, b.rdb, b.keys(resource)[:1], client, strconv.FormatUint(token, 10)).Int()
+func (b *Backend) Release(ctx context.Context, resource, client string, token uint64, requestID string) error {
+	k := b.keys(resource)
+	ok, err := releaseScript.Run(ctx, b.rdb, []string{k[0], k[2]}, client, strconv.FormatUint(token, 10), requestID, releasedFor.Milliseconds()).Int()
 	if err != nil {
 		return b.redisError("release", err)
 	}
@@ -194,7 +213,7 @@ func (b *Backend) Release(ctx context.Context, resource, client string, token ui
 
 // Get implements lockapi.Backend.
 func (b *Backend) Get(ctx context.Context, resource string) (lockapi.LockState, error) {
-	res, err := getScript.Run(ctx, b.rdb, b.keys(resource)).Slice()
+	res, err := getScript.Run(ctx, b.rdb, b.keys(resource)[:2]).Slice()
 	if err != nil {
 		return lockapi.LockState{}, b.redisError("get", err)
 	}

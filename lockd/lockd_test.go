@@ -130,7 +130,7 @@ func TestFenceSurvivesRedisCrash(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Release(ctx, "r", "a", l.Token); err != nil {
+		if err := b.Release(ctx, "r", "a", l.Token, ""); err != nil {
 			t.Fatal(err)
 		}
 		last = l.Token
@@ -147,7 +147,7 @@ func TestFenceSurvivesRedisCrash(t *testing.T) {
 			break
 		}
 		if _, ok := err.(*lockapi.HeldError); ok {
-			if err := b.Release(ctx, "r", "a", held.Token); err != nil {
+			if err := b.Release(ctx, "r", "a", held.Token, ""); err != nil {
 				t.Fatalf("release of the pre-crash lease: %v", err)
 			}
 		}

@@ -59,12 +59,16 @@ type AcquireRequest struct {
 	Request  uint64
 }
 
-// RenewRequest restarts the lease of the grant with Token.
+// RenewRequest restarts the lease of the grant with Token, for TTL.
 type RenewRequest struct {
 	Resource string
 	Client   string
 	Token    uint64
 	Request  uint64
+	// TTL is the lease's new length from the server's receipt; 0 keeps
+	// the length it has (the simulator's clients renew for the TTL they
+	// acquired with and send 0; the HTTP API's renew names its ttl_ms).
+	TTL time.Duration
 }
 
 // ReleaseRequest frees the lock if Token is still the current grant and
@@ -74,6 +78,12 @@ type ReleaseRequest struct {
 	Client   string
 	Token    uint64
 	Request  uint64
+	// RequestID is the caller's own id of this release (the HTTP API's
+	// request_id), kept with the release by a service that replicates it,
+	// so that a retry of a release that took effect — its answer lost to
+	// a change of leader — is recognised on any replica and answered
+	// released rather than not-holder. Empty in the simulator.
+	RequestID string
 }
 
 // LockReply answers an acquire, renew or release.
@@ -126,10 +136,18 @@ func (m AcquireRequest) Fingerprint() uint64 {
 	return fold(1, process.HashString(m.Resource), process.HashString(m.Client), uint64(m.TTL), m.Request)
 }
 func (m RenewRequest) Fingerprint() uint64 {
-	return fold(2, process.HashString(m.Resource), process.HashString(m.Client), m.Token, m.Request)
+	req := m.Request
+	if m.TTL != 0 { // a renewal that keeps its TTL hashes as before the field existed
+		req = process.Mix(req, uint64(m.TTL))
+	}
+	return fold(2, process.HashString(m.Resource), process.HashString(m.Client), m.Token, req)
 }
 func (m ReleaseRequest) Fingerprint() uint64 {
-	return fold(3, process.HashString(m.Resource), process.HashString(m.Client), m.Token, m.Request)
+	req := m.Request
+	if m.RequestID != "" { // without one, a release hashes as before the field existed
+		req = process.Mix(req, process.HashString(m.RequestID))
+	}
+	return fold(3, process.HashString(m.Resource), process.HashString(m.Client), m.Token, req)
 }
 func (m LockReply) Fingerprint() uint64 {
 	return fold(4, m.Request, uint64(m.Status)<<32|uint64(uint32(m.Leader)), m.Token, uint64(m.TTL))

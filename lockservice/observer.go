@@ -85,6 +85,9 @@ type Event struct {
 	Status   Status // EvReturn of a lock operation
 	Accepted bool   // EvApplied; EvReturn of a write
 	Reason   string // EvEnded, EvBeliefEnd
+	// RequestID is, for EvEnded by a release, the release's RequestID
+	// (ReleaseRequest.RequestID; empty in the simulator).
+	RequestID string
 	// Node is the replica reporting EvEntryApplied or EvElected. For a
 	// design with SyncedDecisions, the harness also stamps the service node
 	// that reported an event here (see DesignInfo.SyncedDecisions).

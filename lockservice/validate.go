@@ -60,6 +60,30 @@ func (l Limits) CheckHeld(resource, client string, token uint64) error {
 	return nil
 }
 
+// CheckRenew validates a renew request: a held lock's names and token,
+// and a TTL that is 0 (keep the lease's) or within the acquire's bounds.
+func (l Limits) CheckRenew(r RenewRequest) error {
+	if err := l.CheckHeld(r.Resource, r.Client, r.Token); err != nil {
+		return err
+	}
+	if r.TTL != 0 {
+		return l.CheckAcquire(AcquireRequest{Resource: r.Resource, Client: r.Client, TTL: r.TTL})
+	}
+	return nil
+}
+
+// CheckRelease validates a release request: a held lock's names and
+// token, and a RequestID no longer than a name.
+func (l Limits) CheckRelease(r ReleaseRequest) error {
+	if err := l.CheckHeld(r.Resource, r.Client, r.Token); err != nil {
+		return err
+	}
+	if len(r.RequestID) > l.MaxNameBytes {
+		return fmt.Errorf("lockservice: request id of %d bytes exceeds the limit of %d", len(r.RequestID), l.MaxNameBytes)
+	}
+	return nil
+}
+
 // CheckWrite validates a store write.
 func (l Limits) CheckWrite(r WriteRequest) error {
 	if err := l.CheckNames(r.Resource, r.Client); err != nil {

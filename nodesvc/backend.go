@@ -24,9 +24,11 @@
 // is refused as Stale. The API's request_id is not mapped to a number: a
 // retried acquire gets a fresh number, and is idempotent because the lock
 // table grants a holder's acquire again with the same token (the
-// Backend's contract). Renew and release carry no request id in the API
-// and are owner-checked by token, so a retried release whose first attempt
-// was applied answers not-holder (409), as with lockd.
+// Backend's contract). Renew and release are owner-checked by token. A
+// release's API request_id goes into its log entry
+// (ReleaseRequest.RequestID), so every replica learns it as it applies the
+// release: a retry of a release that took effect — its answer lost to a
+// change of leader — is answered released by whichever node leads then.
 package nodesvc
 
 import (
@@ -120,6 +122,18 @@ type Backend struct {
 	seqTerm uint64 // the term seq counts in
 	seq     uint64
 	leases  map[string]leaseInfo // resource → what this replica knows of its lease
+	// released is, by resource, its last release made with a request id,
+	// as applied here: the release's id travels in the log entry, so every
+	// replica knows it and a retry at a new leader is answered released.
+	// One entry per resource ever released, as the replica's own table.
+	released map[string]releaseInfo
+}
+
+// releaseInfo identifies a release made with a request id.
+type releaseInfo struct {
+	client    string
+	token     uint64
+	requestID string
 }
 
 // leaseInfo is what the front end keeps of a lease: when it last
@@ -160,7 +174,7 @@ func Open(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("nodesvc: %d peers; a group has 3 or 5 replicas, this one included", n)
 	}
 	b := &Backend{cfg: cfg, httpX: map[process.NodeID]string{}, closed: make(chan struct{}), sweepDone: make(chan struct{}),
-		pending: map[uint64]pending{}, leases: map[string]leaseInfo{}}
+		pending: map[uint64]pending{}, leases: map[string]leaseInfo{}, released: map[string]releaseInfo{}}
 	b.leader.Store(int64(lockservice.NoLeader))
 	ids := make([]process.NodeID, 0, len(cfg.Peers))
 	raftAddrs := map[process.NodeID]string{}
@@ -267,6 +281,9 @@ func (o observer) Observe(e lockservice.Event) {
 		o.b.leases[e.Resource] = l
 	case lockservice.EvEnded:
 		delete(o.b.leases, e.Resource)
+		if e.RequestID != "" {
+			o.b.released[e.Resource] = releaseInfo{client: e.Client, token: e.Token, requestID: e.RequestID}
+		}
 	}
 }
 
@@ -483,10 +500,10 @@ func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl time
 
 // Renew implements lockapi.Backend.
 func (b *Backend) Renew(ctx context.Context, resource, client string, token uint64, ttl time.Duration) (lockapi.Lease, error) {
-	// The replica renews for the lease's own TTL (the one granted); a
-	// different ttl cannot be honoured without a command that carries it.
+	// The renewal carries ttl through the log: the lease restarts for
+	// it, and keeps it for later renewals and a new leader's restart.
 	rep, err := b.call(ctx, "", "", func(r uint64) process.Message {
-		return lockservice.RenewRequest{Resource: resource, Client: client, Token: token, Request: r}
+		return lockservice.RenewRequest{Resource: resource, Client: client, Token: token, Request: r, TTL: ttl}
 	})
 	if err != nil {
 		return lockapi.Lease{}, err
@@ -497,16 +514,29 @@ func (b *Backend) Renew(ctx context.Context, resource, client string, token uint
 	return lockapi.Lease{}, b.replyError(rep)
 }
 
-// Release implements lockapi.Backend.
-func (b *Backend) Release(ctx context.Context, resource, client string, token uint64) error {
+// Release implements lockapi.Backend. requestID goes into the log with
+// the release, so that its retry — the first answer lost, or a 503 or 307
+// from a leader that stepped down after applying it — is recognised by
+// whichever replica leads then, and answered released.
+func (b *Backend) Release(ctx context.Context, resource, client string, token uint64, requestID string) error {
 	rep, err := b.call(ctx, "", "", func(r uint64) process.Message {
-		return lockservice.ReleaseRequest{Resource: resource, Client: client, Token: token, Request: r}
+		return lockservice.ReleaseRequest{Resource: resource, Client: client, Token: token, Request: r, RequestID: requestID}
 	})
 	if err != nil {
 		return err
 	}
 	if rep.Status == lockservice.Released {
 		return nil
+	}
+	if rep.Status == lockservice.NotHolder && requestID != "" {
+		// The replica answered from the entries it applied, which include
+		// the release being retried if it took effect.
+		var done bool
+		if err := b.node.Do(ctx, func(process.Env) {
+			done = b.released[resource] == releaseInfo{client: client, token: token, requestID: requestID}
+		}); err == nil && done {
+			return nil
+		}
 	}
 	return b.replyError(rep)
 }

@@ -3,6 +3,7 @@ package nodesvc_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -125,13 +126,6 @@ func (c *cluster) leader() int {
 // suite does not follow redirects; TestRedirect covers followers).
 func TestContract(t *testing.T) {
 	lockapitest.Suite(t, func(t *testing.T) lockapitest.Harness {
-		if strings.HasSuffix(t.Name(), "/grant-held-renew-release") {
-			// The suite renews with another ttl than the grant's and
-			// expects it; the replica's RenewRequest carries no TTL (a
-			// renewal restarts the lease's own), so this backend answers
-			// the granted TTL. TestGrantHeldRenewRelease covers the rest.
-			t.Skip("renew with a new ttl needs a TTL in lockservice.RenewRequest")
-		}
 		// Tokens are log indexes plus the group's offset: they cannot be
 		// set per resource, so the big-token case runs on a group whose
 		// tokens start past 2^53.
@@ -142,33 +136,35 @@ func TestContract(t *testing.T) {
 		c := newClusterOffset(t, offset)
 		b := c.nodes[c.leader()]
 		return lockapitest.Harness{
-			Backends:    [2]lockapi.Backend{b, b},
-			Advance:     time.Sleep, // real leases, timed by the leader's clock
-			TokenOffset: offset,
+			Backends:     [2]lockapi.Backend{b, b},
+			Advance:      time.Sleep, // real leases, timed by the leader's clock
+			TokenOffset:  offset,
+			GlobalTokens: true,
 		}
 	})
 }
 
-// TestGrantHeldRenewRelease is the suite's first case with a renewal at
-// the granted TTL.
-func TestGrantHeldRenewRelease(t *testing.T) {
+// TestRenewTTLGovernsTheLease: a renewal's ttl_ms goes through the log
+// and the leader's timer, so a lease renewed shorter ends by the new TTL
+// (and keeps it), not by the one it was granted with.
+func TestRenewTTLGovernsTheLease(t *testing.T) {
 	c := newCluster(t)
 	base := c.peers[c.leader()].HTTP
-	l := post(t, base, "r", "acquire", `{"client":"alice","ttl_ms":5000,"request_id":"q1"}`, 200)
-	post(t, base, "r", "acquire", `{"client":"bob","ttl_ms":5000,"request_id":"q1"}`, 409)
-	g := lockapitest.Do(t, "GET", base+"/v1/locks/r", "")
-	var st lockapi.LockResponse
-	if err := json.Unmarshal([]byte(g.Body), &st); err != nil || !st.Held || st.Holder != "alice" || st.Token != l.Token || st.LastToken != l.Token || st.TTLms <= 0 || st.TTLms > 5000 {
-		t.Fatalf("GET: %d %s, want held by alice with token %d", g.Status, g.Body, l.Token)
-	}
+	l := post(t, base, "r", "acquire", `{"client":"alice","ttl_ms":20000,"request_id":"q1"}`, 200)
 	tok := `"token":"` + l.Token.String() + `"`
-	if r := post(t, base, "r", "renew", `{"client":"alice","ttl_ms":5000,`+tok+`}`, 200); r.Token != l.Token || r.TTLms != 5000 {
-		t.Fatalf("renew %+v", r)
+	if r := post(t, base, "r", "renew", `{"client":"alice","ttl_ms":300,`+tok+`}`, 200); r.Token != l.Token || r.TTLms != 300 {
+		t.Fatalf("renew %+v, want token %d and ttl_ms 300", r, l.Token)
 	}
-	post(t, base, "r", "release", `{"client":"alice",`+tok+`}`, 200)
-	post(t, base, "r", "release", `{"client":"alice",`+tok+`}`, 409)
-	if l2 := post(t, base, "r", "acquire", `{"client":"bob","ttl_ms":5000,"request_id":"q2"}`, 200); l2.Token <= l.Token {
-		t.Fatalf("token after release %d, want > %d", l2.Token, l.Token)
+	renewed := time.Now()
+	for req := 1; ; req++ {
+		r := lockapitest.Do(t, "POST", base+"/v1/locks/r/acquire", fmt.Sprintf(`{"client":"bob","ttl_ms":5000,"request_id":"b%d"}`, req))
+		if r.Status == 200 {
+			break
+		}
+		if r.Status != 409 || time.Since(renewed) > 10*time.Second {
+			t.Fatalf("bob's acquire %v after alice renewed for 300ms: %d %s; want 409, then 200 once the short lease ends (not the granted 20s)", time.Since(renewed), r.Status, r.Body)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

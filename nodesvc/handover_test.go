@@ -55,3 +55,30 @@ func TestHandover(t *testing.T) {
 		t.Errorf("GET at the old leader: %d to %q, want 307 to %s", resp.StatusCode, loc, c.peers[to].HTTP)
 	}
 }
+
+// TestReleaseRetryAfterALeaderChange: a release applied by one leader
+// whose answer the client never saw (the leader stepped down between
+// applying and answering: 503 or 307) is retried, same request id, at the
+// next leader, which never saw the first attempt: it answers released,
+// since the request id travelled in the log entry. Another request id is
+// still refused.
+func TestReleaseRetryAfterALeaderChange(t *testing.T) {
+	c := newCluster(t)
+	old := c.leader()
+	l := post(t, c.peers[old].HTTP, "r", "acquire", `{"client":"a","ttl_ms":10000,"request_id":"1"}`, http.StatusOK)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.nodes[old].Release(ctx, "r", "a", uint64(l.Token), "rel-1"); err != nil {
+		t.Fatal(err) // applied; this answer is the one the client lost
+	}
+	to, err := c.nodes[old].Handover(ctx)
+	if err != nil || to == lockservice.NoLeader {
+		t.Fatalf("handover: %d, %v", to, err)
+	}
+	if err := c.nodes[to].Release(ctx, "r", "a", uint64(l.Token), "rel-1"); err != nil {
+		t.Fatalf("the retried release at the new leader: %v, want released", err)
+	}
+	tok := `"token":"` + l.Token.String() + `"`
+	post(t, c.peers[to].HTTP, "r", "release", `{"client":"a",`+tok+`,"request_id":"rel-1"}`, http.StatusOK)
+	post(t, c.peers[to].HTTP, "r", "release", `{"client":"a",`+tok+`,"request_id":"rel-2"}`, http.StatusConflict)
+}

@@ -191,3 +191,87 @@ func TestStopAfterTheMachineTimerFired(t *testing.T) {
 		t.Fatalf("callback ran = %v, Stop = %v; want false, true", ran, stopped)
 	}
 }
+
+// TestAdjustDriftsTheTimers: on a clock adjusted to run fast, a timer —
+// one armed before the adjustment included — fires before its duration
+// has passed in real time, yet after it has passed on the clock's own
+// monotonic reading; on a slow clock it fires late in real time. This is
+// what a live run's clock fault relies on: a lease timed on a fast clock
+// ends early.
+func TestAdjustDriftsTheTimers(t *testing.T) {
+	e := newExecutor(t)
+	c := realclock.New(e.post)
+	const d = time.Second
+	type firing struct{ real, mono time.Duration }
+	ran := make(chan firing, 2)
+	var start time.Time
+	var mono0 time.Duration
+	e.do(func() {
+		start, mono0 = time.Now(), c.Monotonic()
+		c.AfterFunc(d, func() { ran <- firing{time.Since(start), c.Monotonic() - mono0} })
+		if err := c.Adjust(0, 900_000); err != nil { // 1.9× as fast
+			t.Error(err)
+		}
+		c.AfterFunc(d, func() { ran <- firing{time.Since(start), c.Monotonic() - mono0} })
+	})
+	for i := range 2 {
+		f := within(t, ran, "a timer on the fast clock")
+		if f.real >= d || f.mono < d {
+			t.Errorf("timer %d fired after %v real, %v on the clock; want < %v real (the clock runs fast) and >= %v on the clock", i, f.real, f.mono, d, d)
+		}
+	}
+
+	const short = 100 * time.Millisecond
+	e.do(func() {
+		if err := c.Adjust(0, -500_000); err != nil { // half as fast
+			t.Error(err)
+		}
+		start = time.Now()
+		c.AfterFunc(short, func() { ran <- firing{real: time.Since(start)} })
+	})
+	if f := within(t, ran, "a timer on the slow clock"); f.real < 2*short {
+		t.Errorf("timer of %v on a clock at half speed fired after %v real, want >= %v", short, f.real, 2*short)
+	}
+}
+
+// TestAdjustKeepsMonotonicAndOffsetsTheWall: the monotonic reading never
+// goes back across adjustments, the wall reading carries the offset, and a
+// drift out of range is refused without changing anything.
+func TestAdjustKeepsMonotonicAndOffsetsTheWall(t *testing.T) {
+	e := newExecutor(t)
+	c := realclock.New(e.post)
+	prev := c.Monotonic()
+	check := func(what string) {
+		for range 100 {
+			m := c.Monotonic()
+			if m < prev {
+				t.Fatalf("%s: Monotonic went back from %v to %v", what, prev, m)
+			}
+			prev = m
+		}
+	}
+	for _, ppm := range []int64{realclock.MaxDriftPPM, 0, -realclock.MaxDriftPPM, 250_000} {
+		e.do(func() {
+			if err := c.Adjust(time.Hour, ppm); err != nil {
+				t.Fatal(err)
+			}
+		})
+		check("after Adjust(1h, " + time.Duration(ppm).String() + ")")
+		time.Sleep(time.Millisecond)
+		check("later")
+	}
+	if off := c.Now().Sub(time.Now()); off < 59*time.Minute || off > 61*time.Minute {
+		t.Errorf("Now() is %v from the machine's clock after Adjust(1h, …), want about 1h", off)
+	}
+	if off, ppm := c.Adjustment(); off != time.Hour || ppm != 250_000 {
+		t.Errorf("Adjustment() = %v, %d; want 1h, 250000", off, ppm)
+	}
+	e.do(func() {
+		if err := c.Adjust(0, 1_000_000); err == nil || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("Adjust(0, 1000000) = %v, want an out-of-range error", err)
+		}
+	})
+	if off, ppm := c.Adjustment(); off != time.Hour || ppm != 250_000 {
+		t.Errorf("a refused Adjust changed the clock to %v, %d", off, ppm)
+	}
+}

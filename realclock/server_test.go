@@ -113,10 +113,13 @@ func TestServerOnTheRealClock(t *testing.T) {
 	req++
 	expect("a releases", ask(lockservice.ReleaseRequest{Resource: "r", Client: "a", Token: a.Token, Request: req}), lockservice.Released)
 
-	b := acquire("b")
-	expect("b acquires after a released", b, lockservice.Granted)
+	// Read before b's acquire is sent: the lease cannot start earlier, so
+	// it must not end less than ttl after this (a reading taken after the
+	// reply came back could be late by a loaded machine's scheduling).
 	var granted time.Duration
 	in.e.do(func() { granted = in.env.clock.Monotonic() })
+	b := acquire("b")
+	expect("b acquires after a released", b, lockservice.Granted)
 	var expired bool
 	for end := time.Now().Add(10 * time.Second); !expired && time.Now().Before(end); time.Sleep(ttl / 10) {
 		in.e.do(func() { expired = seen[len(seen)-1].Kind == lockservice.EvEnded })

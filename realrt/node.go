@@ -230,6 +230,21 @@ func (n *Node) Do(ctx context.Context, f func(env process.Env)) error {
 	}
 }
 
+// AdjustClock skews the node's clock on its executor (realclock's
+// Adjust: a wall offset and a drift that the process's monotonic reading,
+// wall reading and timers follow). It is a test-only fault for live runs.
+func (n *Node) AdjustClock(ctx context.Context, offset time.Duration, ppm int64) error {
+	var err error
+	if derr := n.Do(ctx, func(process.Env) { err = n.env.clock.Adjust(offset, ppm) }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// SetSyncDelay makes each fsync of the node's disk wait delay first (0:
+// off), a slow disk: a test-only fault for live runs (filedisk's failpoint).
+func (n *Node) SetSyncDelay(delay time.Duration) { n.disk.SetSyncDelay(delay) }
+
 // Addr is the address the node accepts peers on (useful with ":0").
 func (n *Node) Addr() net.Addr { return n.tr.ln.Addr() }
 

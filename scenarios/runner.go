@@ -73,6 +73,11 @@ func (s *Spec) cluster() nemesis.Cluster {
 	return c
 }
 
+// Cluster names the plan's nodes as its schedule does: the design's
+// servers, the store and the clients (what a live run maps onto real
+// processes).
+func (p Plan) Cluster() nemesis.Cluster { return p.Spec.cluster() }
+
 // NewPlan validates spec and draws the run's fault plan from seed.
 func NewPlan(spec Spec, seed uint64) (Plan, error) {
 	if err := spec.Validate(); err != nil {

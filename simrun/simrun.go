@@ -154,6 +154,7 @@ func init() {
 		{"shrink", "((-scenario NAME | -spec FILE) -seed N | FILE) [-o FILE]", "reduce a failing run's faults, clients and replicas while the same\nproperty still fails; write the smaller run's replay file", cmdShrink},
 		{"hunt", "(-mutant NAME | -all | -scenario NAME | -spec FILE) [-seeds A..B] [-json]", "sweep with a planted bug until the first violation; -all prints\nthe detection table; without -mutant, the build as it is until its\nfirst failure (a bug you patched in): seeds tried, wall, replay file\n(exit 0 when found, 1 when the bug went unnoticed)", cmdHunt},
 		{"bench", "[-seeds N] [-memory M] [-json] [-cpuprofile FILE]", "the standard run's speed against the bare event loop, one worker\nand every core, checker share, peak heap; -memory M: the heap\nafter the first 1% of M seeds against after all M", cmdBench},
+		{"live", "-target NAME (-scenario NAME | -spec FILE | -replay FILE) [-seed N] [-duration D] [-json] [-out DIR] [-bin DIRS]", "run the scenario's seeded fault schedule against real processes of a\nlock service (targets: reference, lockd, ...) and check what its clients saw;\nreproduces the schedule, not the timing", cmdLive},
 		{"help", "[COMMAND]", "this list, or one command's usage and flags (as COMMAND -h)", nil},
 	}
 }

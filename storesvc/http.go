@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fencesim/fencesim/internal/httpx"
+	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/process"
 	"github.com/fencesim/fencesim/realrt"
 )
@@ -82,13 +83,16 @@ func invalid(field, format string, args ...any) *apiError {
 	}}
 }
 
-func (s *Service) newHTTPServer() *http.Server {
+func (s *Service) newHTTPServer() *httpx.Server {
 	mux := http.NewServeMux()
 	mux.Handle("PUT /v1/objects/{key}", s.objectOp("write", s.put))
 	mux.Handle("GET /v1/objects/{key}", s.objectOp("read", s.get))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	if s.cfg.TestHooks {
+		mux.Handle("/test/", testhooks.Handler(s.testHooks()))
+	}
 	return httpx.NewServer(mux, httpx.Timeouts{
 		ReadHeader: s.cfg.ReadHeaderTimeout, Read: s.cfg.ReadTimeout, Write: s.cfg.WriteTimeout, Idle: s.cfg.IdleTimeout,
 	}, s.cfg.Logger)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencesim/fencesim/filedisk"
 	"github.com/fencesim/fencesim/internal/httpx"
+	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/fencedstore"
 	"github.com/fencesim/fencesim/process"
@@ -47,6 +48,18 @@ type Config struct {
 	DrainDelay                                                time.Duration
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	Logger                                                    *slog.Logger
+
+	// TestHooks mounts the test-only endpoints (package testhooks): POST
+	// /test/clock, POST /test/disk, GET /test/applies, and keeps the apply
+	// log they page. For live fault-injection runs only
+	// (FENCESIM_TEST_HOOKS=1); never in a deployment.
+	TestHooks bool
+	// Unfenced makes the store accept every write and record its token
+	// (the simulator's lease-only store), so that a live run of a lock
+	// service without fencing tokens shows a stale write in the apply log
+	// instead of having it refused. Test-only: Open refuses it without
+	// TestHooks.
+	Unfenced bool
 }
 
 // DefaultConfig is a production-shaped policy (DataDir left empty).
@@ -106,13 +119,14 @@ type Service struct {
 	cfg   Config
 	store *fencedstore.FencedStore
 	node  *realrt.Node
-	http  *http.Server
+	http  *httpx.Server
 	reg   *prometheus.Registry
 	m     *metrics
 
 	draining atomic.Bool
 	inFlight atomic.Int64
-	keyCount atomic.Int64 // a copy of keys for /metrics, read off the executor
+	keyCount atomic.Int64        // a copy of keys for /metrics, read off the executor
+	applies  *testhooks.ApplyLog // with TestHooks: every decided write
 
 	// Owned by the executor (touched only in Do and in Local):
 	reply   process.Message // the store's reply to the request being run
@@ -127,8 +141,16 @@ func Open(cfg Config) (*Service, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("storesvc: Config.DataDir is empty; give the store's data directory")
 	}
+	if cfg.Unfenced && !cfg.TestHooks {
+		return nil, errors.New("storesvc: Config.Unfenced without TestHooks; an unfenced store exists only for live test runs")
+	}
 	s := &Service{cfg: cfg, reg: prometheus.NewRegistry()}
-	s.store = fencedstore.NewFencedStore(fencedstore.StoreConfig{Limits: lockservice.DefaultLimits()})
+	scfg := fencedstore.StoreConfig{Limits: lockservice.DefaultLimits(), IgnoreTokens: cfg.Unfenced}
+	if cfg.TestHooks {
+		s.applies = testhooks.NewApplyLog()
+		scfg.Observer = applyObserver{s.applies}
+	}
+	s.store = fencedstore.NewFencedStore(scfg)
 	node, err := realrt.Start(realrt.Config{
 		ID: storeID, Name: "store", DataDir: cfg.DataDir, Disk: cfg.Disk,
 		// realrt listens for peers; the store has none, so it gets a
@@ -160,6 +182,23 @@ func (s *Service) resume(process.Env) {
 	s.nextReq = t.Snapshot().Last[clientName].Request
 	s.keys = len(t.Resources())
 	s.keyCount.Store(int64(s.keys))
+}
+
+// applyObserver records the store's applies in the test hooks' log. The
+// store reports an apply on its executor right after the fsync that made
+// it durable, so the stamp follows the apply's durability.
+type applyObserver struct{ log *testhooks.ApplyLog }
+
+func (o applyObserver) Observe(e lockservice.Event) {
+	if e.Kind == lockservice.EvApplied {
+		o.log.Record(e.Resource, e.Value, e.Token, e.Accepted)
+	}
+}
+
+// testHooks are the service's test-only endpoints: its node's clock and
+// disk, and the apply log.
+func (s *Service) testHooks() testhooks.Hooks {
+	return testhooks.Hooks{Clock: s.node.AdjustClock, Disk: s.node.SetSyncDelay, Applies: s.applies}
 }
 
 // local takes the store's replies to the front end (on the executor).
@@ -259,7 +298,7 @@ func (s *Service) Serve(l net.Listener) error { return s.http.Serve(l) }
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.cfg.Logger.Info("storesvc.drain.start", slog.Duration("delay", s.cfg.DrainDelay), slog.Int64("in_flight", s.inFlight.Load()))
-	err := httpx.Drain(ctx, s.http, s.cfg.DrainDelay)
+	err := s.http.Drain(ctx, s.cfg.DrainDelay)
 	s.cfg.Logger.Info("storesvc.drain.done", slog.Any("err", err))
 	return err
 }

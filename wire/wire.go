@@ -78,9 +78,11 @@ func (Codec) AppendMessage(b []byte, m process.Message) ([]byte, error) {
 	case lockservice.RenewRequest:
 		b = append(b, TagRenewRequest)
 		b = appendTokenRequest(b, m.Resource, m.Client, m.Token, m.Request)
+		b = binary.AppendVarint(b, int64(m.TTL))
 	case lockservice.ReleaseRequest:
 		b = append(b, TagReleaseRequest)
 		b = appendTokenRequest(b, m.Resource, m.Client, m.Token, m.Request)
+		b = appendString(b, m.RequestID)
 	case lockservice.LockReply:
 		b = append(b, TagLockReply)
 		b = binary.AppendUvarint(b, m.Request)
@@ -203,9 +205,9 @@ func (Codec) DecodeMessage(b []byte) (process.Message, error) {
 	case TagAcquireRequest:
 		m = lockservice.AcquireRequest{Resource: r.string(), Client: r.string(), TTL: time.Duration(r.varint()), Request: r.uvarint()}
 	case TagRenewRequest:
-		m = lockservice.RenewRequest{Resource: r.string(), Client: r.string(), Token: r.uvarint(), Request: r.uvarint()}
+		m = lockservice.RenewRequest{Resource: r.string(), Client: r.string(), Token: r.uvarint(), Request: r.uvarint(), TTL: time.Duration(r.varint())}
 	case TagReleaseRequest:
-		m = lockservice.ReleaseRequest{Resource: r.string(), Client: r.string(), Token: r.uvarint(), Request: r.uvarint()}
+		m = lockservice.ReleaseRequest{Resource: r.string(), Client: r.string(), Token: r.uvarint(), Request: r.uvarint(), RequestID: r.string()}
 	case TagLockReply:
 		rep := lockservice.LockReply{Request: r.uvarint()}
 		rep.Status = lockservice.Status(r.small(255))

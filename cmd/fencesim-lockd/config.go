@@ -14,6 +14,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/lockapi"
 )
 
@@ -47,6 +48,7 @@ type config struct {
 	DrainDelay     time.Duration `env:"FENCESIM_DRAIN_DELAY" envDefault:"0s" help:"on SIGTERM, time /readyz answers 503 before the listener closes (let the load balancer notice), 0..FENCESIM_DRAIN_TIMEOUT"`
 	DrainTimeout   time.Duration `env:"FENCESIM_DRAIN_TIMEOUT" envDefault:"10s" help:"on SIGTERM, time allowed for the delay plus in-flight requests before connections are cut, 0..10m"`
 	LogFormat      string        `env:"FENCESIM_LOG_FORMAT" envDefault:"text" help:"text or json"`
+	TestHooks      string        `env:"FENCESIM_TEST_HOOKS" envDefault:"0" help:"TEST ONLY, never in a deployment: 1 serves POST /test/clock (skews this instance's own clock: its admission windows; leases live on Redis's clock) for live fault-injection runs"`
 }
 
 // configError names the variable, the value and what is allowed.
@@ -161,7 +163,16 @@ func (c config) validate() []string {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("FENCESIM_LOG_FORMAT", c.LogFormat, "must be text or json")
 	}
+	if _, err := testhooks.ParseEnabled(c.TestHooks); err != nil {
+		bad(testhooks.EnvVar, c.TestHooks, err.Error())
+	}
 	return p
+}
+
+// testHooks reports whether FENCESIM_TEST_HOOKS=1 (validated).
+func (c config) testHooks() bool {
+	on, _ := testhooks.ParseEnabled(c.TestHooks)
+	return on
 }
 
 // serverConfig is the lock API's policy from c.

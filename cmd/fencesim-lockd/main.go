@@ -11,13 +11,16 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencesim/fencesim/internal/svcmain"
+	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockd"
+	"github.com/fencesim/fencesim/realclock"
 )
 
 func main() {
@@ -84,6 +87,18 @@ func run(ctx context.Context, args []string, env map[string]string, stderr io.Wr
 	}
 	scfg := cfg.serverConfig()
 	scfg.Logger = log
+	if cfg.testHooks() {
+		// The instance's own clock is what the admission limiter times
+		// with; the leases expire on Redis's clock, which no hook of ours
+		// reaches. No timer is armed on it, so nothing needs an executor:
+		// Adjust has no timer to reschedule.
+		clk := realclock.New(func(func()) { panic("fencesim-lockd arms no timer on its clock") })
+		scfg.Limiter.Clock = clk
+		scfg.TestRoutes = testhooks.Handler(testhooks.Hooks{Clock: func(_ context.Context, offset time.Duration, ppm int64) error {
+			return clk.Adjust(offset, ppm)
+		}})
+		log.Warn("FENCESIM_TEST_HOOKS=1: serving the test-only /test/clock; never in a deployment")
+	}
 	srv := lockapi.NewServer(backend, scfg)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()

@@ -40,6 +40,7 @@ func TestBadConfigExits2NamingTheVariable(t *testing.T) {
 		{map[string]string{"FENCESIM_TTL_MAXX": "1m"}, []string{"FENCESIM_TTL_MAXX", "unknown variable"}},
 		{map[string]string{"FENCESIM_LOG_FORMAT": "xml"}, []string{"FENCESIM_LOG_FORMAT=xml", "text or json"}},
 		{map[string]string{"FENCESIM_ADMISSION": "vegas"}, []string{"FENCESIM_ADMISSION=vegas", "gradient, aimd, static"}},
+		{map[string]string{"FENCESIM_TEST_HOOKS": "on"}, []string{"FENCESIM_TEST_HOOKS=on", "must be 0 or 1"}},
 	}
 	for _, c := range cases {
 		var stderr bytes.Buffer
@@ -204,6 +205,30 @@ func TestEmbeddedRedis(t *testing.T) {
 		if !strings.Contains(stderr.String(), w) {
 			t.Errorf("log lacks %q:\n%s", w, stderr.String())
 		}
+	}
+}
+
+// TestClockHookOnlyWithTestHooks: POST /test/clock exists only with
+// FENCESIM_TEST_HOOKS=1, where it validates and sets the instance's clock;
+// lockd has no disk of its own, so no /test/disk.
+func TestClockHookOnlyWithTestHooks(t *testing.T) {
+	off, _, _ := instance(t, map[string]string{})
+	if r := lockapitest.Do(t, "POST", off+"/test/clock", `{"drift_ppm":1000}`); r.Status != 404 {
+		t.Errorf("POST /test/clock without test hooks = %d %s, want 404", r.Status, r.Body)
+	}
+	on, _, _ := instance(t, map[string]string{"FENCESIM_TEST_HOOKS": "1"})
+	if r := lockapitest.Do(t, "POST", on+"/test/clock", `{"offset_ms":-2000,"drift_ppm":300000}`); r.Status != 200 || !strings.Contains(r.Body, `"drift_ppm":300000`) {
+		t.Errorf("POST /test/clock = %d %s, want 200", r.Status, r.Body)
+	}
+	if r := lockapitest.Do(t, "POST", on+"/test/clock", `{"offset_ms":"soon"}`); r.Status != 400 || !strings.Contains(r.Body, `"field":"body"`) {
+		t.Errorf("POST /test/clock with a string = %d %s, want 400", r.Status, r.Body)
+	}
+	if r := lockapitest.Do(t, "POST", on+"/test/disk", `{"sync_delay_ms":1}`); r.Status != 404 {
+		t.Errorf("POST /test/disk on lockd = %d %s, want 404", r.Status, r.Body)
+	}
+	// The lock API still serves with the adjusted clock under its limiter.
+	if r := lockapitest.Do(t, "POST", on+"/v1/locks/r/acquire", `{"client":"c","ttl_ms":1000,"request_id":"1"}`); r.Status != 200 {
+		t.Errorf("acquire = %d %s", r.Status, r.Body)
 	}
 }
 

@@ -35,6 +35,7 @@ type config struct {
 	LogFormat       string
 	// TokenOffset starts the group's tokens above it (nodesvc.Config).
 	TokenOffset uint64
+	TestHooks   bool
 }
 
 // settings are the command's flags and variables.
@@ -119,6 +120,7 @@ var settings = []svcmain.Setting[config]{
 		c.LogFormat = v
 		return nil
 	}),
+	svcmain.TestHooks(func(c *config, on bool) { c.TestHooks = on }),
 }
 
 // maxID keeps ids clear of the front end's own id in nodesvc.

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 
 	"github.com/fencesim/fencesim/internal/svcmain"
+	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/nodesvc"
@@ -171,7 +172,13 @@ func startNode(cfg config, log *slog.Logger) (*member, error) {
 }
 
 func serve(cfg config, log *slog.Logger, id process.NodeID, b *nodesvc.Backend, hl net.Listener) *member {
-	s := lockapi.NewServer(b, apiConfig(cfg, log.With("id", int(id))))
+	acfg := apiConfig(cfg, log.With("id", int(id)))
+	if cfg.TestHooks {
+		// The replica's own clock (its lease and election timers) and disk.
+		acfg.TestRoutes = testhooks.Handler(testhooks.Hooks{Clock: b.Node().AdjustClock, Disk: b.Node().SetSyncDelay})
+		log.Warn("FENCESIM_TEST_HOOKS=1: serving the test-only /test/clock and /test/disk; never in a deployment", slog.Int("id", int(id)))
+	}
+	s := lockapi.NewServer(b, acfg)
 	m := &member{id: id, backend: b, server: s, served: make(chan error, 1), http: "http://" + hl.Addr().String()}
 	go func() { m.served <- s.Serve(hl) }()
 	return m

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/fencesim/fencesim/internal/svcmain"
+	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/storesvc"
 )
 
@@ -22,6 +24,8 @@ type config struct {
 	DrainDelay     time.Duration
 	DrainTimeout   time.Duration
 	LogFormat      string
+	TestHooks      bool
+	Unfenced       bool
 }
 
 // settings are the command's flags and variables.
@@ -55,6 +59,15 @@ var settings = []svcmain.Setting[config]{
 		c.LogFormat = v
 		return nil
 	}),
+	svcmain.TestHooks(func(c *config, on bool) { c.TestHooks = on }),
+	svcmain.S("unfenced", "FENCESIM_STORE_UNFENCED", "false", "TEST ONLY (needs FENCESIM_TEST_HOOKS=1): true accepts every write and records its token, for live runs of lock services without fencing", func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("must be true or false")
+		}
+		c.Unfenced = b
+		return nil
+	}),
 }
 
 // loadConfig reads every setting from args (flags), else env, else its
@@ -64,6 +77,9 @@ func loadConfig(args []string, env map[string]string, stderr io.Writer) (config,
 	c, err := svcmain.Load("fencesim-store", settings, args, env, stderr, usage)
 	if err != nil {
 		return config{}, err
+	}
+	if c.Unfenced && !c.TestHooks {
+		return config{}, fmt.Errorf("FENCESIM_STORE_UNFENCED=true (or -unfenced) needs %s=1: an unfenced store exists only for live test runs", testhooks.EnvVar)
 	}
 	// Created only once everything is valid: a rejected configuration
 	// leaves nothing behind.
@@ -92,5 +108,6 @@ func (c config) serviceConfig() storesvc.Config {
 	return storesvc.Config{
 		DataDir: c.DataDir, MaxKeys: c.MaxKeys, MaxInFlight: c.MaxInFlight,
 		RequestTimeout: c.RequestTimeout, DrainDelay: c.DrainDelay,
+		TestHooks: c.TestHooks, Unfenced: c.Unfenced,
 	}
 }

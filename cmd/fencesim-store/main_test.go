@@ -51,6 +51,9 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"-data", dir}, map[string]string{"FENCESIM_STORE_LOG_FORMAT": "xml"}, `FENCESIM_STORE_LOG_FORMAT="xml": must be text or json`},
 		{[]string{"-data", dir, "-bogus"}, nil, "flag provided but not defined: -bogus"},
 		{[]string{"-data", dir, "extra"}, nil, `unexpected argument "extra"`},
+		{[]string{"-data", dir}, map[string]string{"FENCESIM_TEST_HOOKS": "yes"}, `FENCESIM_TEST_HOOKS="yes": must be 0 or 1`},
+		{[]string{"-data", dir}, map[string]string{"FENCESIM_STORE_UNFENCED": "true"}, `FENCESIM_STORE_UNFENCED=true (or -unfenced) needs FENCESIM_TEST_HOOKS=1`},
+		{[]string{"-data", dir, "-unfenced", "maybe"}, map[string]string{"FENCESIM_TEST_HOOKS": "1"}, `-unfenced="maybe": must be true or false`},
 		// The flag wins over the variable.
 		{[]string{"-data", dir, "-max-keys", "x"}, map[string]string{"FENCESIM_STORE_MAX_KEYS": "5"}, `-max-keys="x"`},
 	}
@@ -81,41 +84,83 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// TestRunDrainsOnCancel: the command serves from the environment's
-// configuration, and a signal (ctx ending) drains it to exit 0.
-func TestRunDrainsOnCancel(t *testing.T) {
-	dir := t.TempDir()
+// serveIn runs the command in this process with env and returns its base
+// URL and stop, which signals it (ctx ends) and returns its exit code and
+// log once it has drained.
+func serveIn(t *testing.T, env map[string]string) (base string, stop func() (int, string)) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	addrc := make(chan string, 1)
 	done := make(chan int, 1)
 	var logs syncBuffer
-	go func() {
-		done <- run(ctx, nil, map[string]string{"FENCESIM_STORE_DATA": dir, "FENCESIM_STORE_LISTEN": "127.0.0.1:0"}, &logs, func(a string) { addrc <- a })
-	}()
-	var base string
+	go func() { done <- run(ctx, nil, env, &logs, func(a string) { addrc <- a }) }()
 	select {
 	case a := <-addrc:
 		base = "http://" + a
 	case code := <-done:
+		cancel()
 		t.Fatalf("exited %d: %s", code, logs.String())
 	case <-time.After(10 * time.Second):
+		cancel()
 		t.Fatal("never served")
 	}
+	return base, func() (int, string) {
+		cancel()
+		select {
+		case code := <-done:
+			return code, logs.String()
+		case <-time.After(15 * time.Second):
+			t.Fatal("did not drain")
+			return -1, ""
+		}
+	}
+}
+
+// TestRunDrainsOnCancel: the command serves from the environment's
+// configuration, and a signal (ctx ending) drains it to exit 0.
+func TestRunDrainsOnCancel(t *testing.T) {
+	base, stop := serveIn(t, map[string]string{"FENCESIM_STORE_DATA": t.TempDir(), "FENCESIM_STORE_LISTEN": "127.0.0.1:0"})
 	if st, _ := put(base, "k", 3, 30); st != 200 {
+		stop()
 		t.Fatalf("PUT: %d", st)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d after the signal: %s", code, logs.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("did not drain")
+	code, logs := stop()
+	if code != 0 {
+		t.Fatalf("exit %d after the signal: %s", code, logs)
 	}
-	if !strings.Contains(logs.String(), "fencesim-store drained") {
-		t.Fatalf("no drain in the log: %s", logs.String())
+	if !strings.Contains(logs, "fencesim-store drained") {
+		t.Fatalf("no drain in the log: %s", logs)
+	}
+}
+
+// TestUnfencedWithTestHooks: FENCESIM_TEST_HOOKS=1 and
+// FENCESIM_STORE_UNFENCED=true give a store that accepts a stale write and
+// logs it; the same command without them has no /test/ routes.
+func TestUnfencedWithTestHooks(t *testing.T) {
+	for _, hooks := range []bool{true, false} {
+		env := map[string]string{"FENCESIM_STORE_DATA": t.TempDir(), "FENCESIM_STORE_LISTEN": "127.0.0.1:0"}
+		if hooks {
+			env["FENCESIM_TEST_HOOKS"], env["FENCESIM_STORE_UNFENCED"] = "1", "true"
+		}
+		base, stop := serveIn(t, env)
+		put(base, "k", 9, 90)
+		st, _ := put(base, "k", 4, 40)
+		resp, err := httpc.Get(base + "/test/applies")
+		if err != nil {
+			stop()
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if hooks && (st != 200 || resp.StatusCode != 200 || !strings.Contains(string(body), `"token":4,"accepted":true`)) {
+			t.Errorf("unfenced store: stale write %d, /test/applies %d %s", st, resp.StatusCode, body)
+		}
+		if !hooks && (st != 409 || resp.StatusCode != 404) {
+			t.Errorf("default store: stale write %d, /test/applies %d (want 409, 404)", st, resp.StatusCode)
+		}
+		if code, logs := stop(); code != 0 {
+			t.Fatalf("exit %d: %s", code, logs)
+		}
 	}
 }
 

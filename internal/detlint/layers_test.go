@@ -87,6 +87,10 @@ var layers = []struct {
 		why:     "the HTTP plumbing lockapi and storesvc share (server timeouts, JSON answers, draining, name checks) is standard library only",
 	},
 	{
+		pattern: "./internal/testhooks",
+		why:     "the test-only endpoints (clock, disk, apply log) are standard library only: each service hands them its own setters",
+	},
+	{
 		pattern: "./lockapi",
 		allowed: []string{"admission", "internal/httpx"},
 		why:     "the HTTP lock API is generic over its Backend: a Redis or Raft backend plugs in from outside, the API depends on neither (only on the admission algorithms and the shared HTTP plumbing)",
@@ -104,6 +108,22 @@ var layers = []struct {
 	{
 		pattern: "./bench",
 		why:     "the benchmark harness knows no lock service: the etcd driver's own module (bench/etcd) imports it without building fencesim",
+	},
+	{
+		pattern: "./live/liveclient",
+		why:     "a user's client main imports the live protocol to test their own lock service: standard library only",
+	},
+	{
+		pattern: "./live/apilocker",
+		allowed: []string{"live/liveclient", "lockapi", "admission", "internal/httpx"},
+		why:     "the lock API's Locker speaks the API's wire format and the live protocol, nothing of the services it talks to",
+	},
+	{
+		pattern: "./live",
+		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "checker", "report", "nemesis", "scenarios", "scenarios/workload", "sim", "fakeclock", "process",
+			"lockservice", "lockservice/internal/record", "lockservice/fencedstore", "lockservice/raft", "lockservice/reference", "lockservice/mutants",
+			"lockservice/redlock", "lockservice/designs", "lockservice/lockclient"},
+		why: "the live harness runs the services as processes, never in its own: it plans with scenarios and nemesis, checks with checker, and must not link a service (realrt, nodesvc, storesvc, lockd)",
 	},
 	{
 		pattern: "./lockd",

@@ -8,8 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -18,22 +20,41 @@ type Timeouts struct {
 	ReadHeader, Read, Write, Idle time.Duration
 }
 
-// NewServer is an http.Server for h with the timeouts, 16 KiB of headers
-// at most, and its error log at warning level on logger.
-func NewServer(h http.Handler, t Timeouts, logger *slog.Logger) *http.Server {
-	return &http.Server{
+// Server is an http.Server that keeps track of its connections' states,
+// so that Drain can end the ones that never sent a request.
+type Server struct {
+	*http.Server
+	conns conns
+}
+
+// NewServer is a Server for h with the timeouts, 16 KiB of headers at
+// most, and its error log at warning level on logger.
+func NewServer(h http.Handler, t Timeouts, logger *slog.Logger) *Server {
+	s := &Server{Server: &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: t.ReadHeader, ReadTimeout: t.Read,
 		WriteTimeout: t.Write, IdleTimeout: t.Idle,
 		MaxHeaderBytes: 16 << 10,
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	}}
+	s.conns.readTimeout = t.Read
+	s.ConnState = s.conns.hook
+	return s
 }
 
-// Drain waits delay (or until ctx ends), then shuts srv down; if that
-// fails, the remaining connections are closed. It returns Shutdown's error.
-// The caller turns draining on (and logs) around it.
-func Drain(ctx context.Context, srv *http.Server, delay time.Duration) error {
+// Drain waits delay (or until ctx ends), then shuts the server down; if
+// that fails, the remaining connections are closed. It returns Shutdown's
+// error. The caller turns draining on (and logs) around it.
+//
+// http.Server.Shutdown closes idle keep-alive connections at once but
+// waits for a connection that has not sent a request yet (StateNew: a
+// client's spare or pre-dialled connection, a load balancer's probe)
+// until the read of its first header times out — ReadHeaderTimeout, 2 s
+// by default — or 5 s have passed. Drain ends those itself, while
+// Shutdown waits for the requests in flight: no request was read from
+// them, so nothing is lost, and a drain takes as long as its slowest
+// request.
+func (s *Server) Drain(ctx context.Context, delay time.Duration) error {
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		select {
@@ -42,11 +63,103 @@ func Drain(ctx context.Context, srv *http.Server, delay time.Duration) error {
 			t.Stop()
 		}
 	}
-	err := srv.Shutdown(ctx)
+	done := make(chan struct{})
+	cut := make(chan struct{})
+	go func() {
+		defer close(cut)
+		// Shutdown closes the listeners first, but a connection accepted
+		// just before becomes StateNew a moment later: cut until it
+		// returns (bounded by ctx, which bounds Shutdown).
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			s.conns.cutNew()
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	err := s.Shutdown(ctx)
+	close(done)
+	<-cut
 	if err != nil {
-		srv.Close()
+		s.Close()
 	}
 	return err
+}
+
+// conns holds the connections that have not sent a request yet, from
+// the ConnState hook. A connection leaves it at its first request: its
+// later transitions (every request's active and idle) cost a lock-free
+// lookup that misses, and Shutdown itself closes it when idle.
+type conns struct {
+	m           sync.Map // net.Conn → *connInfo
+	readTimeout time.Duration
+}
+
+type connInfo struct {
+	mu  sync.Mutex
+	cut bool // cutNew set a past read deadline on it
+}
+
+func (c *conns) hook(conn net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		c.m.Store(conn, &connInfo{})
+		return
+	case http.StateIdle:
+		return // a connection is idle only after a request: no longer tracked
+	}
+	v, ok := c.m.Load(conn)
+	if !ok {
+		return
+	}
+	c.m.Delete(conn)
+	if st != http.StateActive {
+		return
+	}
+	ci := v.(*connInfo)
+	ci.mu.Lock()
+	defer ci.mu.Unlock()
+	if ci.cut {
+		// Its request's header arrived just before the cut: the hook runs
+		// before the handler reads the body, so give that read back the
+		// deadline the server would have set.
+		var d time.Time
+		if c.readTimeout > 0 {
+			d = time.Now().Add(c.readTimeout)
+		}
+		conn.SetReadDeadline(d)
+	}
+	ci.cut = false
+}
+
+// cutNew ends the wait of every connection that has not sent a request:
+// a read deadline in the past fails the server's read of its first header,
+// and the server closes it. It cuts again on every call: a connection
+// accepted a moment ago may set its header deadline after the first cut.
+// A connection whose first request arrives meanwhile is taken out of the
+// map by the hook, under the same lock, before its handler runs.
+func (c *conns) cutNew() {
+	c.m.Range(func(k, v any) bool {
+		ci := v.(*connInfo)
+		ci.mu.Lock()
+		if _, still := c.m.Load(k); still {
+			k.(net.Conn).SetReadDeadline(time.Unix(1, 0))
+			ci.cut = true
+		}
+		ci.mu.Unlock()
+		return true
+	})
+}
+
+// open counts the connections that have sent no request (tests).
+func (c *conns) open() int {
+	n := 0
+	c.m.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 // SetRetryAfter sets the Retry-After header of a 429 or 503 to retryMs in

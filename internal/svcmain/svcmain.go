@@ -20,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fencesim/fencesim/internal/testhooks"
 )
 
 // Main runs run with a context cancelled by SIGTERM or SIGINT and exits
@@ -214,4 +216,15 @@ func ConfigExit(name string, err error, stderr io.Writer) (code int, stop bool) 
 		return 2, true
 	}
 	return 0, false
+}
+
+// TestHooks is the FENCESIM_TEST_HOOKS setting (flag -test-hooks): 1
+// mounts the test-only /test/* endpoints (package testhooks) for live
+// fault-injection runs.
+func TestHooks[C any](set func(c *C, on bool)) Setting[C] {
+	return S(testhooks.FlagName, testhooks.EnvVar, "0", "TEST ONLY, never in a deployment: 1 serves the /test/* fault endpoints (clock skew, slow fsync, ...) for live fault-injection runs", func(c *C, v string) error {
+		on, err := testhooks.ParseEnabled(v)
+		set(c, on)
+		return err
+	})
 }

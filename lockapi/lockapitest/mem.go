@@ -15,12 +15,13 @@ import (
 // Mem is an in-memory lockapi.Backend: one process, no durability. Several
 // servers may share one Mem, like stateless instances over one Redis.
 type Mem struct {
-	mu     sync.Mutex
-	now    time.Duration // advanced by Advance; the lease clock
-	locks  map[string]*memLease
-	fence  map[string]uint64
-	hookMu sync.Mutex
-	hook   func(ctx context.Context, op string) error
+	mu       sync.Mutex
+	now      time.Duration // advanced by Advance; the lease clock
+	locks    map[string]*memLease
+	fence    map[string]uint64
+	released map[string]memRelease // by resource: its last release with a request id
+	hookMu   sync.Mutex
+	hook     func(ctx context.Context, op string) error
 }
 
 // SetHook installs f (nil: none) to run before every operation, outside
@@ -40,7 +41,7 @@ type memLease struct {
 
 // NewMem returns an empty backend.
 func NewMem() *Mem {
-	return &Mem{locks: map[string]*memLease{}, fence: map[string]uint64{}}
+	return &Mem{locks: map[string]*memLease{}, fence: map[string]uint64{}, released: map[string]memRelease{}}
 }
 
 // Advance moves Mem's lease clock forward: leases expire by it alone, so
@@ -123,8 +124,10 @@ func (m *Mem) Renew(ctx context.Context, resource, client string, token uint64, 
 	return lockapi.Lease{Token: token, TTL: ttl}, nil
 }
 
-// Release implements lockapi.Backend.
-func (m *Mem) Release(ctx context.Context, resource, client string, token uint64) error {
+// Release implements lockapi.Backend. It remembers each resource's last
+// release made with a request id, so that a retry of it is answered
+// released again.
+func (m *Mem) Release(ctx context.Context, resource, client string, token uint64, requestID string) error {
 	if err := m.runHook(ctx, "release"); err != nil {
 		return err
 	}
@@ -132,10 +135,23 @@ func (m *Mem) Release(ctx context.Context, resource, client string, token uint64
 	defer m.mu.Unlock()
 	l := m.live(resource)
 	if l == nil || l.client != client || l.token != token {
+		if r, ok := m.released[resource]; ok && requestID != "" && r == (memRelease{client, token, requestID}) {
+			return nil
+		}
 		return lockapi.ErrNotHolder
 	}
 	delete(m.locks, resource)
+	if requestID != "" {
+		m.released[resource] = memRelease{client, token, requestID}
+	}
 	return nil
+}
+
+// memRelease is a release made with a request id.
+type memRelease struct {
+	client    string
+	token     uint64
+	requestID string
 }
 
 // Get implements lockapi.Backend.

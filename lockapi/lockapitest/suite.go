@@ -30,6 +30,11 @@ type Harness struct {
 	// TokenOffset, with SetFence nil, is what the backend's tokens start
 	// above: the tokens-beyond-2^53 case needs it at 2^53 or more.
 	TokenOffset uint64
+	// GlobalTokens says the backend's tokens are one sequence across
+	// resources (fencesim-node's Raft log indexes): a resource's
+	// last_token is then the last token issued anywhere, not 0 for a
+	// resource never granted.
+	GlobalTokens bool
 }
 
 // Serve starts a lockapi server over b on a free loopback port and returns
@@ -155,7 +160,7 @@ func Suite(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}
 
 	t.Run("grant-held-renew-release", func(t *testing.T) {
-		_, a, _ := start(t)
+		h, a, _ := start(t)
 		l := acquire(t, a, "r", "alice", "q1", 5000).Lease(t)
 		if l.Token == 0 || l.TTLms != 5000 {
 			t.Fatalf("lease %+v, want a token and ttl 5000", l)
@@ -180,9 +185,26 @@ func Suite(t *testing.T, newHarness func(t *testing.T) Harness) {
 			t.Fatalf("token after release %d, want > %d", l2.Token, l.Token)
 		}
 		g = Do(t, "GET", a+"/v1/locks/never-used", "")
-		if g.Status != 200 || !strings.Contains(g.Body, `"held":false`) || !strings.Contains(g.Body, `"last_token":"0"`) {
+		var unused lockapi.LockResponse
+		if err := json.Unmarshal([]byte(g.Body), &unused); g.Status != 200 || err != nil || unused.Held {
 			t.Fatalf("GET unused: %d %s", g.Status, g.Body)
 		}
+		if want := lockapi.Token(0); !h.GlobalTokens && unused.LastToken != want || h.GlobalTokens && unused.LastToken < l2.Token {
+			t.Fatalf("GET unused: last_token %d (global tokens: %v), want 0 for per-resource tokens, >= %d for global ones", unused.LastToken, h.GlobalTokens, l2.Token)
+		}
+	})
+
+	t.Run("release-retry", func(t *testing.T) {
+		_, a, b := start(t)
+		l := acquire(t, a, "r", "alice", "q1", 5000).Lease(t)
+		rel := func(base, client, id string) Reply {
+			return Do(t, "POST", base+"/v1/locks/r/release", `{"client":"`+client+`","token":"`+l.Token.String()+`","request_id":"`+id+`"}`)
+		}
+		wantStatus(t, "release with a request id", rel(a, "alice", "rel-1"), 200, "")
+		wantStatus(t, "its retry (the first answer lost), at the other instance", rel(b, "alice", "rel-1"), 200, "")
+		wantStatus(t, "a retry by another client with that id", rel(a, "bob", "rel-1"), 409, lockapi.CodeNotHolder)
+		wantStatus(t, "another release of the token", rel(a, "alice", "rel-2"), 409, lockapi.CodeNotHolder)
+		wantStatus(t, "a release of it without request id", release(t, a, "r", "alice", l.Token), 409, lockapi.CodeNotHolder)
 	})
 
 	t.Run("idempotent-retry", func(t *testing.T) {

@@ -356,3 +356,38 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseAnsweredUnavailableAfterItApplied: the service applies a
+// release but answers 503 (a leader that stepped down between applying it
+// and answering); the client retries the same release, whose request id
+// makes it idempotent, and sees released rather than "not holder".
+func TestReleaseAnsweredUnavailableAfterItApplied(t *testing.T) {
+	m := lockapitest.NewMem()
+	var lost atomic.Bool
+	base := serveWrapped(t, m, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/release") && lost.CompareAndSwap(false, true) {
+				h.ServeHTTP(discard{}, r) // applied; the answer is lost
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, `{"error":"unavailable","message":"no leader known; retry later","retry_after_ms":5}`)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	c := newClient(t, base)
+	l, err := c.Acquire(ctxT(t, 5*time.Second), "r", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatalf("release whose first answer was a 503 after it applied: %v, want released", err)
+	}
+	if !lost.Load() {
+		t.Fatal("the release's answer was never lost: the test tested nothing")
+	}
+	if st, _ := m.Get(context.Background(), "r"); st.Held {
+		t.Fatalf("the lock is still held: %+v", st)
+	}
+}

@@ -37,7 +37,10 @@ func (l *Lock) send(to process.NodeID, msg process.Message) {
 		body = lockapi.RenewRequest{Client: m.Client, Token: lockapi.Token(m.Token), TTLms: l.ttl.Milliseconds()}
 	case lockservice.ReleaseRequest:
 		path, req = "/v1/locks/"+esc+"/release", m.Request
-		body = lockapi.ReleaseRequest{Client: m.Client, Token: lockapi.Token(m.Token)}
+		// The same request_id on every attempt: a retry of a release that
+		// took effect (its answer lost to a change of leader) is answered
+		// released, not not-holder.
+		body = lockapi.ReleaseRequest{Client: m.Client, Token: lockapi.Token(m.Token), RequestID: l.requestID(m.Request)}
 	default:
 		panic(fmt.Sprintf("lockclient: the state machine sent a %T", msg))
 	}

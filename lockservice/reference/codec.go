@@ -18,17 +18,27 @@ const codecVersion = 1
 
 func encodeCommand(c Command) []byte {
 	b := make([]byte, 0, 32+len(c.Resource)+len(c.Client))
-	// The flags varint: none is defined. It stays, always 0, so that a
-	// version-1 entry keeps its bytes (each entry's digest, and so every
-	// trace hash, is over them).
-	b = append(b, codecVersion, byte(c.Kind), 0)
+	// The flags varint: 0 unless an optional field follows, so that a
+	// version-1 entry without one keeps its bytes (each entry's digest,
+	// and so every trace hash, is over them).
+	var flags byte
+	if c.RequestID != "" {
+		flags |= flagRequestID
+	}
+	b = append(b, codecVersion, byte(c.Kind), flags)
 	b = record.AppendString(b, c.Resource)
 	b = record.AppendString(b, c.Client)
 	for _, v := range []uint64{uint64(c.TTL), c.Token, c.Request, c.Since} {
 		b = binary.AppendUvarint(b, v)
 	}
+	if flags&flagRequestID != 0 {
+		b = record.AppendString(b, c.RequestID)
+	}
 	return b
 }
+
+// flagRequestID says a command's RequestID follows its other fields.
+const flagRequestID = 1
 
 func decodeCommand(b []byte) (Command, error) { return decodeCommandNames(b, nil) }
 
@@ -40,13 +50,17 @@ func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
 	}
 	c := Command{Kind: CommandKind(b[1])}
 	r := record.Reader{B: b[2:]}
-	if r.Uvarint() != 0 {
-		r.Err = record.ErrCorrupt // no flag is defined
+	flags := r.Uvarint()
+	if flags&^flagRequestID != 0 {
+		r.Err = record.ErrCorrupt // a flag no version defines
 	}
 	c.Resource = names.get(r.Bytes())
 	c.Client = names.get(r.Bytes())
 	c.TTL = time.Duration(r.Uvarint())
 	c.Token, c.Request, c.Since = r.Uvarint(), r.Uvarint(), r.Uvarint()
+	if flags&flagRequestID != 0 {
+		c.RequestID = string(r.Bytes())
+	}
 	if err := r.Done(); err != nil {
 		return Command{}, fmt.Errorf("lockservice: corrupt log entry: %w", err)
 	}

@@ -27,4 +27,9 @@ type Command struct {
 	// lease the leader's timer measured. A renewal applied in between makes
 	// the Expire stale, so a lease is never cut short.
 	Since uint64 `json:"s,omitempty"`
+	// RequestID, for CmdRelease: the caller's id of the release
+	// (ReleaseRequest.RequestID), reported with its EvEnded so that a
+	// front end on any replica recognises a retry of it. Empty in the
+	// simulator, where the entry's bytes stay as before the field existed.
+	RequestID string `json:"id,omitempty"`
 }

@@ -232,7 +232,8 @@ func (t *LockTable) Acquire(r lockservice.AcquireRequest, now time.Duration, tok
 	return t.remember(r.Client, r.Request, lockservice.LockReply{Request: r.Request, Status: lockservice.Granted, Token: token, TTL: r.TTL})
 }
 
-// Renew restarts the lease of token at its full TTL from now, if token is
+// Renew restarts the lease of token at its full TTL from now — r.TTL if
+// given, which becomes the lease's TTL, else the one it has — if token is
 // the current, unexpired grant and client its holder.
 func (t *LockTable) Renew(r lockservice.RenewRequest, now time.Duration) lockservice.LockReply {
 	if rep, ok := t.Seen(r.Client, r.Request); ok {
@@ -251,6 +252,9 @@ func (t *LockTable) Renew(r lockservice.RenewRequest, now time.Duration) lockser
 	}
 	if !ok || l.Token != r.Token || l.Holder != r.Client || now >= l.Deadline && !t.Rules.RenewLate {
 		return t.remember(r.Client, r.Request, lockservice.LockReply{Request: r.Request, Status: lockservice.NotHolder})
+	}
+	if r.TTL > 0 {
+		l.TTL = r.TTL
 	}
 	l.Deadline = now + l.TTL
 	return t.remember(r.Client, r.Request, lockservice.LockReply{Request: r.Request, Status: lockservice.Renewed, Token: l.Token, TTL: l.TTL})

@@ -253,17 +253,17 @@ func (r *Replica) Receive(env process.Env, from process.NodeID, msg process.Mess
 		}
 		r.serve(from, m.Client, m.Request, Command{Kind: CmdAcquire, Resource: m.Resource, Client: m.Client, TTL: m.TTL, Request: m.Request})
 	case lockservice.RenewRequest:
-		if err := r.cfg.Limits.CheckHeld(m.Resource, m.Client, m.Token); err != nil {
+		if err := r.cfg.Limits.CheckRenew(m); err != nil {
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
 			return
 		}
-		r.serve(from, m.Client, m.Request, Command{Kind: CmdRenew, Resource: m.Resource, Client: m.Client, Token: m.Token, Request: m.Request})
+		r.serve(from, m.Client, m.Request, Command{Kind: CmdRenew, Resource: m.Resource, Client: m.Client, TTL: m.TTL, Token: m.Token, Request: m.Request})
 	case lockservice.ReleaseRequest:
-		if err := r.cfg.Limits.CheckHeld(m.Resource, m.Client, m.Token); err != nil {
+		if err := r.cfg.Limits.CheckRelease(m); err != nil {
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
 			return
 		}
-		r.serve(from, m.Client, m.Request, Command{Kind: CmdRelease, Resource: m.Resource, Client: m.Client, Token: m.Token, Request: m.Request})
+		r.serve(from, m.Client, m.Request, Command{Kind: CmdRelease, Resource: m.Resource, Client: m.Client, Token: m.Token, Request: m.Request, RequestID: m.RequestID})
 	default:
 		env.Log().Warn("replica.unknown-message", slog.String("type", fmt.Sprintf("%T", msg)))
 	}
@@ -512,7 +512,7 @@ func (r *Replica) apply(e raft.Entry) {
 		}
 	case CmdRenew:
 		_, replay := r.table.Seen(c.Client, c.Request) // as for CmdAcquire
-		rep = r.table.Renew(lockservice.RenewRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request}, 0)
+		rep = r.table.Renew(lockservice.RenewRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request, TTL: c.TTL}, 0)
 		if rep.Status == lockservice.NotHolder && !replay {
 			r.cfg.Marks.Hit(coverage.LockRenewAfterExpiry)
 		}
@@ -530,7 +530,7 @@ func (r *Replica) apply(e raft.Entry) {
 			r.cfg.Marks.Hit(coverage.LockReleaseAfterRegrant)
 		}
 		if ended != nil {
-			obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released", Index: e.Index})
+			obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released", Index: e.Index, RequestID: c.RequestID})
 			r.disarm(c.Resource)
 		}
 	case CmdExpire:

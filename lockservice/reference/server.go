@@ -91,7 +91,7 @@ func (s *Server) Receive(env process.Env, from process.NodeID, msg process.Messa
 			slog.String("resource", m.Resource), slog.String("status", rep.Status.String()), slog.Uint64("token", rep.Token))
 		env.Send(from, rep)
 	case lockservice.RenewRequest:
-		if err := s.cfg.Limits.CheckHeld(m.Resource, m.Client, m.Token); err != nil {
+		if err := s.cfg.Limits.CheckRenew(m); err != nil {
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
 			return
 		}
@@ -106,7 +106,7 @@ func (s *Server) Receive(env process.Env, from process.NodeID, msg process.Messa
 			slog.String("resource", m.Resource), slog.String("status", rep.Status.String()), slog.Uint64("token", m.Token))
 		env.Send(from, rep)
 	case lockservice.ReleaseRequest:
-		if err := s.cfg.Limits.CheckHeld(m.Resource, m.Client, m.Token); err != nil {
+		if err := s.cfg.Limits.CheckRelease(m); err != nil {
 			env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Invalid, Err: err.Error()})
 			return
 		}

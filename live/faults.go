@@ -1,0 +1,398 @@
+package live
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fencesim/fencesim/nemesis"
+)
+
+// faultState is what the schedule has done and must undo at the end.
+type faultState struct {
+	timers  []*time.Timer
+	paused  map[string]bool
+	crashed map[string]bool
+	clock   map[string]clockSetting
+}
+
+type clockSetting struct {
+	OffsetMs int64 `json:"offset_ms"`
+	DriftPPM int64 `json:"drift_ppm"`
+}
+
+// runSchedule carries out the plan's schedule (fixed roles bound to the
+// scenario's node names, which resolve to the run's processes) at its
+// offsets from the start of the workload. A live run reproduces the
+// schedule, not the timing: each operation fires at its offset as the
+// machine's clock measures it, and what the processes were doing then is
+// the machine's.
+func (r *run) runSchedule(ctx context.Context) {
+	r.fs = &faultState{paused: map[string]bool{}, crashed: map[string]bool{}, clock: map[string]clockSetting{}}
+	ops, triggers := liveOps(r.opt.Plan.Installed())
+	for _, op := range triggers {
+		r.record(op, op.Node, "a trigger fires at a protocol moment the simulator observes; a live run does not see them")
+	}
+	for _, op := range ops {
+		if !sleepCtx(ctx, r.base+time.Duration(op.At)-monoNow()) {
+			return
+		}
+		r.apply(ctx, op)
+	}
+}
+
+// liveOps returns the schedule a live run carries out, time-sorted, and the
+// triggers it cannot (nemesis/trigger.go: they fire at moments only the
+// simulator observes). A crash or isolation with a duration undoes itself
+// in the simulator; here it is followed by the operation that undoes it:
+// a restart of the node (of every crashed node, for @leader), and a heal
+// (which reopens every link, not only the isolated node's).
+func liveOps(s nemesis.Schedule) (ops, triggers nemesis.Schedule) {
+	for _, op := range s {
+		if op.When != "" {
+			triggers = append(triggers, op)
+			continue
+		}
+		ops = append(ops, op)
+		if op.Duration <= 0 {
+			continue
+		}
+		end := op.At + op.Duration
+		switch op.Kind {
+		case nemesis.Crash:
+			node := op.Node
+			if node == nemesis.Leader {
+				node = nemesis.Crashed
+			}
+			ops = append(ops, nemesis.Op{At: end, Kind: nemesis.Restart, Node: node})
+		case nemesis.Isolate:
+			ops = append(ops, nemesis.Op{At: end, Kind: nemesis.Heal})
+		}
+	}
+	return ops.Sorted(), triggers
+}
+
+// record adds a fault event at the present instant.
+func (r *run) record(op nemesis.Op, node, skipped string) {
+	ev := FaultEvent{Planned: op, At: monoNow() - r.base, Node: node, Skipped: skipped}
+	r.mu.Lock()
+	r.faults = append(r.faults, ev)
+	r.mu.Unlock()
+	r.logf("live: fault %s", ev)
+}
+
+// resolve maps a schedule's node name to the run's process: the
+// scenario's n-th service node to the layout's n-th replica, the store,
+// a client, or a layout server named directly. @leader asks the target.
+func (r *run) resolve(ctx context.Context, name string) (string, string) {
+	if name == nemesis.Leader {
+		if r.layout.Leader == nil {
+			return "", "the target has no leader"
+		}
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if n, ok := r.layout.Leader(lctx); ok {
+			return n, ""
+		}
+		return "", "no server leads now"
+	}
+	if name == "store" || r.clients[name] != nil {
+		return name, ""
+	}
+	if i := slices.Index(r.opt.Plan.Cluster().Servers, name); i >= 0 {
+		if i < len(r.replicas) {
+			return r.replicas[i], ""
+		}
+		return "", fmt.Sprintf("the target has %d replicas, the scenario's %s is its %d-th service node", len(r.replicas), name, i+1)
+	}
+	if _, ok := r.servers[name]; ok {
+		return name, ""
+	}
+	return "", fmt.Sprintf("no process is called %q", name)
+}
+
+func (r *run) after(d time.Duration, f func()) {
+	if d <= 0 {
+		return
+	}
+	r.mu.Lock()
+	r.fs.timers = append(r.fs.timers, time.AfterFunc(d, f))
+	r.mu.Unlock()
+}
+
+// apply carries out one operation and records what it did.
+func (r *run) apply(ctx context.Context, op nemesis.Op) {
+	switch op.Kind {
+	case nemesis.Heal:
+		r.links.heal()
+		r.record(op, "", "")
+		return
+	case nemesis.Loss:
+		r.links.netFault(netFault{end: endOf(op), loss: op.Probability}, false)
+		r.after(time.Duration(op.Duration), func() { r.links.expire(time.Now()) })
+		r.record(op, "", "")
+		return
+	case nemesis.Delay:
+		r.links.netFault(netFault{end: endOf(op), delay: time.Duration(op.Delay), delayMean: time.Duration(op.Mean)}, false)
+		r.after(time.Duration(op.Duration), func() { r.links.expire(time.Now()) })
+		r.record(op, "", "")
+		return
+	case nemesis.NetworkReset:
+		r.links.netFault(netFault{}, true)
+		r.record(op, "", "")
+		return
+	case nemesis.Duplicate, nemesis.Reorder:
+		r.record(op, "", "a TCP stream neither duplicates nor reorders bytes")
+		return
+	case nemesis.Partition:
+		var group []string
+		for _, g := range op.Group {
+			n, why := r.resolve(ctx, g)
+			if why != "" {
+				r.record(op, "", why)
+				return
+			}
+			group = append(group, n)
+		}
+		r.links.cut(func(n string) bool { return slices.Contains(group, n) })
+		r.record(op, strings.Join(group, ","), "")
+		return
+	}
+	if op.Kind == nemesis.Restart && op.Node == nemesis.Crashed {
+		r.mu.Lock()
+		var names []string
+		for n := range r.fs.crashed {
+			names = append(names, n)
+		}
+		r.mu.Unlock()
+		slices.Sort(names)
+		if len(names) == 0 {
+			r.record(op, "", "nothing is crashed")
+		}
+		for _, n := range names {
+			r.restart(op, n)
+		}
+		return
+	}
+	node, why := r.resolve(ctx, op.Node)
+	if why != "" {
+		r.record(op, "", why)
+		return
+	}
+	switch op.Kind {
+	case nemesis.Pause:
+		p, _ := r.proc(node)
+		if err := p.pause(); err != nil {
+			r.record(op, node, err.Error())
+			return
+		}
+		r.setPaused(node, true)
+		r.after(time.Duration(op.Duration), func() {
+			r.setPaused(node, false)
+			p.resume()
+		})
+		r.record(op, node, "")
+	case nemesis.Crash:
+		p, _ := r.proc(node)
+		if !p.alive() {
+			r.record(op, node, "not running")
+			return
+		}
+		if node == "store" {
+			r.applies.fetch(ctx) // what the store decided so far, before it is gone
+		}
+		p.kill()
+		if node == "store" {
+			r.applies.crashed()
+		}
+		r.mu.Lock()
+		r.fs.crashed[node] = true
+		delete(r.fs.paused, node)
+		r.mu.Unlock()
+		skipped := ""
+		if op.Mode == "torn" {
+			r.note("crash of %s at %v: a real crash loses what was not synced; a torn write is not injected", node, time.Duration(op.At))
+		}
+		r.record(op, node, skipped)
+	case nemesis.Restart:
+		r.restart(op, node)
+	case nemesis.Isolate:
+		r.links.cut(func(n string) bool { return n == node })
+		r.record(op, node, "")
+	case nemesis.Block:
+		to, why := r.resolve(ctx, op.To)
+		if why != "" {
+			r.record(op, node, why)
+			return
+		}
+		r.links.block(node, to, true)
+		r.record(op, node+"→"+to, "")
+	case nemesis.Drift, nemesis.Jump, nemesis.ClockReset:
+		r.clockFault(op, node)
+	case nemesis.SlowDisk:
+		url, why := r.testURL(node, r.info.DiskFaults)
+		if why != "" {
+			r.record(op, node, why)
+			return
+		}
+		if err := postJSON(ctx, url+"/test/disk", map[string]int64{"sync_delay_ms": time.Duration(op.Delay).Milliseconds()}); err != nil {
+			r.record(op, node, err.Error())
+			return
+		}
+		r.after(time.Duration(op.Duration), func() {
+			postJSON(context.Background(), url+"/test/disk", map[string]int64{"sync_delay_ms": 0})
+		})
+		r.record(op, node, "")
+	default:
+		r.record(op, node, "not a fault kind the live runner knows")
+	}
+}
+
+func endOf(op nemesis.Op) time.Time {
+	if op.Duration == 0 {
+		return time.Now().Add(24 * time.Hour)
+	}
+	return time.Now().Add(time.Duration(op.Duration))
+}
+
+func (r *run) setPaused(node string, on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if on {
+		r.fs.paused[node] = true
+	} else {
+		delete(r.fs.paused, node)
+	}
+}
+
+// restart starts a crashed process again on its data directory.
+func (r *run) restart(op nemesis.Op, node string) {
+	p, _ := r.proc(node)
+	if p.alive() {
+		r.record(op, node, "not crashed")
+		return
+	}
+	var err error
+	if c, ok := r.clients[node]; ok {
+		err = c.launch()
+	} else {
+		err = p.start(nil, nil)
+	}
+	if err != nil {
+		r.record(op, node, err.Error())
+		return
+	}
+	r.mu.Lock()
+	delete(r.fs.crashed, node)
+	r.pids = append(r.pids, p.pgid())
+	r.mu.Unlock()
+	if node == "store" {
+		r.rec.storeRestarted(monoNow())
+	}
+	r.record(op, node, "")
+}
+
+// testURL is the base URL of node's test hooks, or why there is none.
+func (r *run) testURL(node string, targetTakes bool) (string, string) {
+	if node == "store" {
+		return r.storeURL, ""
+	}
+	if r.clients[node] != nil {
+		return "", "a client's clock and disk are the harness's"
+	}
+	s := r.srvSpec[node]
+	if !targetTakes || s.TestURL == "" {
+		return "", "target " + r.info.Name + " takes no such fault on " + node
+	}
+	return s.TestURL, ""
+}
+
+// clockFault sets node's clock through POST /test/clock, and undoes it
+// after the operation's duration.
+func (r *run) clockFault(op nemesis.Op, node string) {
+	url, why := r.testURL(node, r.info.ClockFaults)
+	if why != "" {
+		r.record(op, node, why)
+		return
+	}
+	set := func(f func(*clockSetting)) error {
+		r.mu.Lock()
+		c := r.fs.clock[node]
+		f(&c)
+		r.fs.clock[node] = c
+		r.mu.Unlock()
+		return postJSON(context.Background(), url+"/test/clock", c)
+	}
+	var err error
+	switch op.Kind {
+	case nemesis.Drift:
+		err = set(func(c *clockSetting) { c.DriftPPM = op.PPM })
+		r.after(time.Duration(op.Duration), func() { set(func(c *clockSetting) { c.DriftPPM = 0 }) })
+	case nemesis.Jump:
+		by := time.Duration(op.By).Milliseconds()
+		err = set(func(c *clockSetting) { c.OffsetMs += by })
+		r.after(time.Duration(op.Duration), func() { set(func(c *clockSetting) { c.OffsetMs -= by }) })
+	case nemesis.ClockReset:
+		err = set(func(c *clockSetting) { *c = clockSetting{} })
+	}
+	skipped := ""
+	if err != nil {
+		skipped = err.Error()
+	}
+	r.record(op, node, skipped)
+}
+
+func postJSON(ctx context.Context, url string, body any) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", url, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %s (does the service run with FENCESIM_TEST_HOOKS=1?)", url, resp.Status)
+	}
+	return nil
+}
+
+// finishFaults ends what the schedule left on: timers stopped, paused
+// processes resumed, links healed, then the store's apply log read.
+func (r *run) finishFaults() {
+	r.mu.Lock()
+	fs := r.fs
+	r.mu.Unlock()
+	if fs == nil {
+		return
+	}
+	r.mu.Lock()
+	for _, t := range fs.timers {
+		t.Stop()
+	}
+	var paused []string
+	for n := range fs.paused {
+		paused = append(paused, n)
+	}
+	r.mu.Unlock()
+	for _, n := range paused {
+		if p, ok := r.proc(n); ok {
+			p.resume()
+		}
+	}
+	r.links.heal()
+	r.links.netFault(netFault{}, true)
+	if r.store.alive() {
+		r.applies.fetch(context.Background())
+	}
+}

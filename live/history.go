@@ -1,0 +1,380 @@
+package live
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/live/liveclient"
+	"github.com/fencesim/fencesim/nemesis"
+)
+
+// recorder collects what the clients saw, on the run's timeline (the
+// monotonic base minus r.base). An operation without a reply is unknown,
+// as Jepsen's info: it may have taken effect at any time after its call.
+type recorder struct {
+	mu       sync.Mutex
+	base     time.Duration
+	end      time.Duration
+	fenced   bool
+	lockOps  []checker.LockOp
+	ops      []checker.StoreOp
+	beliefs  []checker.Belief
+	open     map[string]int   // client → index of its open belief
+	owner    map[int64]string // write value → client
+	nextVal  int64
+	synth    uint64 // the last synthetic token (unfenced targets)
+	restarts []checker.StoreRestart
+}
+
+func newRecorder(fenced bool) *recorder {
+	return &recorder{fenced: fenced, open: map[string]int{}, owner: map[int64]string{}}
+}
+
+func (r *recorder) at(mono time.Duration) time.Duration { return mono - r.base }
+
+// lock records a lock operation; for a granted acquire it returns the
+// history's token: the service's, or for a service without tokens a
+// synthetic one, one counter across resources in the order the acquires
+// returned (so S1 holds of it by construction and a stale write shows in
+// S3).
+func (r *recorder) lock(client, resource string, kind checker.LockKind, token uint64, call, ret time.Duration, rep liveclient.Reply, ok bool) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	op := checker.LockOp{ID: len(r.lockOps), Client: client, Resource: resource, Kind: kind, Request: uint64(len(r.lockOps) + 1),
+		Token: token, Call: r.at(call), Outcome: checker.LockUnknown}
+	if ok {
+		op.Return = r.at(ret)
+		switch {
+		case rep.OK && kind == checker.LockAcquire:
+			op.Outcome = checker.LockGranted
+			op.Token = rep.Token
+			if !r.fenced {
+				r.synth++
+				op.Token = r.synth
+			}
+		case rep.OK && kind == checker.LockRenew:
+			op.Outcome = checker.LockRenewed
+		case rep.OK:
+			op.Outcome = checker.LockReleased
+		case rep.Error == liveclient.ErrorBusy && kind == checker.LockAcquire:
+			op.Outcome = checker.LockBusy
+		case rep.Error == liveclient.ErrorNotHolder && kind != checker.LockAcquire:
+			op.Outcome = checker.LockNotHolder
+		}
+	}
+	if op.Outcome == checker.LockGranted && op.Token == 0 {
+		// A fenced target that granted without a token: record it as
+		// unknown rather than invent one.
+		op.Outcome = checker.LockUnknown
+	}
+	r.lockOps = append(r.lockOps, op)
+	if op.Outcome == checker.LockGranted {
+		return op.Token
+	}
+	return 0
+}
+
+// value returns a value no other write of the run carries, owned by client.
+func (r *recorder) value(client string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nextVal++
+	r.owner[r.nextVal] = client
+	return r.nextVal
+}
+
+func (r *recorder) write(client, key string, token uint64, value int64, call, ret time.Duration, rep liveclient.Reply, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	op := checker.StoreOp{ID: len(r.ops), Client: client, Resource: key, Kind: checker.OpWrite, Token: token,
+		Value: value, Call: r.at(call), Outcome: checker.OutcomeUnknown}
+	if ok {
+		switch {
+		case rep.OK:
+			op.Outcome, op.Return = checker.OutcomeAccepted, r.at(ret)
+		case rep.Error == liveclient.ErrorStale:
+			op.Outcome, op.Return = checker.OutcomeRejected, r.at(ret)
+		}
+	}
+	r.ops = append(r.ops, op)
+}
+
+func (r *recorder) read(client, key string, call, ret time.Duration, rep liveclient.Reply, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	op := checker.StoreOp{ID: len(r.ops), Client: client, Resource: key, Kind: checker.OpRead, Call: r.at(call), Outcome: checker.OutcomeUnknown}
+	if ok && rep.OK {
+		op.Outcome, op.Return, op.ReadValue, op.ReadToken = checker.OutcomeAccepted, r.at(ret), rep.Value, rep.Token
+	}
+	r.ops = append(r.ops, op)
+}
+
+// believe opens client's belief that it holds token, from the grant's
+// return.
+func (r *recorder) believe(client, resource string, token uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	from := r.lockOps[len(r.lockOps)-1].Return
+	for i := len(r.lockOps) - 1; i >= 0; i-- {
+		if o := r.lockOps[i]; o.Client == client && o.Kind == checker.LockAcquire && o.Token == token {
+			from = o.Return
+			break
+		}
+	}
+	r.open[client] = len(r.beliefs)
+	r.beliefs = append(r.beliefs, checker.Belief{Client: client, Resource: resource, Token: token, From: from, Open: true})
+}
+
+func (r *recorder) disbelieve(client, resource string, token uint64, mono time.Duration, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i, ok := r.open[client]; ok {
+		r.beliefs[i].To, r.beliefs[i].Open, r.beliefs[i].Reason = r.at(mono), false, reason
+		delete(r.open, client)
+	}
+}
+
+func (r *recorder) storeRestarted(mono time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.restarts = append(r.restarts, checker.StoreRestart{At: r.at(mono)})
+}
+
+// grantWindows returns, for every granted acquire (by LockOp.ID), the
+// earliest instant its grant can have been made: the call of the first
+// acquire the client sent for the resource since its previous grant of
+// it. An acquire that got no answer may have been granted, and the
+// client's next acquire of the resource then answers with that grant's
+// token (a holder's acquire returns its grant), so the grant can predate
+// the call of the acquire that reported it. repeats are the granted
+// acquires that answered a grant the client had already been told of (the
+// same token again): one grant, reported twice.
+func grantWindows(ops []checker.LockOp) (win map[int]time.Duration, repeats map[int]bool) {
+	type cr struct{ client, resource string }
+	first := map[cr]time.Duration{}
+	open := map[cr]bool{}
+	last := map[cr]checker.LockOp{}
+	win, repeats = map[int]time.Duration{}, map[int]bool{}
+	for _, o := range ops { // in call order: each client's ops are sequential
+		if o.Kind != checker.LockAcquire {
+			continue
+		}
+		k := cr{o.Client, o.Resource}
+		if !open[k] {
+			first[k], open[k] = o.Call, true
+		}
+		if o.Outcome != checker.LockGranted {
+			continue
+		}
+		open[k] = false
+		if prev, ok := last[k]; ok && prev.Token == o.Token {
+			win[o.ID], repeats[o.ID] = win[prev.ID], true
+			continue
+		}
+		win[o.ID] = first[k]
+		last[k] = o
+	}
+	return win, repeats
+}
+
+// deriveGrants derives the service's grants from what the clients saw,
+// for targets whose own grant records the harness cannot read. The
+// derivation never shows a violation the service did not commit:
+//
+//   - Start is the acquire's return: the service granted no later.
+//   - End is a lower bound on when the service ended the lease: the
+//     earliest of the call of a release of the token, and the earliest
+//     instant of the grant (grantWindows) or the call of its last
+//     answered renewal, plus TTL·(1−ρ) (the lock API's promise: a lease
+//     lasts its TTL from no earlier than the request was sent, on a clock
+//     whose rate error is within ρ). While a server's clock is skewed
+//     (a jump, or a drift beyond ρ: skews), that promise is void, and a
+//     grant whose window or lease meets a skew ends at its Start: it can
+//     no longer overlap anything (S2 judges nothing about it).
+//
+// So two derived grants overlap only if the service's real grants did
+// (S2). S1 judges grant order by Start, which for grants of different
+// resources can invert two concurrent acquires; check drops the S1
+// findings when the tokens are consistent with some order of grant
+// instants inside the grants' windows (see tokensFeasible).
+func deriveGrants(ops []checker.LockOp, ttl map[string]time.Duration, rhoPPM int64, skews []span, end time.Duration) []checker.Grant {
+	win, repeats := grantWindows(ops)
+	var gs []checker.Grant
+	for _, a := range ops {
+		if a.Kind != checker.LockAcquire || a.Outcome != checker.LockGranted || repeats[a.ID] {
+			continue
+		}
+		lease := ttl[a.Client] - ttl[a.Client]*time.Duration(rhoPPM)/1_000_000
+		last := win[a.ID]
+		released := end
+		for _, o := range ops {
+			if o.Client != a.Client || o.Resource != a.Resource || o.Token != a.Token || o.Call < a.Call {
+				continue
+			}
+			switch {
+			case o.Kind == checker.LockRenew && o.Outcome == checker.LockRenewed:
+				last = max(last, o.Call)
+			case o.Kind == checker.LockRelease && o.Call < released:
+				released = o.Call
+			}
+		}
+		e, reason := min(last+lease, released), "expired"
+		if released < last+lease {
+			reason = "released"
+		}
+		if slices.ContainsFunc(skews, func(sk span) bool { return sk.from <= e && win[a.ID] <= sk.to }) {
+			e = a.Return
+		}
+		e = max(e, a.Return)
+		g := checker.Grant{Resource: a.Resource, Client: a.Client, Token: a.Token, Start: a.Return, End: e, Reason: reason}
+		if e >= end {
+			g.End, g.Open, g.Reason = 0, true, ""
+		}
+		gs = append(gs, g)
+	}
+	slices.SortStableFunc(gs, func(a, b checker.Grant) int { return cmp.Compare(a.Start, b.Start) })
+	return gs
+}
+
+// span is an interval of the run's timeline.
+type span struct{ from, to time.Duration }
+
+// tokensFeasible reports whether some instant inside each grant's window
+// (grantWindows to the acquire's return) puts the tokens in strictly
+// increasing order (earliest-first assignment in token order decides
+// it), with no token granted twice: then the service may well have
+// issued them in token order, and S1 has nothing against it.
+func tokensFeasible(ops []checker.LockOp) bool {
+	win, repeats := grantWindows(ops)
+	var gs []checker.LockOp
+	for _, o := range ops {
+		if o.Kind == checker.LockAcquire && o.Outcome == checker.LockGranted && !repeats[o.ID] {
+			gs = append(gs, o)
+		}
+	}
+	slices.SortStableFunc(gs, func(a, b checker.LockOp) int { return cmp.Compare(a.Token, b.Token) })
+	t := time.Duration(-1 << 62)
+	for i, g := range gs {
+		if i > 0 && g.Token == gs[i-1].Token {
+			return false
+		}
+		t = max(t+1, win[g.ID])
+		if t > g.Return {
+			return false
+		}
+	}
+	return true
+}
+
+// history builds the checker's History from the recorder, the store's
+// apply log and the schedule; notes say what it could not know.
+func (r *run) history() (checker.History, []string) {
+	rec := r.rec
+	var notes []string
+	h := checker.History{LockOps: rec.lockOps, Ops: rec.ops, Beliefs: rec.beliefs, StoreRestarts: rec.restarts, End: rec.end}
+	for i := range h.Beliefs {
+		if h.Beliefs[i].Open {
+			h.Beliefs[i].Open, h.Beliefs[i].To, h.Beliefs[i].Reason = false, rec.end, "run-ended"
+		}
+	}
+	ttl := map[string]time.Duration{}
+	var rho int64
+	for _, c := range r.spec.Clients {
+		ttl[c.Name] = time.Duration(c.TTL)
+		rho = max(rho, c.DriftBoundPPM)
+	}
+	// The windows in which a server's clock was off by more than the
+	// clients assume: a jump, or a drift beyond ρ, until its duration
+	// ended (or the end of the run), and one TTL after (a lease granted
+	// under the skew runs on past it).
+	var skews []span
+	maxTTL := time.Duration(0)
+	for _, d := range ttl {
+		maxTTL = max(maxTTL, d)
+	}
+	for _, ev := range r.faults {
+		op := ev.Planned
+		if ev.Skipped != "" || r.clients[ev.Node] != nil || ev.Node == "store" {
+			continue
+		}
+		if op.Kind == nemesis.Jump || op.Kind == nemesis.Drift && (op.PPM > rho || op.PPM < -rho) {
+			to := rec.end
+			if op.Duration > 0 {
+				to = min(rec.end, ev.At+time.Duration(op.Duration))
+			}
+			skews = append(skews, span{ev.At, to + maxTTL})
+		}
+	}
+	if len(skews) > 0 {
+		notes = append(notes, fmt.Sprintf("%d server clock skews: the grants they touch end at their start (S2 judges none of them)", len(skews)))
+	}
+	h.Grants = deriveGrants(rec.lockOps, ttl, rho, skews, rec.end)
+	applies, err := r.applies.all()
+	if err != nil {
+		notes = append(notes, "the store's apply log was unreadable ("+err.Error()+"): S3–S5 cannot be judged")
+	}
+	for _, a := range applies {
+		h.Applies = append(h.Applies, checker.StoreApply{Resource: a.Key, Client: rec.owner[a.Value], Token: a.Token,
+			Value: a.Value, Accepted: a.Accepted, At: time.Duration(a.MonoNs) - r.base})
+	}
+	if err != nil {
+		// Without the store's own record, S3–S5 have nothing to judge,
+		// and S8 would judge reads against no writes: leave the store's
+		// side out entirely.
+		h.Applies, h.Ops = nil, nil
+	}
+	return h, notes
+}
+
+// check judges h with the checker and drops what the derivation alone
+// could cause (see deriveGrants), or, for a target whose tokens grow per
+// resource, what only a comparison across resources finds.
+func check(h checker.History, r *run) checker.Verdict {
+	v := checker.Check(h, checker.Options{})
+	if v.Kind != checker.VerdictViolation {
+		return v
+	}
+	why := "acquires of different resources returned out of token order, but their windows admit the token order"
+	feasible := tokensFeasible(h.LockOps)
+	if r.info.TokensPerResource {
+		why = "target " + r.info.Name + " issues tokens per resource, and per resource they are in order"
+		byRes := map[string][]checker.LockOp{}
+		for _, o := range h.LockOps {
+			byRes[o.Resource] = append(byRes[o.Resource], o)
+		}
+		feasible = true
+		for _, ops := range byRes {
+			feasible = feasible && tokensFeasible(ops)
+		}
+	}
+	if !feasible {
+		return v
+	}
+	kept := slices.DeleteFunc(slices.Clone(v.Violations), func(x checker.Violation) bool { return x.Property == "S1" })
+	if n := len(v.Violations) - len(kept); n > 0 {
+		r.note("%d S1 finding(s) dropped: %s", n, why)
+	}
+	v.Violations = kept
+	if len(kept) == 0 {
+		v.Kind = checker.VerdictPass
+		if v.Unknown != "" {
+			v.Kind = checker.VerdictUnknown
+		}
+	}
+	return v
+}
+
+func (ev FaultEvent) String() string {
+	s := fmt.Sprintf("%8v  %s", ev.At.Round(time.Millisecond), ev.Planned.String())
+	if ev.Node != "" && ev.Node != ev.Planned.Node {
+		s += " → " + ev.Node
+	}
+	if ev.Skipped != "" {
+		s += "  (skipped: " + ev.Skipped + ")"
+	}
+	return s
+}

@@ -1,0 +1,137 @@
+package live
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fencesim/fencesim/checker"
+)
+
+const ms = time.Millisecond
+
+func acq(id int, client, res string, tok uint64, call, ret time.Duration, out checker.LockStatus) checker.LockOp {
+	return checker.LockOp{ID: id, Client: client, Resource: res, Kind: checker.LockAcquire, Token: tok, Call: call, Return: ret, Outcome: out}
+}
+
+func s2(ops []checker.LockOp, skews []span) bool {
+	h := checker.History{LockOps: ops, End: 10 * time.Second,
+		Grants: deriveGrants(ops, map[string]time.Duration{"a": time.Second, "b": time.Second}, 1000, skews, 10*time.Second)}
+	for _, v := range checker.Check(h, checker.Options{}).Violations {
+		if v.Property == "S2" {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDerivedGrants(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		ops   []checker.LockOp
+		skews []span
+		want  bool
+	}{
+		{"canary: b granted inside a's lease", []checker.LockOp{
+			acq(0, "a", "r", 1, 0, 10*ms, checker.LockGranted),
+			acq(1, "b", "r", 2, 500*ms, 510*ms, checker.LockGranted),
+		}, nil, true},
+		{"b granted after a's release call", []checker.LockOp{
+			acq(0, "a", "r", 1, 0, 10*ms, checker.LockGranted),
+			{ID: 1, Client: "a", Resource: "r", Kind: checker.LockRelease, Token: 1, Call: 300 * ms, Outcome: checker.LockUnknown},
+			acq(2, "b", "r", 2, 400*ms, 410*ms, checker.LockGranted),
+		}, nil, false},
+		{"b granted after a's lease, renewal included", []checker.LockOp{
+			acq(0, "a", "r", 1, 0, 10*ms, checker.LockGranted),
+			{ID: 1, Client: "a", Resource: "r", Kind: checker.LockRenew, Token: 1, Call: 400 * ms, Return: 410 * ms, Outcome: checker.LockRenewed},
+			acq(2, "b", "r", 2, 1200*ms, 1210*ms, checker.LockGranted),
+		}, nil, true},
+		{"a's grant may come from its unanswered acquire: its lease from then", []checker.LockOp{
+			acq(0, "a", "r", 0, 0, 0, checker.LockUnknown),
+			acq(1, "a", "r", 5, 790*ms, 800*ms, checker.LockGranted),
+			acq(2, "b", "r", 7, 1200*ms, 1210*ms, checker.LockGranted),
+		}, nil, false},
+		{"a skewed server clock voids the lease bound", []checker.LockOp{
+			acq(0, "a", "r", 1, 0, 10*ms, checker.LockGranted),
+			acq(1, "b", "r", 2, 500*ms, 510*ms, checker.LockGranted),
+		}, []span{{200 * ms, 300 * ms}}, false},
+		{"a skew long before leaves the bound", []checker.LockOp{
+			acq(0, "a", "r", 1, 5*time.Second, 5010*ms, checker.LockGranted),
+			acq(1, "b", "r", 2, 5500*ms, 5510*ms, checker.LockGranted),
+		}, []span{{200 * ms, 300 * ms}}, true},
+	} {
+		if got := s2(c.ops, c.skews); got != c.want {
+			t.Errorf("%s: S2 %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestTokensFeasible(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ops  []checker.LockOp
+		want bool
+	}{
+		{"concurrent acquires of two resources returned out of token order", []checker.LockOp{
+			acq(0, "a", "r1", 2, 0, 10*ms, checker.LockGranted),
+			acq(1, "b", "r2", 1, 5*ms, 20*ms, checker.LockGranted),
+		}, true},
+		{"token 1 asked for after token 2 returned", []checker.LockOp{
+			acq(0, "a", "r1", 2, 0, 10*ms, checker.LockGranted),
+			acq(1, "b", "r2", 1, 15*ms, 20*ms, checker.LockGranted),
+		}, false},
+		{"the same, but b's unanswered acquire came first", []checker.LockOp{
+			acq(0, "b", "r2", 0, 0, 0, checker.LockUnknown),
+			acq(1, "a", "r1", 2, 1*ms, 10*ms, checker.LockGranted),
+			acq(2, "b", "r2", 1, 15*ms, 20*ms, checker.LockGranted),
+		}, true},
+		{"a holder told its grant twice", []checker.LockOp{
+			acq(0, "a", "r1", 1, 0, 10*ms, checker.LockGranted),
+			acq(1, "b", "r2", 2, 20*ms, 30*ms, checker.LockGranted),
+			acq(2, "a", "r1", 1, 40*ms, 50*ms, checker.LockGranted),
+		}, true},
+		{"a token granted twice", []checker.LockOp{
+			acq(0, "a", "r1", 1, 0, 10*ms, checker.LockGranted),
+			acq(1, "b", "r2", 1, 0, 10*ms, checker.LockGranted),
+		}, false},
+	} {
+		if got := tokensFeasible(c.ops); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestCheckDropsOnlyDerivationS1: an S1 finding the windows explain is
+// dropped, one they cannot explain stays.
+func TestCheckDropsOnlyDerivationS1(t *testing.T) {
+	for _, c := range []struct {
+		ops  []checker.LockOp
+		want checker.VerdictKind
+	}{
+		{[]checker.LockOp{acq(0, "a", "r1", 2, 0, 10*ms, checker.LockGranted), acq(1, "b", "r2", 1, 5*ms, 20*ms, checker.LockGranted)}, checker.VerdictPass},
+		{[]checker.LockOp{acq(0, "a", "r1", 2, 0, 10*ms, checker.LockGranted), acq(1, "b", "r2", 1, 15*ms, 20*ms, checker.LockGranted)}, checker.VerdictViolation},
+	} {
+		h := checker.History{LockOps: c.ops, End: time.Second,
+			Grants: deriveGrants(c.ops, map[string]time.Duration{"a": 100 * ms, "b": 100 * ms}, 1000, nil, time.Second)}
+		if v := check(h, &run{}); v.Kind != c.want {
+			t.Errorf("%+v: verdict %v %v, want %v", c.ops, v.Kind, v.Violations, c.want)
+		}
+	}
+}
+
+// TestCheckTokensPerResource: a target with per-resource tokens is not
+// held to one order across resources, but still to one per resource.
+func TestCheckTokensPerResource(t *testing.T) {
+	for _, c := range []struct {
+		ops  []checker.LockOp
+		want checker.VerdictKind
+	}{
+		{[]checker.LockOp{acq(0, "a", "r1", 1, 0, 10*ms, checker.LockGranted), acq(1, "b", "r2", 1, 20*ms, 30*ms, checker.LockGranted)}, checker.VerdictPass},
+		{[]checker.LockOp{acq(0, "a", "r1", 2, 0, 10*ms, checker.LockGranted), acq(1, "b", "r1", 1, 200*ms, 210*ms, checker.LockGranted)}, checker.VerdictViolation},
+	} {
+		h := checker.History{LockOps: c.ops, End: time.Second,
+			Grants: deriveGrants(c.ops, map[string]time.Duration{"a": 100 * ms, "b": 100 * ms}, 1000, nil, time.Second)}
+		if v := check(h, &run{info: TargetInfo{Name: "x", TokensPerResource: true}}); v.Kind != c.want {
+			t.Errorf("%+v: verdict %v %v, want %v", c.ops, v.Kind, v.Violations, c.want)
+		}
+	}
+}

@@ -1,0 +1,392 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/nemesis"
+	"github.com/fencesim/fencesim/scenarios"
+)
+
+// Options configure one live run.
+type Options struct {
+	Target Target
+	// Plan is the scenario and its seeded schedule, exactly as the
+	// simulator would run it (scenarios.NewPlan, or a replay file's).
+	Plan scenarios.Plan
+	// Dir is the run's directory (data, logs); "" makes a temporary one,
+	// removed after the run unless Keep.
+	Dir  string
+	Keep bool
+	// BinDirs are searched for binaries before $PATH.
+	BinDirs []string
+	// TargetOptions are passed to the target (Setup.Options) and to every
+	// client process (-opt).
+	TargetOptions map[string]string
+	// StartTimeout bounds the start of every server (default 30 s);
+	// StopGrace the wait after SIGTERM before SIGKILL (default 5 s).
+	StartTimeout, StopGrace time.Duration
+	// Log receives progress lines (nil: none).
+	Log io.Writer
+}
+
+// FaultEvent is one fault operation of the schedule as the run carried it
+// out: when (on the run's timeline), on which process, or why not.
+type FaultEvent struct {
+	// Planned is the operation as scheduled (fixed roles bound).
+	Planned nemesis.Op `json:"planned"`
+	// At is when it was carried out, from the start of the workload.
+	At time.Duration `json:"at"`
+	// Node is the process it hit ("" for network-wide faults).
+	Node string `json:"node,omitempty"`
+	// Skipped says why the operation did nothing ("" if applied).
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// Result is what one live run produced.
+type Result struct {
+	Target   string           `json:"target"`
+	Scenario string           `json:"scenario"`
+	Seed     uint64           `json:"seed"`
+	Expect   string           `json:"expect"`
+	Met      bool             `json:"met"`
+	Verdict  checker.Verdict  `json:"verdict"`
+	Faults   []FaultEvent     `json:"faults"`
+	History  checker.History  `json:"-"`
+	Wall     time.Duration    `json:"wall"`
+	Notes    []string         `json:"notes,omitempty"`
+	Dir      string           `json:"dir,omitempty"`
+	Options  *nemesis.Options `json:"options,omitempty"`
+	Plan     scenarios.Plan   `json:"-"`
+	Counts   map[string]int   `json:"counts"`
+	PIDs     []int            `json:"-"`
+}
+
+// run is one live run's state.
+type run struct {
+	opt    Options
+	spec   scenarios.Spec
+	info   TargetInfo
+	dir    string
+	setup  *Setup
+	layout Layout
+	links  *linkSet
+	logf   func(format string, args ...any)
+
+	store    *proc
+	storeURL string // real
+	servers  map[string]*proc
+	srvSpec  map[string]Server
+	replicas []string // the layout's replicas, in order
+	clients  map[string]*clientProc
+
+	base    time.Duration // CLOCK_MONOTONIC at the start of the workload
+	rec     *recorder
+	fs      *faultState
+	applies *appliesLog
+
+	mu     sync.Mutex
+	faults []FaultEvent
+	notes  []string
+	pids   []int
+}
+
+func (r *run) note(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+}
+
+// Run runs opt.Plan live against opt.Target. The error is the harness's or
+// the target's failure to run at all (a server that never became ready,
+// a missing binary); a run that ran returns its verdict in Result. Every
+// process it started is stopped before it returns, whatever happened.
+func Run(ctx context.Context, opt Options) (res Result, err error) {
+	if opt.Target == nil {
+		return Result{}, errors.New("live: no target")
+	}
+	if opt.StartTimeout <= 0 {
+		opt.StartTimeout = 30 * time.Second
+	}
+	if opt.StopGrace <= 0 {
+		opt.StopGrace = 5 * time.Second
+	}
+	r := &run{opt: opt, spec: opt.Plan.Spec, info: opt.Target.Info(), servers: map[string]*proc{},
+		srvSpec: map[string]Server{}, clients: map[string]*clientProc{}}
+	r.logf = func(format string, args ...any) {
+		if opt.Log != nil {
+			fmt.Fprintf(opt.Log, format+"\n", args...)
+		}
+	}
+	r.dir = opt.Dir
+	if r.dir == "" {
+		if r.dir, err = os.MkdirTemp("", "fencesim-live-"); err != nil {
+			return Result{}, fmt.Errorf("live: %w", err)
+		}
+		if !opt.Keep {
+			defer os.RemoveAll(r.dir)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(r.dir, "logs"), 0o755); err != nil {
+		return Result{}, fmt.Errorf("live: %w", err)
+	}
+	r.links = &linkSet{seed: opt.Plan.Seed}
+	r.setup = &Setup{Options: opt.TargetOptions, dir: r.dir, binDirs: opt.BinDirs, links: r.links}
+	start := time.Now()
+	defer func() {
+		// Whatever happened, nothing the run started survives it.
+		if serr := r.stopAll(); serr != nil && err == nil {
+			err = serr
+		}
+		r.links.close()
+		res.PIDs = r.pids
+		res.Wall = time.Since(start)
+	}()
+	err = r.startAll(ctx)
+	r.setup.release() // on every path: a failed layout holds no port
+	if err != nil {
+		return Result{}, err
+	}
+	r.workload(ctx)
+	h, notes := r.history()
+	r.notes = append(r.notes, notes...)
+	v := check(h, r)
+	if r.spec.Liveness != nil {
+		v = checker.Combine(v, checker.CheckLiveness(h, r.healAt(), time.Duration(r.spec.Liveness.Bound), r.progressing()))
+	}
+	res = Result{
+		Target: r.info.Name, Scenario: r.spec.Name, Seed: opt.Plan.Seed, Expect: r.spec.Expect.String(),
+		Met: r.spec.Expect.Met(v), Verdict: v, Faults: r.faults, History: h, Notes: r.notes,
+		Options: opt.Plan.Options, Plan: opt.Plan, Counts: map[string]int{
+			"lock_ops": len(h.LockOps), "store_ops": len(h.Ops), "grants": len(h.Grants), "applies": len(h.Applies),
+		},
+	}
+	if opt.Keep || opt.Dir != "" {
+		res.Dir = r.dir
+	}
+	return res, nil
+}
+
+// startAll starts the store, the target's servers and the clients, and
+// waits until every server is ready.
+func (r *run) startAll(ctx context.Context) error {
+	bin, err := r.setup.Bin("fencesim-store")
+	if err != nil {
+		return err
+	}
+	addr, err := r.setup.Free()
+	if err != nil {
+		return err
+	}
+	dir, err := r.setup.Dir("store")
+	if err != nil {
+		return err
+	}
+	r.storeURL = "http://" + addr
+	r.applies = &appliesLog{url: r.storeURL}
+	env := []string{"FENCESIM_TEST_HOOKS=1"}
+	if !r.info.Fenced {
+		env = append(env, "FENCESIM_STORE_UNFENCED=true")
+	}
+	r.store = &proc{name: "store", argv: []string{bin, "-listen", addr, "-data", dir}, env: env, log: logPath(r.dir, "store")}
+	if r.layout, err = r.opt.Target.Layout(r.setup); err != nil {
+		return fmt.Errorf("live: target %s: %w", r.info.Name, err)
+	}
+	if len(r.layout.Client.Argv) == 0 {
+		return fmt.Errorf("live: target %s lays out no client program", r.info.Name)
+	}
+	for _, s := range r.layout.Servers {
+		if s.Name == "store" || r.servers[s.Name] != nil || slices.ContainsFunc(r.spec.Clients, func(c scenarios.ClientSpec) bool { return c.Name == s.Name }) {
+			return fmt.Errorf("live: target %s: server name %q is taken", r.info.Name, s.Name)
+		}
+		r.servers[s.Name] = &proc{name: s.Name, argv: s.Argv, env: s.Env, log: logPath(r.dir, s.Name)}
+		r.srvSpec[s.Name] = s
+		if s.Replica {
+			r.replicas = append(r.replicas, s.Name)
+		}
+	}
+	r.setup.release()
+	all := append([]*proc{r.store}, r.serverProcs()...)
+	for _, p := range all {
+		if err := p.start(nil, nil); err != nil {
+			return err
+		}
+		r.pids = append(r.pids, p.pgid())
+	}
+	sctx, cancel := context.WithTimeout(ctx, r.opt.StartTimeout)
+	defer cancel()
+	if err := r.store.waitReady(sctx, httpReady(r.storeURL+"/readyz")); err != nil {
+		return err
+	}
+	for _, s := range r.layout.Servers {
+		check := s.Ready
+		if check == nil {
+			if s.ReadyURL == "" {
+				return fmt.Errorf("live: target %s: server %s has neither ReadyURL nor Ready", r.info.Name, s.Name)
+			}
+			check = httpReady(s.ReadyURL)
+		}
+		if err := r.servers[s.Name].waitReady(sctx, check); err != nil {
+			return err
+		}
+	}
+	r.logf("live: %d servers and the store are ready", len(r.layout.Servers))
+	for _, c := range r.spec.Clients {
+		cp, err := r.clientProc(c.Name)
+		if err != nil {
+			return err
+		}
+		if err := cp.launch(); err != nil {
+			return err
+		}
+		r.pids = append(r.pids, cp.pgid())
+		r.clients[c.Name] = cp
+	}
+	return nil
+}
+
+func (r *run) serverProcs() []*proc {
+	var ps []*proc
+	for _, s := range r.layout.Servers {
+		ps = append(ps, r.servers[s.Name])
+	}
+	return ps
+}
+
+// clientProc lays out client name's process: its own proxy to every
+// server endpoint and to the store.
+func (r *run) clientProc(name string) (*clientProc, error) {
+	var eps []string
+	for _, s := range r.layout.Servers {
+		if s.Endpoint == "" {
+			continue
+		}
+		scheme, hostport := "", s.Endpoint
+		if i := strings.Index(s.Endpoint, "://"); i >= 0 {
+			scheme, hostport = s.Endpoint[:i+3], strings.TrimSuffix(s.Endpoint[i+3:], "/")
+		}
+		a, err := r.links.add(name, s.Name, hostport)
+		if err != nil {
+			return nil, err
+		}
+		eps = append(eps, scheme+a)
+	}
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("live: target %s: no server has a client Endpoint", r.info.Name)
+	}
+	sa, err := r.links.add(name, "store", strings.TrimPrefix(r.storeURL, "http://"))
+	if err != nil {
+		return nil, err
+	}
+	argv := append(slices.Clone(r.layout.Client.Argv), "-client", name, "-endpoints", strings.Join(eps, ","),
+		"-store", "http://"+sa, "-op-timeout", opTimeout.String())
+	opts := map[string]string{}
+	for k, v := range r.layout.Client.Options {
+		opts[k] = v
+	}
+	for k, v := range r.opt.TargetOptions {
+		opts[k] = v
+	}
+	keys := make([]string, 0, len(opts))
+	for k := range opts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		argv = append(argv, "-opt", k+"="+opts[k])
+	}
+	return newClientProc(&proc{name: name, argv: argv, env: r.layout.Client.Env, log: logPath(r.dir, "client-"+name)}), nil
+}
+
+// opTimeout bounds one client operation (in the client process); the
+// harness waits a little longer before it records the outcome unknown.
+const opTimeout = 5 * time.Second
+
+// stopAll stops the clients, then the servers, then the store; a process
+// that ignores SIGTERM is killed and named in the error.
+func (r *run) stopAll() error {
+	var hung []string
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	stop := func(p *proc) {
+		defer wg.Done()
+		if h, _ := p.stop(r.opt.StopGrace); h {
+			mu.Lock()
+			hung = append(hung, p.name)
+			mu.Unlock()
+		}
+	}
+	for _, c := range r.clients {
+		c.closeStdin()
+		wg.Add(1)
+		go stop(c.proc)
+	}
+	wg.Wait()
+	for _, p := range r.serverProcs() {
+		if p != nil {
+			wg.Add(1)
+			go stop(p)
+		}
+	}
+	if r.store != nil {
+		wg.Add(1)
+		go stop(r.store)
+	}
+	wg.Wait()
+	if len(hung) > 0 {
+		slices.Sort(hung)
+		return fmt.Errorf("live: %s did not stop within %v of SIGTERM and were killed", strings.Join(hung, ", "), r.opt.StopGrace)
+	}
+	return nil
+}
+
+// proc returns the process called name: a server, the store or a client.
+func (r *run) proc(name string) (*proc, bool) {
+	if name == "store" {
+		return r.store, true
+	}
+	if p, ok := r.servers[name]; ok {
+		return p, true
+	}
+	if c, ok := r.clients[name]; ok {
+		return c.proc, true
+	}
+	return nil, false
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// healAt is when the schedule's final heal was carried out (the
+// operations planned at the end of the safety phase), on the run's
+// timeline: the liveness bound counts from there.
+func (r *run) healAt() time.Duration {
+	at := time.Duration(r.spec.Duration)
+	for _, ev := range r.faults {
+		if time.Duration(ev.Planned.At) == time.Duration(r.spec.Duration) {
+			at = max(at, ev.At)
+		}
+	}
+	return at
+}
+
+// progressing lists the clients that must complete a cycle after the
+// heal: those without a cycle limit whose process is up at the end.
+func (r *run) progressing() []string {
+	var names []string
+	for _, c := range r.spec.Clients {
+		if cp := r.clients[c.Name]; c.Cycles == 0 && cp != nil && cp.alive() {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}

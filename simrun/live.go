@@ -1,0 +1,196 @@
+package simrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fencesim/fencesim/live"
+	"github.com/fencesim/fencesim/scenarios"
+)
+
+// optFlag collects repeated -opt key=value.
+type optFlag map[string]string
+
+func (m optFlag) String() string { return "" }
+func (m optFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not key=value", v)
+	}
+	m[k] = val
+	return nil
+}
+
+// cmdLive runs a scenario's seeded schedule against a real lock service.
+func cmdLive(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("simrun live", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	target := fs.String("target", "", "the lock service to run for real: "+targetNames())
+	name := fs.String("scenario", "", "built-in scenario `name` (see simrun list)")
+	specFile := fs.String("spec", "", "run the scenario spec in `file.json`")
+	replayFile := fs.String("replay", "", "run a live replay file's schedule again (live-replay.json of an -out directory)")
+	seed := fs.Uint64("seed", 1, "root `seed`: draws the same schedule the simulator would")
+	duration := fs.Duration("duration", 0, "override the scenario's safety phase (a swarm draws its faults over it), e.g. 30s; 0: the scenario's")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
+	out := fs.String("out", "", "write the HTML report (index.html), history.json, result.json, live-replay.json and the processes' logs into `dir`")
+	bins := fs.String("bin", "", "directories (comma-separated) searched for the binaries before $PATH (default: the directory of simrun itself)")
+	opts := optFlag{}
+	fs.Var(opts, "opt", "a target-specific option `key=value` (repeatable), passed to the target and its clients")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "simrun live: "+format+"\n", a...)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		return fail("unexpected argument %q", fs.Arg(0))
+	}
+	var plan scenarios.Plan
+	if *replayFile != "" {
+		if *name != "" || *specFile != "" {
+			return fail("-replay carries its scenario: leave -scenario and -spec out")
+		}
+		b, err := os.ReadFile(*replayFile)
+		if err != nil {
+			return fail("%v", err)
+		}
+		t, p, err := live.ParseReplayFile(b)
+		if err != nil {
+			return fail("%v", err)
+		}
+		plan = p
+		if *target == "" {
+			*target = t
+		}
+	}
+	if *target == "" {
+		return fail("-target is required: %s", targetNames())
+	}
+	t, ok := live.Lookup(*target)
+	if !ok {
+		return fail("unknown -target %q: %s", *target, targetNames())
+	}
+	if *duration < 0 || (*duration > 0 && *duration < 100*time.Millisecond) || *duration > time.Hour {
+		return fail("-duration %v must be 0 (the scenario's) or 100ms..1h", *duration)
+	}
+	if *replayFile == "" {
+		spec, err := chooseSpec(*name, *specFile)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if *duration > 0 {
+			spec.Duration = scenarios.Duration(*duration)
+		}
+		if plan, err = scenarios.NewPlan(spec, *seed); err != nil {
+			return fail("%v", err)
+		}
+	}
+	binDirs := []string{}
+	if *bins != "" {
+		binDirs = strings.Split(*bins, ",")
+	} else if exe, err := os.Executable(); err == nil {
+		binDirs = []string{filepath.Dir(exe)}
+	}
+	header := live.Describe(*target, plan)
+	if *asJSON {
+		fmt.Fprint(stderr, header)
+	} else {
+		fmt.Fprint(stdout, header)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var progress io.Writer
+	if !*asJSON {
+		progress = stdout
+	}
+	dir := ""
+	if *out != "" {
+		dir = filepath.Join(*out, "run")
+		os.RemoveAll(dir)
+	}
+	res, err := live.Run(ctx, live.Options{Target: t, Plan: plan, Dir: dir, BinDirs: binDirs, TargetOptions: opts, Log: progress})
+	if err != nil {
+		fmt.Fprintf(stderr, "simrun live: %v\n", err)
+		if errors.Is(err, live.ErrNoBinary) {
+			return exitUsage
+		}
+		return exitCrash
+	}
+	repro := liveRepro(*target, *name, *specFile, *replayFile, plan.Seed, *duration)
+	code := exitCode(res.Verdict)
+	index := ""
+	if *out != "" {
+		if index, err = live.WriteOut(*out, res, repro); err != nil {
+			fmt.Fprintf(stderr, "simrun live: %v\n", err)
+			return exitCrash
+		}
+	}
+	if *asJSON {
+		b, _ := json.Marshal(res)
+		fmt.Fprintf(stdout, "%s\n", b)
+		return code
+	}
+	fmt.Fprintf(stdout, "faults as carried out (on the run's timeline):\n")
+	for _, ev := range res.Faults {
+		fmt.Fprintf(stdout, "  %s\n", ev)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(stdout, "note: %s\n", n)
+	}
+	fmt.Fprintf(stdout, "verdict=%s", res.Verdict.Kind)
+	if p := res.Verdict.Property(); p != "" {
+		fmt.Fprintf(stdout, " property=%s", p)
+	}
+	fmt.Fprintf(stdout, " expected=%q met=%v\n", res.Expect, res.Met)
+	for _, v := range res.Verdict.Violations {
+		fmt.Fprintf(stdout, "  %s at %v: %s\n", v.Property, v.At, v.Detail)
+	}
+	if res.Verdict.Unknown != "" {
+		fmt.Fprintf(stdout, "  inconclusive: %s\n", res.Verdict.Unknown)
+	}
+	fmt.Fprintf(stdout, "records: %d lock ops, %d store ops, %d grants (derived), %d store applies; wall_seconds=%.1f\n",
+		res.Counts["lock_ops"], res.Counts["store_ops"], res.Counts["grants"], res.Counts["applies"], res.Wall.Seconds())
+	if index != "" {
+		fmt.Fprintf(stdout, "report: %s (replay: simrun live -replay %s)\n", index, shellQuote(filepath.Join(*out, "live-replay.json")))
+	}
+	if code != exitPass {
+		fmt.Fprintf(stdout, "reproduce the schedule: %s\n", repro)
+	}
+	return code
+}
+
+func targetNames() string {
+	var names []string
+	for _, t := range live.Targets() {
+		names = append(names, t.Name)
+	}
+	return "one of " + strings.Join(names, ", ")
+}
+
+func liveRepro(target, name, specFile, replayFile string, seed uint64, d time.Duration) string {
+	var what string
+	switch {
+	case replayFile != "":
+		return "simrun live -replay " + shellQuote(replayFile)
+	case specFile != "":
+		what = "-spec " + shellQuote(specFile)
+	default:
+		what = "-scenario " + name
+	}
+	s := fmt.Sprintf("simrun live -target %s %s -seed %d", target, what, seed)
+	if d > 0 {
+		s += " -duration " + d.String()
+	}
+	return s
+}
