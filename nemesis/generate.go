@@ -193,7 +193,9 @@ func (s Schedule) HealAll(at time.Duration, c Cluster) Schedule {
 // network fault still on with no NetworkReset after it, a clock or disk
 // fault still on with no reset of its node after it. Faults aimed at the
 // Leader selector are undone only by a reset aimed at it too: which node
-// led is known only when the fault fires. A generated safety phase must
+// led is known only when the fault fires. A trigger (trigger.go) may start
+// as late as At+Within+After, so it counts from then, and only a reset at
+// or after that instant undoes it. A generated safety phase must
 // pass CheckUndone(safety).
 func (s Schedule) CheckUndone(end time.Duration) error {
 	var open []openFault

@@ -13,6 +13,8 @@
 //	network.go    message loss, duplication, delay spikes, reordering
 //	clock.go      clock drift and wall-clock jumps
 //	disk.go       slow disks (sync latency)
+//	trigger.go    triggers: faults aimed at protocol moments, and the
+//	              aimed faults the swarm draws
 //
 // A fault names its node by name or by role (role.go: @replica:N, @store,
 // @client:NAME, and the selectors @leader and @crashed), so one schedule
