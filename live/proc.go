@@ -21,6 +21,8 @@ type proc struct {
 	argv []string
 	env  []string
 	log  string // the log file (stdout and stderr), appended across restarts
+	// stopSig ends the process at the end of the run (0: SIGTERM).
+	stopSig syscall.Signal
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -161,8 +163,12 @@ func (p *proc) stop(grace time.Duration) (hung bool, err error) {
 		return false, nil
 	}
 	pg := p.pgid()
+	sig := p.stopSig
+	if sig == 0 {
+		sig = syscall.SIGTERM
+	}
 	syscall.Kill(-pg, syscall.SIGCONT)
-	syscall.Kill(-pg, syscall.SIGTERM)
+	syscall.Kill(-pg, sig)
 	if p.wait(grace) == nil {
 		reapGroup(pg)
 		return false, nil

@@ -209,7 +209,7 @@ func (r *run) startAll(ctx context.Context) error {
 		if s.Name == "store" || r.servers[s.Name] != nil || slices.ContainsFunc(r.spec.Clients, func(c scenarios.ClientSpec) bool { return c.Name == s.Name }) {
 			return fmt.Errorf("live: target %s: server name %q is taken", r.info.Name, s.Name)
 		}
-		r.servers[s.Name] = &proc{name: s.Name, argv: s.Argv, env: s.Env, log: logPath(r.dir, s.Name)}
+		r.servers[s.Name] = &proc{name: s.Name, argv: s.Argv, env: s.Env, log: logPath(r.dir, s.Name), stopSig: s.StopSignal}
 		r.srvSpec[s.Name] = s
 		if s.Replica {
 			r.replicas = append(r.replicas, s.Name)

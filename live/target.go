@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"syscall"
 )
 
 // A Target is a lock service the harness can run for real: it lays out
@@ -93,6 +94,11 @@ type Server struct {
 	// TestURL is the base URL of the test hooks (/test/clock,
 	// /test/disk), reached directly; "": the server has none.
 	TestURL string
+	// StopSignal ends the server when the run is over (0: SIGTERM, then
+	// SIGKILL after the grace). SIGKILL suits a server whose graceful
+	// stop waits on peers that are stopping too: an etcd leader hands
+	// its leadership over for up to 5s plus two election timeouts.
+	StopSignal syscall.Signal
 }
 
 // ClientProgram is the client binary: its main calls liveclient.Main.

@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -92,9 +91,4 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
-}
-
-func mkdir(dir, name string) (string, error) {
-	p := filepath.Join(dir, name)
-	return p, os.MkdirAll(p, 0o755)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/bench"
+	"github.com/fencesim/fencesim/internal/etcdcluster"
 )
 
 // Etcd is a three-member etcd-server cluster of child processes on
@@ -31,35 +32,27 @@ type Etcd struct {
 // with data under dir and waits (at most 20s) until every member reports
 // healthy.
 func StartEtcd(dir string) (*Etcd, error) {
-	bin, err := exec.LookPath("etcd")
+	bin, err := etcdcluster.Binary()
 	if err != nil {
-		return nil, fmt.Errorf("etcd not installed (apt-get install etcd-server): %w", err)
+		return nil, err
 	}
-	out, _ := exec.Command(bin, "--version").Output()
-	e := &Etcd{Version: strings.TrimPrefix(strings.SplitN(string(out), "\n", 2)[0], "etcd Version: ")}
+	e := &Etcd{Version: etcdcluster.Version(bin)}
 	const size = 3
 	ports, err := freePorts(2 * size)
 	if err != nil {
 		return nil, err
 	}
-	peer := func(i int) string { return "http://127.0.0.1:" + strconv.Itoa(ports[2*i+1]) }
-	var initial []string
-	for i := range size {
-		initial = append(initial, fmt.Sprintf("m%d=%s", i, peer(i)))
-		e.Endpoints = append(e.Endpoints, "http://127.0.0.1:"+strconv.Itoa(ports[2*i]))
+	plan, err := etcdcluster.Plan(func(i int) string { return filepath.Join(dir, fmt.Sprintf("etcd-%d", i)) }, ports[:size], ports[size:], etcdcluster.Options{Token: "fencesim-bench"})
+	if err != nil {
+		return nil, err
 	}
-	for i := range size {
-		data, err := mkdir(dir, fmt.Sprintf("etcd-%d", i))
-		if err != nil {
+	for i, m := range plan {
+		e.Endpoints = append(e.Endpoints, m.ClientURL)
+		if err := os.MkdirAll(m.DataDir, 0o755); err != nil {
 			e.Close()
 			return nil, err
 		}
-		c, err := startChild(fmt.Sprintf("etcd member m%d", i), filepath.Join(dir, fmt.Sprintf("etcd-%d.log", i)), bin,
-			"--name", fmt.Sprintf("m%d", i), "--data-dir", data,
-			"--listen-client-urls", e.Endpoints[i], "--advertise-client-urls", e.Endpoints[i],
-			"--listen-peer-urls", peer(i), "--initial-advertise-peer-urls", peer(i),
-			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
-			"--initial-cluster-token", "fencesim-bench")
+		c, err := startChild("etcd member "+m.Name, filepath.Join(dir, fmt.Sprintf("etcd-%d.log", i)), bin, m.Args...)
 		if err != nil {
 			e.Close()
 			return nil, err
@@ -69,16 +62,7 @@ func StartEtcd(dir string) (*Etcd, error) {
 	hc := &http.Client{Timeout: time.Second}
 	for i, m := range e.members {
 		err := m.waitUp(20*time.Second, func() error {
-			resp, err := hc.Get(e.Endpoints[i] + "/health")
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			var h struct{ Health string }
-			if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || h.Health != "true" {
-				return fmt.Errorf("health %q (%v)", h.Health, err)
-			}
-			return nil
+			return etcdcluster.Healthy(context.Background(), hc, e.Endpoints[i])
 		})
 		if err != nil {
 			e.Close()

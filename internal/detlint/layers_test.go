@@ -110,6 +110,20 @@ var layers = []struct {
 		why:     "the benchmark harness knows no lock service: the etcd driver's own module (bench/etcd) imports it without building fencesim",
 	},
 	{
+		pattern: "./internal/etcdcluster",
+		why:     "an etcd cluster's flags and health check, shared by the benchmark and the live targets: standard library only",
+	},
+	{
+		pattern: "./internal/etcdtest",
+		allowed: []string{"internal/etcdcluster"},
+		why:     "the tests' etcd cluster is etcdcluster's plan started: nothing else of fencesim",
+	},
+	{
+		pattern: "./live/redlockclient",
+		allowed: []string{"live/liveclient"},
+		why:     "a target's Locker is what a user writes for their own service: the liveclient contract and the service's client library, nothing else of fencesim",
+	},
+	{
 		pattern: "./live/liveclient",
 		why:     "a user's client main imports the live protocol to test their own lock service: standard library only",
 	},
@@ -120,7 +134,7 @@ var layers = []struct {
 	},
 	{
 		pattern: "./live",
-		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "checker", "report", "nemesis", "scenarios", "scenarios/workload", "sim", "fakeclock", "process",
+		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "report", "nemesis", "scenarios", "scenarios/workload", "sim", "fakeclock", "process",
 			"lockservice", "lockservice/internal/record", "lockservice/fencedstore", "lockservice/raft", "lockservice/reference", "lockservice/mutants",
 			"lockservice/redlock", "lockservice/designs", "lockservice/lockclient"},
 		why: "the live harness runs the services as processes, never in its own: it plans with scenarios and nemesis, checks with checker, and must not link a service (realrt, nodesvc, storesvc, lockd)",
