@@ -34,12 +34,47 @@ type clockSetting struct {
 // the machine's.
 func (r *run) runSchedule(ctx context.Context) {
 	r.fs = &faultState{paused: map[string]bool{}, crashed: map[string]bool{}, clock: map[string]clockSetting{}}
-	for _, op := range r.opt.Plan.Installed().Sorted() {
+	ops, triggers := liveOps(r.opt.Plan.Installed())
+	for _, op := range triggers {
+		r.record(op, op.Node, "a trigger fires at a protocol moment the simulator observes; a live run does not see them")
+	}
+	for _, op := range ops {
 		if !sleepCtx(ctx, r.base+time.Duration(op.At)-monoNow()) {
 			return
 		}
 		r.apply(ctx, op)
 	}
+}
+
+// liveOps returns the schedule a live run carries out, time-sorted, and the
+// triggers it cannot (nemesis/trigger.go: they fire at moments only the
+// simulator observes). A crash or isolation with a duration undoes itself
+// in the simulator; here it is followed by the operation that undoes it:
+// a restart of the node (of every crashed node, for @leader), and a heal
+// (which reopens every link, not only the isolated node's).
+func liveOps(s nemesis.Schedule) (ops, triggers nemesis.Schedule) {
+	for _, op := range s {
+		if op.When != "" {
+			triggers = append(triggers, op)
+			continue
+		}
+		ops = append(ops, op)
+		if op.Duration <= 0 {
+			continue
+		}
+		end := op.At + op.Duration
+		switch op.Kind {
+		case nemesis.Crash:
+			node := op.Node
+			if node == nemesis.Leader {
+				node = nemesis.Crashed
+			}
+			ops = append(ops, nemesis.Op{At: end, Kind: nemesis.Restart, Node: node})
+		case nemesis.Isolate:
+			ops = append(ops, nemesis.Op{At: end, Kind: nemesis.Heal})
+		}
+	}
+	return ops.Sorted(), triggers
 }
 
 // record adds a fault event at the present instant.

@@ -33,10 +33,18 @@ const (
 	// once per term it wins: a second report of a term by one replica (a
 	// restart leading the term again) is a violation.
 	EvElected
+	// EvVoted: replica Node persisted a vote for another replica in Term
+	// (synced, unless its sync is slow and still in flight). A moment for the nemesis's
+	// triggers, not a fact the checker judges.
+	EvVoted
+	// EvAppended: follower Node persisted log entries a leader sent, up
+	// to Index (as EvVoted, a moment for the nemesis).
+	EvAppended
 )
 
 var eventKindNames = [...]string{EvGranted: "granted", EvRenewed: "renewed", EvEnded: "ended", EvApplied: "applied",
-	EvCall: "call", EvReturn: "return", EvBeliefEnd: "belief-end", EvEntryApplied: "entry-applied", EvElected: "elected"}
+	EvCall: "call", EvReturn: "return", EvBeliefEnd: "belief-end", EvEntryApplied: "entry-applied", EvElected: "elected",
+	EvVoted: "voted", EvAppended: "appended"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) && eventKindNames[k] != "" {

@@ -55,7 +55,7 @@ var driftSpec = kindSpec{
 
 var jumpSpec = kindSpec{
 	kind:   Jump,
-	fields: fNode | fBy | fDuration,
+	fields: fNode | fBy | fDuration | fTrigger,
 	check: func(op Op) error {
 		if op.By == 0 {
 			return errors.New("by must be a non-zero step, e.g. \"-2s\" to set the wall clock back")

@@ -34,8 +34,9 @@ const (
 )
 
 var crashSpec = kindSpec{
-	kind:   Crash,
-	fields: fNode | fMode | fKeep,
+	kind: Crash,
+	// A Duration restarts the node that long after the crash.
+	fields: fNode | fMode | fKeep | fDuration | fTrigger,
 	check: func(op Op) error {
 		switch op.Mode {
 		case "", CrashLose:
@@ -63,6 +64,7 @@ var crashSpec = kindSpec{
 			x.w.Crash(id)
 		}
 		x.cov.afterCrash(x.w, id)
+		x.until(op, func() { x.w.Restart(id) })
 	},
 }
 

@@ -119,13 +119,9 @@ func chatResolve(name string) (sim.NodeID, bool) {
 
 var chatNodes = []string{"a", "b", "c", Leader}
 
-// runChat installs s (and before, the harness actions) in a fresh chat
-// world and runs it for 400ms.
-func runChat(t *testing.T, s Schedule, before func(w *sim.World)) chatRun {
+// newChatWorld is a world of three chatters a, b and c, 1ms apart.
+func newChatWorld(t *testing.T) (*sim.World, *chatLog) {
 	t.Helper()
-	if err := s.Validate(chatNodes); err != nil {
-		t.Fatalf("Validate: %v", err)
-	}
 	w, err := sim.New(sim.Config{Seed: 7, Network: sim.NetworkConfig{Latency: sim.Latency{Min: ms, Max: ms}}})
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +132,17 @@ func runChat(t *testing.T, s Schedule, before func(w *sim.World)) chatRun {
 			t.Fatal(err)
 		}
 	}
+	return w, log
+}
+
+// runChat installs s (and before, the harness actions) in a fresh chat
+// world and runs it for 400ms.
+func runChat(t *testing.T, s Schedule, before func(w *sim.World)) chatRun {
+	t.Helper()
+	if err := s.Validate(chatNodes); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	w, log := newChatWorld(t)
 	if before != nil {
 		before(w)
 	}

@@ -193,23 +193,26 @@ func (s Schedule) HealAll(at time.Duration, c Cluster) Schedule {
 // network fault still on with no NetworkReset after it, a clock or disk
 // fault still on with no reset of its node after it. Faults aimed at the
 // Leader selector are undone only by a reset aimed at it too: which node
-// led is known only when the fault fires. A generated safety phase must
+// led is known only when the fault fires. A trigger (trigger.go) may start
+// as late as At+Within+After, so it counts from then, and only a reset at
+// or after that instant undoes it. A generated safety phase must
 // pass CheckUndone(safety).
 func (s Schedule) CheckUndone(end time.Duration) error {
 	var open []openFault
-	close := func(group, node string) {
+	ops := s.Sorted()
+	close := func(group, node string, at Duration) {
 		open = slices.DeleteFunc(open, func(o openFault) bool {
-			return o.group == group && (node == "*" || o.node == node)
+			// A trigger that may still fire after the undo is not undone by it.
+			return o.group == group && (node == "*" || o.node == node) && ops[o.i].latest() <= time.Duration(at)
 		})
 	}
-	ops := s.Sorted()
 	for i, op := range ops {
-		if time.Duration(op.At) > end {
-			return fmt.Errorf("nemesis: fault %d (%s) starts at %v, after the phase ends at %v", i, op, time.Duration(op.At), end)
+		if op.latest() > end {
+			return fmt.Errorf("nemesis: fault %d (%s) may start at %v, after the phase ends at %v", i, op, op.latest(), end)
 		}
 		f := openFault{i: i, node: op.Node}
 		if op.Duration > 0 {
-			f.stop = time.Duration(op.At + op.Duration)
+			f.stop = op.latest() + time.Duration(op.Duration)
 		}
 		switch op.Kind {
 		case Pause:
@@ -218,32 +221,32 @@ func (s Schedule) CheckUndone(end time.Duration) error {
 			f.group = "crash"
 		case Restart:
 			if op.Node == Crashed {
-				close("crash", "*")
+				close("crash", "*", op.At)
 			} else {
-				close("crash", op.Node)
+				close("crash", op.Node, op.At)
 			}
 		case Isolate, Partition, Block:
 			f.group = "links"
 		case Heal:
-			close("links", "*")
+			close("links", "*", op.At)
 		case Loss, Duplicate, Delay, Reorder:
 			f.group = "network"
 		case NetworkReset:
-			close("network", "*")
+			close("network", "*", op.At)
 		case Drift:
 			if op.PPM == 0 && op.Duration == 0 {
-				close("drift", op.Node)
+				close("drift", op.Node, op.At)
 			} else {
 				f.group = "drift"
 			}
 		case Jump:
 			f.group = "jump"
 		case ClockReset:
-			close("drift", op.Node)
-			close("jump", op.Node)
+			close("drift", op.Node, op.At)
+			close("jump", op.Node, op.At)
 		case SlowDisk:
 			if op.Delay == 0 && op.Duration == 0 {
-				close("disk", op.Node)
+				close("disk", op.Node, op.At)
 			} else {
 				f.group = "disk"
 				if f.stop > 0 {

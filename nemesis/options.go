@@ -97,6 +97,13 @@ type Options struct {
 	SlowDisk Fault `json:"slow_disk"`
 	// SyncDelayMax is the longest sync latency drawn.
 	SyncDelayMax Duration `json:"sync_delay_max"`
+
+	// Aimed are faults aimed at protocol moments (trigger.go); each strike
+	// draws one of Aims. Its stability spaces the strikes; their lengths
+	// are the aims' own, scaled to the TTL.
+	Aimed Fault `json:"aimed"`
+	// Aims are the aimed faults drawn from (see Aims()).
+	Aims []string `json:"aims,omitempty"`
 }
 
 // faultKind is one entry of the generator's fixed order.
@@ -121,6 +128,7 @@ var faultKinds = []faultKind{
 	{"drift", func(o *Options) *Fault { return &o.Drift }, true, (*generator).drift},
 	{"jump", func(o *Options) *Fault { return &o.Jump }, true, (*generator).jump},
 	{"slow-disk", func(o *Options) *Fault { return &o.SlowDisk }, true, (*generator).slowDisk},
+	{"aimed", func(o *Options) *Fault { return &o.Aimed }, false, (*generator).aimed},
 }
 
 // Validate reports the first setting that cannot work, saying how to fix
@@ -161,6 +169,13 @@ func (o Options) Validate() error {
 		return fail("jump_max %v must be at least 1ms", time.Duration(o.JumpMax))
 	case o.SlowDisk.Enabled && o.SyncDelayMax < Duration(time.Millisecond):
 		return fail("sync_delay_max %v must be at least 1ms", time.Duration(o.SyncDelayMax))
+	case o.Aimed.Enabled && len(o.Aims) == 0:
+		return fail("aimed is on but aims is empty (use some of %v)", aims)
+	}
+	for _, a := range o.Aims {
+		if !slices.Contains(aims, a) {
+			return fail("unknown aim %q (known: %v)", a, aims)
+		}
 	}
 	for _, s := range o.PartitionShapes {
 		if !slices.Contains(shapes, s) {
@@ -236,6 +251,8 @@ func (o Options) String() string {
 			fmt.Fprintf(&b, " |step|≤%v", time.Duration(o.JumpMax))
 		case "slow-disk":
 			fmt.Fprintf(&b, " sync≤%v", time.Duration(o.SyncDelayMax))
+		case "aimed":
+			fmt.Fprintf(&b, " aims=%s", strings.Join(o.Aims, ","))
 		}
 	}
 	return b.String()
@@ -257,6 +274,12 @@ func DrawOptions(r *rand.Rand, c Cluster) Options {
 		f := k.fault(&o)
 		f.Enabled = r.IntN(2) == 0
 		f.Probability = float64(10+r.IntN(191)) / 10_000 // 0.001–0.02 a step
+		if k.name == "aimed" {
+			// Three seeds in four, and more often: the faults that find
+			// bugs fastest, each a story that needs its moment to come.
+			f.Enabled = r.IntN(4) != 0
+			f.Probability *= 3
+		}
 		if k.targeted {
 			f.Targets = drawTargets(r, c)
 		}
@@ -309,6 +332,15 @@ func DrawOptions(r *rand.Rand, c Cluster) Options {
 			o.JumpMax = Duration(spread(r, time.Millisecond, 4*ttl))
 		case "slow-disk":
 			o.SyncDelayMax = Duration(spread(r, time.Millisecond, 2*ttl))
+		case "aimed":
+			for _, a := range aims {
+				if r.IntN(2) == 0 && (c.LeaderSelector || !needsLeader(a)) {
+					o.Aims = append(o.Aims, a)
+				}
+			}
+			if len(o.Aims) == 0 {
+				o.Aims = []string{AimPauseHolder}
+			}
 		}
 	}
 	on := 0

@@ -34,20 +34,26 @@ const (
 var shapes = []string{ShapeHalves, ShapeIsolate, ShapeBlock}
 
 var isolateSpec = kindSpec{
-	kind:   Isolate,
-	fields: fNode,
+	kind: Isolate,
+	// A Duration reopens the node's links that long later, both ways,
+	// whatever blocked them.
+	fields: fNode | fDuration | fTrigger,
 	check:  func(Op) error { return nil },
 	apply: func(x *injector, op Op) {
 		id, ok := x.node(op.Node)
 		if !ok {
 			return
 		}
-		for other := range x.w.Nodes() {
-			if o := sim.NodeID(other); o != id {
-				x.w.Block(id, o)
-				x.w.Block(o, id)
+		links := func(set func(from, to sim.NodeID)) {
+			for other := range x.w.Nodes() {
+				if o := sim.NodeID(other); o != id {
+					set(id, o)
+					set(o, id)
+				}
 			}
 		}
+		links(x.w.Block)
+		x.until(op, func() { links(x.w.Unblock) })
 	},
 }
 

@@ -22,7 +22,7 @@ import (
 
 var pauseSpec = kindSpec{
 	kind:   Pause,
-	fields: fNode | fDuration,
+	fields: fNode | fDuration | fTrigger,
 	check: func(op Op) error {
 		if op.Duration <= 0 {
 			return errors.New("duration must be positive: say how long the node stops, e.g. \"3s\"")

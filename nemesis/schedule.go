@@ -13,6 +13,8 @@
 //	network.go    message loss, duplication, delay spikes, reordering
 //	clock.go      clock drift and wall-clock jumps
 //	disk.go       slow disks (sync latency)
+//	trigger.go    triggers: faults aimed at protocol moments, and the
+//	              aimed faults the swarm draws
 //
 // A fault names its node by name or by role (role.go: @replica:N, @store,
 // @client:NAME, and the selectors @leader and @crashed), so one schedule
@@ -124,6 +126,15 @@ type Op struct {
 	PPM int64 `json:"ppm,omitempty"`
 	// By is the wall-clock step of a Jump; negative steps back.
 	By Duration `json:"by,omitempty"`
+	// When arms the fault as a trigger (trigger.go): it fires not at At
+	// but at the first moment of this kind the run reports in the window
+	// [At, At+Within], After later, aimed at the moment's subject if Node
+	// is Subject. A trigger whose moment never comes does nothing.
+	When MomentKind `json:"when,omitempty"`
+	// Within is how long after At a trigger stays armed.
+	Within Duration `json:"within,omitempty"`
+	// After is how long after its moment a trigger fires.
+	After Duration `json:"after,omitempty"`
 }
 
 // Schedule is a list of fault operations. Install fires them in time order
@@ -146,9 +157,16 @@ const (
 	fMean
 	fPPM
 	fBy
+	fWhen
+	fWithin
+	fAfter
 )
 
-var fieldNames = []string{"node", "duration", "to", "group", "mode", "keep", "probability", "delay", "mean", "ppm", "by"}
+// fTrigger are the fields of a trigger, which the kinds that can be aimed
+// at a moment take (trigger.go).
+const fTrigger = fWhen | fWithin | fAfter
+
+var fieldNames = []string{"node", "duration", "to", "group", "mode", "keep", "probability", "delay", "mean", "ppm", "by", "when", "within", "after"}
 
 func (f field) String() string {
 	var names []string
@@ -174,6 +192,7 @@ func (op Op) set() field {
 		{op.Group != nil, fGroup}, {op.Mode != "", fMode}, {op.Keep != 0, fKeep},
 		{op.Probability != 0, fProbability}, {op.Delay != 0, fDelay}, {op.Mean != 0, fMean},
 		{op.PPM != 0, fPPM}, {op.By != 0, fBy},
+		{op.When != "", fWhen}, {op.Within != 0, fWithin}, {op.After != 0, fAfter},
 	} {
 		if x.on {
 			f |= x.bit
@@ -272,6 +291,9 @@ func (op Op) check() error {
 	if op.At > math.MaxInt64-op.Duration {
 		return fmt.Errorf("at + duration overflows: end the fault sooner")
 	}
+	if err := op.checkTrigger(); err != nil {
+		return err
+	}
 	return spec.check(op)
 }
 
@@ -281,6 +303,10 @@ func (op Op) checkNames(nodes []string) error {
 	for _, n := range names {
 		switch {
 		case n == "":
+		case n == Subject:
+			if op.When == "" || n != op.Node {
+				return fmt.Errorf("selector %s only works as the node of a trigger (a fault with when)", Subject)
+			}
 		case n == Crashed:
 			if op.Kind != Restart || n != op.Node {
 				return fmt.Errorf("selector %s only works as the node of a restart", Crashed)
@@ -315,19 +341,30 @@ func (op Op) label() string {
 // world's faults with one call: the faults of one schedule know each other
 // (a network fault ending restores what was there before it, unless a later
 // one is still on), those of two schedules do not.
-func (s Schedule) Install(w *sim.World, resolve Resolver) {
-	s.InstallCounting(w, resolve, nil)
+//
+// The triggers (operations with When) are armed instead of scheduled: the
+// returned Watch fires them when the run tells it of their moments
+// (Watch.Notice), so the caller must pass every moment the run reports to
+// it.
+func (s Schedule) Install(w *sim.World, resolve Resolver) *Watch {
+	return s.InstallCounting(w, resolve, nil)
 }
 
 // InstallCounting is Install that also counts the nemesis's coverage marks
 // in cov (nil: none). Counting only reads the world.
-func (s Schedule) InstallCounting(w *sim.World, resolve Resolver, cov *Coverage) {
+func (s Schedule) InstallCounting(w *sim.World, resolve Resolver, cov *Coverage) *Watch {
 	x := &injector{w: w, resolve: resolve, cov: cov}
+	watch := &Watch{x: x}
 	ops := slices.Clone(s)
 	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.At, b.At) })
 	for _, op := range ops {
+		if op.When != "" {
+			watch.armed = append(watch.armed, op)
+			continue
+		}
 		w.At(time.Duration(op.At), "fault "+op.String(), func() { x.apply(op) })
 	}
+	return watch
 }
 
 // Sorted returns a copy of s sorted by time, stably.
@@ -373,6 +410,12 @@ func (op Op) String() string {
 	}
 	if op.Duration > 0 {
 		s += " for " + time.Duration(op.Duration).String()
+	}
+	if op.When != "" {
+		s += " when " + string(op.When) + " within " + time.Duration(op.Within).String()
+	}
+	if op.After > 0 {
+		s += " after " + time.Duration(op.After).String()
 	}
 	return s
 }

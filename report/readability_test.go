@@ -232,3 +232,20 @@ func TestNoOpHealsLeftOut(t *testing.T) {
 		t.Error("one fault op is not \"1 op\"")
 	}
 }
+
+// TestFaultsThatUndoThemselves: a crash or an isolation with a duration
+// (as a trigger fires them) ends at its duration, with no restart or heal
+// in the schedule.
+func TestFaultsThatUndoThemselves(t *testing.T) {
+	in := pausedHolder()
+	in.Faults = nemesis.Schedule{
+		{At: nemesis.Duration(time.Second), Kind: nemesis.Crash, Node: "n1", Duration: nemesis.Duration(200 * time.Millisecond)},
+		{At: nemesis.Duration(2 * time.Second), Kind: nemesis.Isolate, Node: "n2", Duration: nemesis.Duration(300 * time.Millisecond)},
+	}
+	page := render1(t, in)
+	for _, want := range []string{"restarted at 1.2s", "its links reopened at 2.3s"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+}

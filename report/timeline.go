@@ -621,6 +621,9 @@ func (t *timeline) addFaults(ops nemesis.Schedule, picks []Pick, nodeRows map[st
 				return o.Kind == nemesis.Restart && (o.Node == op.Node || o.Node == nemesis.Crashed)
 			})
 			to, how := t.end, "not restarted before the end of the run"
+			if d := time.Duration(op.Duration); d > 0 && (!ok || at+d < rt) { // it restarts itself
+				rt, ok = at+d, true
+			}
 			if ok {
 				to, how = rt, "restarted at "+dur(rt)
 			}
@@ -637,6 +640,9 @@ func (t *timeline) addFaults(ops nemesis.Schedule, picks []Pick, nodeRows map[st
 			to, how := t.end, "never healed"
 			if ok {
 				to, how = ht, "healed at "+dur(ht)
+			}
+			if d := time.Duration(op.Duration); d > 0 && at+d < to { // an isolation that ends by itself
+				to, how = at+d, "its links reopened at "+dur(at+d)
 			}
 			title := fmt.Sprintf("%s at %s; %s", name, dur(at), how)
 			t.bands = append(t.bands, band{from: at, to: max(at, to), color: bandPartition, title: title})

@@ -2,10 +2,13 @@ package scenarios
 
 import (
 	"reflect"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/designs"
+	"github.com/fencesim/fencesim/nemesis"
 )
 
 // renamedDesign is a built-in design under another name, with the same
@@ -33,10 +36,11 @@ func init() {
 // TestDesignsAreAskedNotNamed: a design registered under another name with
 // the same DesignInfo flags runs exactly as the original — the same trace,
 // the same history (decisions a crash took back included) and the same
-// verdict — so nothing in the harness compares a design's name. Swarm
-// seeds 151 and 232 on the single node crash it while a decision's slow
-// sync is in flight: the recorder takes those decisions back only because
-// the design says SyncedDecisions, whatever its name.
+// verdict — so nothing in the harness compares a design's name. On the
+// single node, a slow disk and a crash aimed at the moment of a grant
+// (a trigger) crash it while the decision's slow sync is in flight: the
+// recorder takes those decisions back only because the design says
+// SyncedDecisions, whatever its name.
 func TestDesignsAreAskedNotNamed(t *testing.T) {
 	lost := 0
 	for _, c := range []struct {
@@ -44,7 +48,7 @@ func TestDesignsAreAskedNotNamed(t *testing.T) {
 		replicas int
 		clone    string
 	}{
-		{mustLookup(t, "swarm"), 0, "single-node-clone"},
+		{crashAtGrant(mustLookup(t, "swarm")), 0, "single-node-clone"},
 		{mustLookup(t, "partitioned-leader"), 5, "replicated-clone"},
 		{mustLookup(t, "restart-all-replicas"), 3, "replicated-clone"},
 	} {
@@ -84,6 +88,16 @@ func TestDesignsAreAskedNotNamed(t *testing.T) {
 		t.Fatal("no run took a decision back: the test cannot tell whether the clone's decisions wait for their sync")
 	}
 	t.Logf("%d decisions taken back by crashes during their sync", lost)
+}
+
+// crashAtGrant adds to spec a slow disk on its first service node and a
+// crash of that node right after a grant, during the grant's sync.
+func crashAtGrant(spec Spec) Spec {
+	spec.Faults = append(slices.Clone(spec.Faults),
+		nemesis.Op{At: Duration(time.Second), Kind: nemesis.SlowDisk, Node: nemesis.Replica(1), Delay: Duration(5 * time.Millisecond), Duration: Duration(2 * time.Second)},
+		nemesis.Op{At: Duration(time.Second), Kind: nemesis.Crash, Node: nemesis.Replica(1), Duration: Duration(100 * time.Millisecond),
+			When: nemesis.MomentGranted, Within: Duration(time.Second)})
+	return spec
 }
 
 func mustLookup(t *testing.T, name string) Spec {

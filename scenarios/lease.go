@@ -14,7 +14,24 @@ import (
 // of a client, and clock drift beyond the clients' bound ρ — on a client
 // (its own beliefs), or on a service node (every client's: the leader times
 // the leases).
-func (p Plan) LeaseExcuses() []checker.LeaseExcuse {
+//
+// A trigger (a fault with When) excuses nothing in the plan: where and
+// when it struck is known once it fires (Result.Fired,
+// Result.LeaseExcuses).
+func (p Plan) LeaseExcuses() []checker.LeaseExcuse { return p.leaseExcuses(nil) }
+
+// LeaseExcuses are the plan's excuses and those of the triggers that
+// fired in the run.
+func (r Result) LeaseExcuses() []checker.LeaseExcuse { return r.Plan.leaseExcuses(r.Fired) }
+
+// Faults are the faults the run carried out: the installed schedule's
+// timed operations and the triggers as they fired, time-sorted.
+func (r Result) Faults() nemesis.Schedule {
+	ops := slices.DeleteFunc(slices.Clone(r.Plan.Installed()), func(op nemesis.Op) bool { return op.When != "" })
+	return append(ops, r.Fired...).Sorted()
+}
+
+func (p Plan) leaseExcuses(fired nemesis.Schedule) []checker.LeaseExcuse {
 	var clients []string
 	var bound int64
 	for _, c := range p.Spec.Clients {
@@ -32,7 +49,9 @@ func (p Plan) LeaseExcuses() []checker.LeaseExcuse {
 		return "", true // a service node, or the @leader selector
 	}
 	var out []checker.LeaseExcuse
-	ops := p.Installed() // roles bound: a pause of @client:a is a pause of a
+	// Roles bound: a pause of @client:a is a pause of a.
+	ops := slices.DeleteFunc(slices.Clone(p.Installed()), func(op nemesis.Op) bool { return op.When != "" })
+	ops = append(ops, fired...).Sorted()
 	for i, op := range ops {
 		at := time.Duration(op.At)
 		switch op.Kind {

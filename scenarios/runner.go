@@ -157,6 +157,9 @@ type Result struct {
 	Plan      Plan
 	Nodes     []string // node names in id order
 	Picks     []Pick   // what each fault's selector (@leader) resolved to, in firing order
+	// Fired are the schedule's triggers that fired, as the faults they
+	// became (nemesis.Watch.Fired).
+	Fired nemesis.Schedule
 	// Cut says why the run stopped before its end, if it did: the step
 	// limit or one of its Limits ran out. The history up to the cut was
 	// checked (safety only): a violation there stands, anything else is
@@ -297,6 +300,8 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		})
 		obs = dobs
 	}
+	moments := &momentTap{next: obs}
+	obs = moments
 	add := func(name string, p func() sim.Process) error {
 		id, err := w.AddNode(name, func() sim.Process {
 			rec.NodeStarted(name) // the boot, then every restart
@@ -350,7 +355,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	}
 	var picks []Pick
 	cov := &nemesis.Coverage{Marks: marks, TTL: spec.cluster().TTL, Servers: serverIDs, Store: run.Store}
-	p.Installed().InstallCounting(w, func(name string) (sim.NodeID, bool) {
+	moments.watch = p.Installed().InstallCounting(w, func(name string) (sim.NodeID, bool) {
 		if name == nemesis.Leader {
 			id, ok := leader(w, serverIDs)
 			picks = append(picks, pickOf(w, name, id, ok))
@@ -367,7 +372,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	h := rec.history()
 	res = Result{
 		Scenario: spec.Name, Seed: p.Seed, TraceHash: w.Hash(), Events: w.Step(), SimTime: w.Now(),
-		Outcome: outcome, History: h, Stats: w.Stats(), Plan: p, Picks: picks, Marks: marks,
+		Outcome: outcome, History: h, Stats: w.Stats(), Plan: p, Picks: picks, Marks: marks, Fired: moments.watch.Fired,
 	}
 	for i := range w.Nodes() {
 		res.Nodes = append(res.Nodes, w.Name(sim.NodeID(i)))
@@ -386,7 +391,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 			live = append(live, c.Name)
 		}
 	}
-	res.Verdict = p.judge(h, res.Cut, live, opt)
+	res.Verdict = p.judge(h, res.Cut, live, res.LeaseExcuses(), opt)
 	res.CheckWall = check.elapsed()
 	res.Wall = wall.elapsed()
 	return res, nil
@@ -395,12 +400,13 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 // judge is the checker's part of a run: the safety properties, lease
 // safety within the plan's fault model, and, for a run that was not cut
 // (cut says why it was), the liveness of the clients still alive.
-func (p Plan) judge(h checker.History, cut string, live []string, opt RunOptions) checker.Verdict {
+func (p Plan) judge(h checker.History, cut string, live []string, excuses []checker.LeaseExcuse, opt RunOptions) checker.Verdict {
 	spec := p.Spec
 	v := checker.Check(h, checker.Options{Steps: opt.CheckSteps, SearchHook: opt.searchHook})
 	// L1, lease safety, holds only inside the lease fault model: the plan
-	// knows which faults left it, and when.
-	v = checker.WithViolations(v, checker.CheckLeaseSafety(h, p.LeaseExcuses()))
+	// and the triggers that fired (Result.LeaseExcuses) know which faults
+	// left it, and when.
+	v = checker.WithViolations(v, checker.CheckLeaseSafety(h, excuses))
 	if cut != "" {
 		return cutVerdict(v, cut)
 	}
@@ -450,6 +456,56 @@ func leader(w *sim.World, replicas []sim.NodeID) (sim.NodeID, bool) {
 		}
 	}
 	return best, found
+}
+
+// momentTap passes every event on to the recorder and tells the schedule's
+// triggers of the protocol moments among them (nemesis.Watch). The moments
+// only the nemesis wants (a vote, an append) stop here: the history does
+// not grow with them, nor do they count against its limit.
+type momentTap struct {
+	next  lockservice.Observer
+	watch *nemesis.Watch
+	// granted is the highest log index whose grant was noticed: every
+	// replica reports the grants it applies, the first report is the
+	// service's decision.
+	granted uint64
+}
+
+// Observe passes e on and notices its moment, if it is one.
+func (o *momentTap) Observe(e lockservice.Event) {
+	var m nemesis.Moment
+	switch e.Kind {
+	case lockservice.EvVoted:
+		o.watch.Notice(nemesis.Moment{Kind: nemesis.MomentVoted, Subject: e.Node})
+		return
+	case lockservice.EvAppended:
+		o.watch.Notice(nemesis.Moment{Kind: nemesis.MomentAppended, Subject: e.Node})
+		return
+	case lockservice.EvGranted:
+		if e.Index == 0 || e.Index > o.granted {
+			o.granted = max(o.granted, e.Index)
+			m = nemesis.Moment{Kind: nemesis.MomentGranted, Subject: e.Client}
+		}
+	case lockservice.EvElected:
+		m = nemesis.Moment{Kind: nemesis.MomentElected, Subject: e.Node}
+	case lockservice.EvCall:
+		switch e.Op {
+		case lockservice.OpWrite:
+			m = nemesis.Moment{Kind: nemesis.MomentWrite, Subject: e.Client}
+		case lockservice.OpRead:
+			m = nemesis.Moment{Kind: nemesis.MomentRead, Subject: e.Client}
+		}
+	case lockservice.EvReturn:
+		if e.Status == lockservice.Granted && e.Op == lockservice.OpAcquire {
+			m = nemesis.Moment{Kind: nemesis.MomentAcquired, Subject: e.Client}
+		} else if e.Status == lockservice.Renewed && e.Op == lockservice.OpRenew {
+			m = nemesis.Moment{Kind: nemesis.MomentRenewed, Subject: e.Client}
+		}
+	}
+	o.next.Observe(e)
+	if m.Kind != "" {
+		o.watch.Notice(m)
+	}
 }
 
 // reporter stamps the events a service node reports with the node's name,

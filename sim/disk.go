@@ -226,7 +226,10 @@ func (d *Disk) unsettle() {
 			recs = append(recs, r)
 		}
 	}
-	d.dirty, d.inflight = recs, nil
+	// The sync never completes: its completion time goes with it, or a
+	// later, faster sync of the restarted process would count as durable
+	// only once the lost one would have completed.
+	d.dirty, d.inflight, d.inflightDone = recs, nil, 0
 }
 
 // SyncDone reports when the slow sync now in flight completes; ok is

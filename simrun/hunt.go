@@ -1,6 +1,7 @@
 package simrun
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/fencesim/fencesim/lockservice"
@@ -44,12 +46,16 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.String("seeds", "1..200", "seed `range` A..B to try, in order")
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run at once")
 	asJSON := fs.Bool("json", false, "one JSON object per mutant per line on stdout")
+	table := fs.String("table", "", "print the detection table from `file.jsonl`, the saved output of hunt -all -json (and of hunt -all -scenario swarm -json, concatenated), and hunt nothing")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "simrun hunt: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
+	}
+	if *table != "" {
+		return printTableFile(*table, stdout, stderr)
 	}
 	var targets []lockservice.Mutant
 	switch {
@@ -100,12 +106,25 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	var rows []huntJSON
 	enc := json.NewEncoder(stdout)
 	missed := false
+	type job struct {
+		m        lockservice.Mutant
+		scenario string
+	}
+	var jobs []job
 	for _, m := range targets {
+		best := scenarios.HuntScenario(m)
+		jobs = append(jobs, job{m, best})
+		if *all && fixed == nil && best != "swarm" {
+			jobs = append(jobs, job{m, "swarm"}) // the table's second column: the swarm alone
+		}
+	}
+	for _, j := range jobs {
+		m := j.m
 		var s scenarios.Spec
 		if fixed != nil {
 			s = *fixed
 		} else {
-			s, _ = scenarios.Lookup(scenarios.HuntScenario(m))
+			s, _ = scenarios.Lookup(j.scenario)
 		}
 		s, err = withDesign(s, *design)
 		if err == nil && *design != "" {
@@ -186,17 +205,100 @@ func printHunt(w io.Writer, r huntJSON, lo, hi uint64) {
 		r.Mutant, r.Property, r.Seed, r.Scenario, r.SeedsTried, r.WallSeconds, r.Repro)
 }
 
-// printDetectionTable prints the README's detection table.
+// printTableFile prints the detection table from a file of hunt -json
+// lines.
+func printTableFile(path string, stdout, stderr io.Writer) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "simrun hunt: -table: %v\n", err)
+		return exitUsage
+	}
+	var rows []huntJSON
+	for i, line := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var r huntJSON
+		if err := json.Unmarshal(line, &r); err != nil || r.Mutant == "" || r.Scenario == "" {
+			fmt.Fprintf(stderr, "simrun hunt: -table: %s line %d is not a line of hunt -all -json (%v): save the output of hunt -all -json and pass that\n", path, i+1, err)
+			return exitUsage
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(stderr, "simrun hunt: -table: %s holds no hunt rows\n", path)
+		return exitUsage
+	}
+	printDetectionTable(stdout, rows)
+	return exitPass
+}
+
+// printDetectionTable prints the README's detection table: per mutant, in
+// the catalogue's order, its hunt in the scenario that tells its story (the
+// first row of another scenario than the swarm, or the swarm) and its hunt
+// by the swarm alone, then the swarm's median and maximum.
 func printDetectionTable(w io.Writer, rows []huntJSON) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "| mutant\t| caught by\t| seeds to detection\t| wall\t| seed\t|")
-	fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|")
-	for _, r := range rows {
-		if r.Detected {
-			fmt.Fprintf(tw, "| `%s`\t| %s\t| %d\t| %.2f s\t| %d\t|\n", r.Mutant, r.Property, r.SeedsTried, r.WallSeconds, r.Seed)
-		} else {
-			fmt.Fprintf(tw, "| `%s`\t| **not detected**\t| > %d\t| %.2f s\t| -\t|\n", r.Mutant, r.SeedsTried, r.WallSeconds)
+	cell := func(r *huntJSON) string {
+		switch {
+		case r == nil:
+			return "-\t| -\t| -"
+		case !r.Detected:
+			return fmt.Sprintf("**not detected**\t| > %d\t| %.2f s", r.SeedsTried, r.WallSeconds)
+		}
+		return fmt.Sprintf("%s\t| %d\t| %.2f s", r.Property, r.SeedsTried, r.WallSeconds)
+	}
+	var order []string
+	best, swarm := map[string]*huntJSON{}, map[string]*huntJSON{}
+	for i := range rows {
+		r := &rows[i]
+		if best[r.Mutant] == nil && swarm[r.Mutant] == nil {
+			order = append(order, r.Mutant)
+		}
+		if r.Scenario == "swarm" {
+			swarm[r.Mutant] = r
+		}
+		if b := best[r.Mutant]; b == nil || b.Scenario == "swarm" && r.Scenario != "swarm" {
+			best[r.Mutant] = r
+		}
+	}
+	desc := map[string]string{}
+	for _, m := range mutants.Mutants() {
+		desc[string(m.Name)] = m.Description
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
+	fmt.Fprintln(tw, "| mutant\t| best scenario\t| caught by\t| seeds\t| wall\t| swarm alone: caught by\t| seeds\t| wall\t|")
+	fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|")
+	var seeds []int
+	var slowest float64
+	for _, m := range order {
+		name := "`" + m + "`"
+		if d := desc[m]; d != "" {
+			name += " — " + d
+		}
+		fmt.Fprintf(tw, "| %s\t| %s\t| %s\t| %s\t|\n", name, best[m].Scenario, cell(best[m]), cell(swarm[m]))
+		if r := swarm[m]; r != nil {
+			n := r.SeedsTried
+			if !r.Detected {
+				n = -1
+			}
+			seeds = append(seeds, n)
+			slowest = max(slowest, r.WallSeconds)
 		}
 	}
 	tw.Flush()
+	if len(seeds) == 0 {
+		return
+	}
+	slices.Sort(seeds)
+	missed := 0
+	for _, n := range seeds {
+		if n < 0 {
+			missed++
+		}
+	}
+	if missed > 0 {
+		fmt.Fprintf(w, "\nSwarm alone: %d of %d mutants not detected; slowest hunt %.2f s.\n", missed, len(seeds), slowest)
+		return
+	}
+	fmt.Fprintf(w, "\nSwarm alone: median %d seeds, max %d, slowest hunt %.2f s (%d mutants).\n", seeds[len(seeds)/2], seeds[len(seeds)-1], slowest, len(seeds))
 }

@@ -2,6 +2,7 @@ package simrun
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -56,5 +57,37 @@ func TestBenchJSON(t *testing.T) {
 	}
 	if code, _, _ := simrun("bench", "-seeds", "0"); code != exitUsage {
 		t.Errorf("-seeds 0: exit %d", code)
+	}
+}
+
+// TestHuntTableHasBothColumns: -table renders a hunt's JSON lines as the
+// README's table, the best scenario and the swarm alone side by side, with
+// the swarm's median and maximum; a file that is not hunt output is a
+// usage error naming the line.
+func TestHuntTableHasBothColumns(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/hunt.jsonl"
+	lines := `{"mutant":"store-no-fence","scenario":"kleppmann-gc-pause","detected":true,"property":"S3","seeds_tried":1,"wall_seconds":0.01,"seed":1}
+{"mutant":"store-no-fence","scenario":"swarm","detected":true,"property":"S3","seeds_tried":9,"wall_seconds":0.07,"seed":9}
+{"mutant":"ack-before-commit","scenario":"swarm","detected":true,"property":"S4","seeds_tried":1,"wall_seconds":0.02,"seed":1}
+{"mutant":"token-unsynced","scenario":"swarm","detected":false,"seeds_tried":300,"wall_seconds":2.5}
+`
+	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := simrun("hunt", "-table", path)
+	if code != exitPass {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"best scenario", "swarm alone", "kleppmann-gc-pause", "| S3 ", "| 9 ", "**not detected**", "> 300", "1 of 3 mutants not detected"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	if err := os.WriteFile(path, []byte("{\"mutant\":\"x\",\"scenario\":\"swarm\"}\nnot json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := simrun("hunt", "-table", path); code != exitUsage || !strings.Contains(errs, "line 2") {
+		t.Errorf("a bad line: exit %d %q", code, errs)
 	}
 }

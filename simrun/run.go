@@ -326,7 +326,7 @@ func reportInput(res scenarios.Result) report.Input {
 	in := report.Input{
 		Scenario: spec.Name, Seed: res.Seed, Description: spec.Description, Expect: spec.Expect.String(),
 		TraceHash: fmt.Sprintf("%016x", res.TraceHash), Verdict: res.Verdict, History: res.History,
-		Faults: res.Plan.Installed(), Nodes: res.Nodes, SimEnd: res.SimTime, Repro: reproLine(spec, res.Seed),
+		Faults: res.Faults(), Nodes: res.Nodes, SimEnd: res.SimTime, Repro: reproLine(spec, res.Seed),
 	}
 	if res.Plan.Options != nil {
 		in.Options = res.Plan.Options.String()

@@ -38,6 +38,11 @@ const (
 	// MutRenewAfterExpiry: a renewal of a lease that has expired succeeds
 	// (and revives it if the resource is free).
 	MutRenewAfterExpiry lockservice.Mutant = "renew-after-expiry"
+	// MutSendBeforeSync: a replica sends its votes and append acks before
+	// it persists and syncs the term, vote and entries they promise (the
+	// order etcd's raft README warns about): a crash during the sync takes
+	// back what another replica already counted.
+	MutSendBeforeSync lockservice.Mutant = "send-before-sync"
 	// MutStaleLeaderGrants: the leader decides a grant from its local
 	// applied state when it proposes, and applying the entry on that leader
 	// grants it whatever the replicated state says by then (a decision the
@@ -88,6 +93,7 @@ var mutants = []MutantInfo{
 	{MutQuorumOffByOne, "Raft's majority is computed as n/2"},
 	{MutReleaseNoOwnerCheck, "release ends whatever lease holds the resource, whoever asks"},
 	{MutRenewAfterExpiry, "renewing an expired lease succeeds (and revives it)"},
+	{MutSendBeforeSync, "a replica sends votes and append acks before it syncs the state they promise"},
 	{MutStaleLeaderGrants, "the leader decides grants from its local state, not through the log"},
 	{MutStoreFenceStrictGT, "the store rejects the holder's second write with the same token (token > highest)"},
 	{MutStoreFenceVolatile, "the store's highest token is not synced and is lost when the store crashes"},
@@ -131,6 +137,7 @@ var injections = map[lockservice.Mutant]injection{
 		return reference.TableRules{ReleaseCheck: func(reference.Lease, lockservice.ReleaseRequest) lockservice.Status { return lockservice.Released }}
 	}},
 	MutRenewAfterExpiry:  {table: renewAfterExpiry},
+	MutSendBeforeSync:    {replica: func(c *reference.ReplicaConfig) { c.SendBeforeSync = true }},
 	MutStaleLeaderGrants: {replica: func(c *reference.ReplicaConfig) { c.Grants = staleLeaderGrants{} }},
 	MutStoreFenceStrictGT: {store: func(c *fencedstore.StoreConfig) {
 		c.Fence = func(token, highest uint64) bool { return token > highest }

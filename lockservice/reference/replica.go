@@ -71,6 +71,11 @@ type ReplicaConfig struct {
 	// UnsafeNoFsync writes term, vote and log but does not sync them
 	// before the messages that depend on them (etcd's --unsafe-no-fsync).
 	UnsafeNoFsync bool
+	// SendBeforeSync sends each Ready's messages (votes, append acks)
+	// before persisting and syncing the state they promise, instead of
+	// after: a crash during the sync takes back a vote or an entry
+	// another replica has already counted.
+	SendBeforeSync bool
 }
 
 // DefaultReplicaConfig: 10 ms ticks, elections after 100–200 ms of
@@ -377,11 +382,14 @@ func (r *Replica) flush() {
 	for {
 		for r.node.HasReady() {
 			rd := r.node.Ready()
-			if rd.MustSync {
+			if rd.MustSync && !r.cfg.SendBeforeSync {
 				r.persist(rd)
 			}
 			for _, m := range rd.Messages {
 				r.env.Send(nodeID(m.To), RaftMessage{M: m})
+			}
+			if rd.MustSync && r.cfg.SendBeforeSync {
+				r.persist(rd)
 			}
 			for _, e := range rd.CommittedEntries {
 				r.apply(e)
@@ -438,12 +446,24 @@ func (r *Replica) persist(rd raft.Ready) {
 		}
 	}
 	r.log.append(d, rd.Entries) // may replace a conflicting suffix
+	// A vote for another replica (a candidate's vote for itself is part of
+	// its campaign).
+	voted := rd.HardState.Vote != 0 && rd.HardState.Vote != raftID(r.env.ID()) &&
+		(rd.HardState.Vote != r.persistedHard.Vote || rd.HardState.Term != r.persistedHard.Term)
 	if rd.HardState != r.persistedHard {
 		r.hardState.Store(d, appendHardState(r.hsBuf[:0], rd.HardState))
 		r.persistedHard = rd.HardState
 	}
 	if !r.cfg.UnsafeNoFsync {
 		d.Sync()
+	}
+	// The moments the nemesis aims crashes at: after the writes, before
+	// the messages that depend on them leave.
+	if voted {
+		r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvVoted, Node: r.env.Name(), Term: rd.HardState.Term})
+	}
+	if n := len(rd.Entries); n > 0 && r.node.Role() != raft.Leader { // a follower's, from a leader
+		r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvAppended, Node: r.env.Name(), Index: rd.Entries[n-1].Index, Term: rd.Entries[n-1].Term})
 	}
 }
 

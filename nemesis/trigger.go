@@ -1,0 +1,291 @@
+// Triggers: faults aimed at protocol moments. A random fault lands at a
+// random instant, and the instants a protocol is fragile at — the holder
+// just granted, a vote just cast, a leader that just granted — are a few
+// milliseconds in a run of seconds, so random faults hit them a few seeds
+// per hundred. A trigger is a fault armed at At that fires at the first
+// moment of its kind (When) the run reports within Within, After later,
+// aimed at the node the moment is about (Subject) or at any node or role.
+//
+// Inside the fault model: the kinds that can be aimed (pause, crash, with a
+// Duration its downtime; isolate, with a Duration how long it lasts; jump)
+// fired at any moment the run reports, including a crash right after a
+// replica persisted a vote or an append (after its sync; with a slow disk
+// on, the sync is still in flight and the crash takes it back).
+//
+// Outside the fault model: a crash inside a handler, between two of its
+// writes, that no slow sync leaves room for: the simulator runs a handler
+// at one instant. A trigger is data like every fault: the run stays a
+// function of its seed and schedule, replay files carry it, the shrinker
+// drops it like any operation, and the trace names the node it hit.
+package nemesis
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// MomentKind names a protocol moment a run reports to its Watch.
+type MomentKind string
+
+// The moments. The subject of each is the node it is about.
+const (
+	// MomentGranted: the service decided a grant (subject: the client it
+	// granted, who does not know yet).
+	MomentGranted MomentKind = "granted"
+	// MomentAcquired: a client learned of its grant (subject: the client).
+	MomentAcquired MomentKind = "acquired"
+	// MomentWrite: a client sent a fenced write to the store (subject: the
+	// client).
+	MomentWrite MomentKind = "write"
+	// MomentRead: a client sent a read to the store, the workload's last
+	// step before it releases (subject: the client).
+	MomentRead MomentKind = "read"
+	// MomentRenewed: a client learned its lease was renewed (subject: the
+	// client).
+	MomentRenewed MomentKind = "renewed"
+	// MomentElected: a replica won an election (subject: the replica).
+	MomentElected MomentKind = "elected"
+	// MomentVoted: a replica persisted a vote for another replica's
+	// candidacy (subject: the voter).
+	MomentVoted MomentKind = "voted"
+	// MomentAppended: a follower persisted log entries its leader sent
+	// (subject: the follower).
+	MomentAppended MomentKind = "appended"
+)
+
+var moments = []MomentKind{MomentGranted, MomentAcquired, MomentWrite, MomentRead, MomentRenewed, MomentElected, MomentVoted, MomentAppended}
+
+// Moments returns every moment kind, in a fixed order.
+func Moments() []MomentKind { return slices.Clone(moments) }
+
+// Subject is the selector of a trigger's node: the node its moment is
+// about (the client granted, the replica that voted).
+const Subject = "@subject"
+
+// Moment is one protocol moment of a run, as the run reports it.
+type Moment struct {
+	Kind MomentKind
+	// Subject is the name of the node the moment is about.
+	Subject string
+}
+
+// checkTrigger reports what is wrong with op's trigger fields.
+func (op Op) checkTrigger() error {
+	if op.When == "" {
+		if op.Within != 0 || op.After != 0 {
+			return errors.New("within and after only apply to a trigger: say when it fires, e.g. \"when\": \"acquired\"")
+		}
+		return nil
+	}
+	switch {
+	case !slices.Contains(moments, op.When):
+		return fmt.Errorf("unknown moment %q (known: %v)", op.When, moments)
+	case op.Within <= 0:
+		return errors.New("a trigger needs within: how long after at it stays armed, e.g. \"2s\"")
+	case op.After < 0:
+		return fmt.Errorf("after %v is negative", time.Duration(op.After))
+	case op.At > math.MaxInt64-op.Within-op.After-op.Duration:
+		return errors.New("at + within + after + duration overflows: arm the trigger sooner")
+	}
+	return nil
+}
+
+// latest is the last instant a trigger can fire (At for a timed fault).
+func (op Op) latest() time.Duration {
+	return time.Duration(op.At + op.Within + op.After)
+}
+
+// Watch holds an installed schedule's triggers until their moments come.
+type Watch struct {
+	x     *injector
+	armed []Op // in time order
+	fired []bool
+	// Fired are the triggers fired so far, in firing order, as the faults
+	// they became: At the instant each is carried out, Node the node
+	// Subject stood for, When, Within and After cleared.
+	Fired Schedule
+}
+
+// Notice tells the watch of a moment, at the instant it happens: every
+// armed trigger of its kind not yet fired whose window holds now fires,
+// After later (at the same instant, after the event that reported the
+// moment). Triggers fire in schedule order; each fires once.
+func (wt *Watch) Notice(m Moment) {
+	if wt == nil || len(wt.armed) == 0 {
+		return
+	}
+	if wt.fired == nil {
+		wt.fired = make([]bool, len(wt.armed))
+	}
+	now := wt.x.w.Now()
+	for i, op := range wt.armed {
+		if wt.fired[i] || op.When != m.Kind || now < time.Duration(op.At) || now > time.Duration(op.At+op.Within) {
+			continue
+		}
+		wt.fired[i] = true
+		fire := op
+		fire.At, fire.When, fire.Within, fire.After = Duration(now)+op.After, "", 0, 0
+		if fire.Node == Subject {
+			fire.Node = m.Subject
+		}
+		wt.Fired = append(wt.Fired, fire)
+		wt.x.w.At(now+time.Duration(op.After), "fault "+fire.String()+" on "+string(m.Kind)+" of "+m.Subject, func() { wt.x.apply(fire) })
+	}
+}
+
+// The aimed faults the generator can draw (Options.Aims): each is one or a
+// few operations, mostly triggers, that tell one story at its moment.
+const (
+	// AimPauseHolder pauses a client right after it learned of its grant,
+	// or a little later, just before its write, or just before its release,
+	// for half a TTL to four, or (half of the time) just past its lease.
+	AimPauseHolder = "pause-holder"
+	// AimCrashVoter crashes the leader (forcing an election) and then a
+	// replica right after it persisted a vote, with a slow disk on the
+	// replicas two times in three (the crash then lands before the sync
+	// completes), and two times in three cuts the election's winner off as
+	// it takes over (the voter then campaigns in the term it voted in).
+	AimCrashVoter = "crash-voter"
+	// AimCrashAppender crashes a follower right after it persisted an
+	// append, before or after its sync completes (as for AimCrashVoter).
+	AimCrashAppender = "crash-appender"
+	// AimCrashMajority crashes a majority of the replicas at once, right
+	// after a grant.
+	AimCrashMajority = "crash-majority"
+	// AimLostReply cuts a client off right after the service granted it,
+	// for longer than its lease: the grant's reply is lost.
+	AimLostReply = "lost-reply"
+	// AimJump steps the wall clock of the leader or of a client just
+	// granted by one to four TTLs, either way.
+	AimJump = "jump"
+	// AimStorePaused pauses a holder past its lease and crashes the store
+	// while it is paused, after the next holder could have written.
+	AimStorePaused = "store-paused"
+	// AimIsolateLeader isolates the leader right after it granted.
+	AimIsolateLeader = "isolate-leader"
+)
+
+var aims = []string{AimPauseHolder, AimCrashVoter, AimCrashAppender, AimCrashMajority, AimLostReply, AimJump, AimStorePaused, AimIsolateLeader}
+
+// Aims returns every aimed fault the generator knows, in a fixed order.
+func Aims() []string { return slices.Clone(aims) }
+
+// needsLeader reports whether an aim needs the Leader selector.
+func needsLeader(aim string) bool { return aim == AimIsolateLeader || aim == AimCrashVoter }
+
+// aimed draws one aimed fault among the enabled ones, armed at at. Every
+// operation it adds ends within the safety phase; one that could not is
+// not drawn.
+func (g *generator) aimed(at, _ time.Duration) {
+	if len(g.o.Aims) == 0 {
+		return
+	}
+	ttl := g.c.TTL
+	if ttl <= 0 {
+		ttl = time.Second
+	}
+	aim := g.o.Aims[g.r.IntN(len(g.o.Aims))]
+	within := spread(g.r, ttl/4, 2*ttl)
+	var ops Schedule
+	trigger := func(when MomentKind, op Op) Op {
+		op.At, op.When, op.Within = Duration(at), when, Duration(within)
+		return op
+	}
+	switch aim {
+	case AimPauseHolder:
+		pause := spread(g.r, ttl/2, 4*ttl)
+		if g.r.IntN(2) == 0 {
+			// Just past the lease: the stale holder wakes as the next one
+			// takes over, and races it.
+			pause = ttl + spread(g.r, time.Millisecond, ttl/4)
+		}
+		op := trigger(MomentAcquired, Op{Kind: Pause, Node: Subject, Duration: Duration(pause)})
+		switch g.r.IntN(3) {
+		case 1: // just before a write
+			op.After = Duration(spread(g.r, time.Millisecond, ttl/10))
+		case 2: // just before its release: the read's reply comes in while it is paused
+			op.When = MomentRead
+		}
+		ops = append(ops, op)
+	case AimCrashVoter, AimCrashAppender:
+		if len(g.c.Servers) == 0 {
+			return
+		}
+		when := MomentAppended
+		if aim == AimCrashVoter {
+			if !g.c.LeaderSelector {
+				return
+			}
+			when = MomentVoted
+			ops = append(ops, Op{At: Duration(at), Kind: Crash, Node: Leader, Duration: Duration(spread(g.r, 10*time.Millisecond, 2*ttl))})
+			if g.r.IntN(3) != 0 {
+				// Cut the winner off as it takes over, so that the voter,
+				// back from its crash, campaigns in the term it voted in.
+				ops = append(ops, trigger(MomentElected, Op{Kind: Isolate, Node: Subject, Duration: Duration(spread(g.r, ttl/2, 2*ttl))}))
+			}
+		}
+		crash := trigger(when, Op{Kind: Crash, Node: Subject, Duration: Duration(spread(g.r, 10*time.Millisecond, 2*ttl))})
+		if g.r.IntN(2) == 0 {
+			crash.After = Duration(spread(g.r, time.Millisecond, 20*time.Millisecond))
+		}
+		if g.r.IntN(3) != 0 {
+			delay := Duration(spread(g.r, time.Millisecond, 20*time.Millisecond))
+			for _, n := range g.c.Servers {
+				ops = append(ops, Op{At: Duration(at), Kind: SlowDisk, Node: n, Delay: delay, Duration: Duration(crash.latest() - at)})
+			}
+		}
+		ops = append(ops, crash)
+	case AimCrashMajority:
+		servers := slices.Clone(g.c.Servers)
+		if len(servers) == 0 {
+			return
+		}
+		g.r.Shuffle(len(servers), func(i, j int) { servers[i], servers[j] = servers[j], servers[i] })
+		down := Duration(spread(g.r, 10*time.Millisecond, 2*ttl))
+		for _, n := range servers[:len(servers)/2+1] {
+			ops = append(ops, trigger(MomentGranted, Op{Kind: Crash, Node: n, Duration: down}))
+		}
+	case AimLostReply:
+		ops = append(ops, trigger(MomentGranted, Op{Kind: Isolate, Node: Subject, Duration: Duration(spread(g.r, ttl, 3*ttl))}))
+	case AimJump:
+		// Mostly forward and on the leader, right after it granted: the
+		// step that would expire a lease early if the leader timed it by
+		// its wall clock.
+		by := time.Duration(1+g.r.IntN(4))*ttl + spread(g.r, time.Millisecond, ttl/2)
+		if g.r.IntN(3) == 0 {
+			by = -by
+		}
+		when, node := MomentAcquired, Subject
+		if g.c.LeaderSelector && g.r.IntN(3) != 0 {
+			when, node = MomentGranted, Leader
+		}
+		ops = append(ops, trigger(when, Op{Kind: Jump, Node: node, By: Duration(by), Duration: Duration(spread(g.r, ttl, 4*ttl))}))
+	case AimStorePaused:
+		if len(g.c.Store) == 0 {
+			return
+		}
+		pause := time.Duration(2+g.r.IntN(3))*ttl + spread(g.r, time.Millisecond, ttl)
+		down := spread(g.r, 10*time.Millisecond, ttl/4)
+		ops = append(ops, trigger(MomentAcquired, Op{Kind: Pause, Node: Subject, Duration: Duration(pause)}))
+		crash := trigger(MomentAcquired, Op{Kind: Crash, Node: g.c.Store[0], Duration: Duration(down)})
+		crash.After = Duration(pause - down - spread(g.r, time.Millisecond, ttl/2))
+		if crash.After <= 0 {
+			crash.After = Duration(ttl)
+		}
+		ops = append(ops, crash)
+	case AimIsolateLeader:
+		if !g.c.LeaderSelector {
+			return
+		}
+		ops = append(ops, trigger(MomentGranted, Op{Kind: Isolate, Node: Leader, Duration: Duration(spread(g.r, ttl/2, 3*ttl))}))
+	}
+	for _, op := range ops {
+		if op.latest()+time.Duration(op.Duration) > g.end {
+			return // it would outlast the safety phase
+		}
+	}
+	g.ops = append(g.ops, ops...)
+}

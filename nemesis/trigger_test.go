@@ -1,0 +1,141 @@
+package nemesis
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencesim/fencesim/sim"
+)
+
+func TestTriggerCheckNamesTheProblem(t *testing.T) {
+	for _, c := range []struct {
+		op   Op
+		want string
+	}{
+		{Op{Kind: Pause, Node: "a", Duration: Duration(ms), Within: Duration(ms)}, "within and after only apply to a trigger"},
+		{Op{Kind: Pause, Node: "a", Duration: Duration(ms), When: "lunch", Within: Duration(ms)}, `unknown moment "lunch"`},
+		{Op{Kind: Pause, Node: "a", Duration: Duration(ms), When: MomentAcquired}, "a trigger needs within"},
+		{Op{Kind: Pause, Node: Subject, Duration: Duration(ms)}, "selector @subject only works as the node of a trigger"},
+		{Op{Kind: Heal, When: MomentAcquired, Within: Duration(ms)}, "when, within does not apply to heal"},
+	} {
+		err := Schedule{c.op}.Validate(append(chatNodes, Subject))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want an error containing %q", c.op, err, c.want)
+		}
+	}
+	ok := Op{Kind: Crash, Node: Subject, Duration: Duration(ms), When: MomentVoted, Within: Duration(time.Second), After: Duration(ms)}
+	if err := (Schedule{ok}).Validate(chatNodes); err != nil {
+		t.Errorf("%v: %v", ok, err)
+	}
+	if got, want := ok.String(), "crash @subject for 1ms when voted within 1s after 1ms"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
+// TestCheckUndoneCountsTheTriggerWindow: a trigger can fire as late as
+// At+Within+After, so its fault lasts until then plus its duration, and a
+// heal before its window closed does not undo it.
+func TestCheckUndoneCountsTheTriggerWindow(t *testing.T) {
+	trig := Op{At: Duration(time.Second), Kind: Pause, Node: Subject, Duration: Duration(time.Second), When: MomentAcquired, Within: Duration(time.Second)}
+	if err := (Schedule{trig}).CheckUndone(3 * time.Second); err != nil {
+		t.Errorf("a pause that ends by 3s: %v", err)
+	}
+	if err := (Schedule{trig}).CheckUndone(2500 * time.Millisecond); err == nil {
+		t.Error("a pause that may last until 3s passed CheckUndone(2.5s)")
+	}
+	iso := Op{At: Duration(time.Second), Kind: Isolate, Node: Subject, When: MomentGranted, Within: Duration(time.Second)}
+	early := Schedule{iso, {At: Duration(1500 * time.Millisecond), Kind: Heal}}
+	if err := early.CheckUndone(3 * time.Second); err == nil {
+		t.Error("a heal inside the trigger's window counted as undoing it")
+	}
+	late := Schedule{iso, {At: Duration(2 * time.Second), Kind: Heal}}
+	if err := late.CheckUndone(3 * time.Second); err != nil {
+		t.Errorf("a heal after the window: %v", err)
+	}
+}
+
+// TestWatchFiresOncePerTriggerInItsWindow: a trigger fires at the first
+// moment of its kind inside [At, At+Within], aimed at the moment's
+// subject, After later, and never again; moments of another kind or
+// outside the window do nothing.
+func TestWatchFiresOncePerTriggerInItsWindow(t *testing.T) {
+	w, _ := newChatWorld(t)
+	s := Schedule{
+		{At: Duration(100 * ms), Kind: Crash, Node: Subject, Duration: Duration(50 * ms), When: MomentVoted, Within: Duration(100 * ms), After: Duration(5 * ms)},
+		{At: Duration(100 * ms), Kind: Pause, Node: "c", Duration: Duration(10 * ms), When: MomentGranted, Within: Duration(10 * ms)},
+	}
+	if err := s.Validate(chatNodes); err != nil {
+		t.Fatal(err)
+	}
+	watch := s.Install(w, chatResolve)
+	notice := func(at time.Duration, m Moment) { w.At(at, "moment", func() { watch.Notice(m) }) }
+	notice(50*ms, Moment{MomentVoted, "a"})     // before the window
+	notice(120*ms, Moment{MomentAcquired, "a"}) // another kind
+	notice(130*ms, Moment{MomentVoted, "b"})    // fires: crash b at 135ms
+	notice(140*ms, Moment{MomentVoted, "a"})    // already fired
+	notice(150*ms, Moment{MomentGranted, "a"})  // after the pause's window
+	w.At(136*ms, "check", func() {
+		if w.State(1) != sim.Crashed || w.State(0) == sim.Crashed {
+			t.Errorf("at 136ms: a %v, b %v; want only b crashed", w.State(0), w.State(1))
+		}
+	})
+	w.At(186*ms, "check", func() {
+		if w.State(1) == sim.Crashed {
+			t.Error("b still crashed after the trigger's 50ms downtime")
+		}
+	})
+	w.Run(400*ms, 100_000)
+	if len(watch.Fired) != 1 {
+		t.Fatalf("fired %v, want the one crash", watch.Fired)
+	}
+	want := Op{At: Duration(135 * ms), Kind: Crash, Node: "b", Duration: Duration(50 * ms)}
+	if got := watch.Fired[0]; got.String() != want.String() || got.At != want.At {
+		t.Errorf("fired %v at %v, want %v at %v", got, time.Duration(got.At), want, time.Duration(want.At))
+	}
+}
+
+// TestGenerateDrawsEveryAim: over many seeds the aimed kind draws every
+// aim, and every schedule it draws is valid and undone by the phase's end.
+func TestGenerateDrawsEveryAim(t *testing.T) {
+	o := allOn(replicated)
+	for _, k := range faultKinds {
+		if k.name != "aimed" {
+			k.fault(&o).Enabled = false
+		}
+	}
+	seen := map[MomentKind]int{}
+	leaderCrash, majority := 0, 0
+	for seed := range uint64(300) {
+		s := Generate(rng(seed), o, replicated, safety)
+		if err := s.ValidateFor(replicated); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if err := s.CheckUndone(safety); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		crashesAt := map[Duration]int{}
+		for _, op := range s {
+			seen[op.When]++
+			if op.Kind == Crash && op.Node == Leader {
+				leaderCrash++
+			}
+			if op.Kind == Crash && op.When == MomentGranted {
+				crashesAt[op.At]++
+			}
+		}
+		for _, n := range crashesAt {
+			if n >= len(replicated.Servers)/2+1 {
+				majority++
+			}
+		}
+	}
+	for _, m := range []MomentKind{MomentAcquired, MomentGranted, MomentVoted, MomentAppended} {
+		if seen[m] == 0 {
+			t.Errorf("no trigger on %s in 300 seeds", m)
+		}
+	}
+	if leaderCrash == 0 || majority == 0 {
+		t.Errorf("leader crashes %d, majority crashes %d: want some of each", leaderCrash, majority)
+	}
+}
