@@ -20,6 +20,10 @@ type genConfig struct {
 	staleRate   float64 // probability that a lease's previous holder writes late
 	readers     int     // lock-free reader clients per resource
 	locks       bool    // also record lock ops, renewals, lease ends and beliefs
+	// touch draws half the lock ops' offsets from their grant's start
+	// and end as 0, so that ops often return at the very instant another
+	// is called, where program order decides (see typedOp.After).
+	touch bool
 }
 
 // genHistory simulates a correct lock service and a correct fenced store and
@@ -185,6 +189,12 @@ func genHistory(rng *rand.Rand, cfg genConfig) History {
 // by the new grant's start, and stopped believing in an expired one by then.
 func genLocks(rng *rand.Rand, h *History, cfg genConfig) {
 	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
+	jitter := func(n int) time.Duration { // an offset in [0, n) µs
+		if cfg.touch && rng.IntN(2) == 0 {
+			return 0
+		}
+		return us(rng.IntN(n))
+	}
 	// next[i] is the index of the next grant on grant i's resource, or -1.
 	next := make([]int, len(h.Grants))
 	following := make(map[string]int)
@@ -217,7 +227,7 @@ func genLocks(rng *rand.Rand, h *History, cfg genConfig) {
 	for i := range h.Grants {
 		g := &h.Grants[i]
 		acq := LockOp{Client: g.Client, Resource: g.Resource, Kind: LockAcquire, Token: g.Token, Outcome: LockGranted,
-			Call: max(0, g.Start-us(rng.IntN(2000))), Return: g.Start + us(rng.IntN(2000))}
+			Call: max(0, g.Start-jitter(2000)), Return: g.Start + jitter(2000)}
 		if d := done[clientResource{g.Client, g.Resource}]; d > acq.Call {
 			if d > g.Start {
 				panic(fmt.Sprintf("genLocks: %s is done with %s at %v, after its grant of token %d at %v", g.Client, g.Resource, d, g.Token, g.Start))
@@ -283,7 +293,7 @@ func genLocks(rng *rand.Rand, h *History, cfg genConfig) {
 		case knows && rng.IntN(2) == 0:
 			g.Reason = EndReleased
 			op := LockOp{Client: g.Client, Resource: g.Resource, Kind: LockRelease, Token: g.Token, Outcome: LockReleased,
-				Call: g.End - us(rng.IntN(1000)), Return: g.End + us(rng.IntN(1000))}
+				Call: g.End - jitter(1000), Return: g.End + jitter(1000)}
 			if successor >= 0 {
 				op.Return = min(op.Return, successor)
 			}
@@ -298,7 +308,7 @@ func genLocks(rng *rand.Rand, h *History, cfg genConfig) {
 		default:
 			g.Reason = EndExpired
 			h.Ends = append(h.Ends, GrantEnd{Resource: g.Resource, Client: g.Client, Token: g.Token, Reason: EndExpired, At: g.End, Step: uint64(nextID)})
-			last = g.End + us(rng.IntN(30_000)) // a paused holder believes past its lease
+			last = g.End + jitter(30_000) // a paused holder believes past its lease
 			if successor >= 0 {
 				last = min(last, successor)
 			}

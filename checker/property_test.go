@@ -123,6 +123,7 @@ func TestConcurrentCorrectPasses(t *testing.T) {
 			staleRate:   rapid.Float64Range(0, 1).Draw(t, "staleRate"),
 			readers:     rapid.IntRange(0, 3).Draw(t, "readers"),
 			locks:       rapid.Bool().Draw(t, "locks"),
+			touch:       rapid.Bool().Draw(t, "touch"),
 		}
 		h := genHistory(rand.New(rand.NewPCG(seed, 1)), cfg)
 		if err := clientsSequential(h); err != nil {
@@ -153,7 +154,7 @@ func TestGenLocksClientsSequential(t *testing.T) {
 	}
 	for seed := uint64(0); seed < 300; seed++ {
 		cfg := genConfig{resources: 1 + int(seed%3), clients: 1 + int(seed%4), ops: 20 + int(seed*7%281),
-			unknownRate: float64(seed%4) * 0.1, staleRate: 0.5, readers: int(seed % 3), locks: true}
+			unknownRate: float64(seed%4) * 0.1, staleRate: 0.5, readers: int(seed % 3), locks: true, touch: seed%2 == 0}
 		if err := clientsSequential(genHistory(rand.New(rand.NewPCG(seed, 3)), cfg)); err != nil {
 			t.Fatalf("seed %d %+v: %v", seed, cfg, err)
 		}
