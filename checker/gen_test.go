@@ -20,6 +20,10 @@ type genConfig struct {
 	staleRate   float64 // probability that a lease's previous holder writes late
 	readers     int     // lock-free reader clients per resource
 	locks       bool    // also record lock ops, renewals, lease ends and beliefs
+	// touch draws half the lock ops' offsets from their grant's start
+	// and end as 0, so that ops often return at the very instant another
+	// is called, where program order decides (see typedOp.After).
+	touch bool
 }
 
 // genHistory simulates a correct lock service and a correct fenced store and
@@ -175,8 +179,40 @@ func genHistory(rng *rand.Rand, cfg genConfig) History {
 // expiry (sometimes followed by a refused renewal), other clients' busy or
 // unanswered acquires during the lease, and the holders' beliefs. It draws
 // from rng only after everything else, so it changes no other record.
+//
+// Each client runs its lock ops on a resource one after another, as the
+// client library does: an acquire is called only once the client is done
+// with its previous lease (its last answered op returned and its belief
+// ended). The checker relies on it: an op called at the very instant its
+// own client's previous op returned follows that op (see typedOp.After).
+// So a holder that is granted the next lease too released the previous one
+// by the new grant's start, and stopped believing in an expired one by then.
 func genLocks(rng *rand.Rand, h *History, cfg genConfig) {
 	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
+	jitter := func(n int) time.Duration { // an offset in [0, n) µs
+		if cfg.touch && rng.IntN(2) == 0 {
+			return 0
+		}
+		return us(rng.IntN(n))
+	}
+	// next[i] is the index of the next grant on grant i's resource, or -1.
+	next := make([]int, len(h.Grants))
+	following := make(map[string]int)
+	for i := len(h.Grants) - 1; i >= 0; i-- {
+		next[i] = -1
+		if j, ok := following[h.Grants[i].Resource]; ok {
+			next[i] = j
+		}
+		following[h.Grants[i].Resource] = i
+	}
+	// done is when each client is done with a resource: its later ops on
+	// it are called no earlier.
+	type clientResource struct{ client, resource string }
+	done := make(map[clientResource]time.Duration)
+	finish := func(client, resource string, at time.Duration) {
+		k := clientResource{client, resource}
+		done[k] = max(done[k], at)
+	}
 	nextID := 1
 	add := func(op LockOp) LockOp {
 		op.ID = nextID
@@ -191,12 +227,24 @@ func genLocks(rng *rand.Rand, h *History, cfg genConfig) {
 	for i := range h.Grants {
 		g := &h.Grants[i]
 		acq := LockOp{Client: g.Client, Resource: g.Resource, Kind: LockAcquire, Token: g.Token, Outcome: LockGranted,
-			Call: max(0, g.Start-us(rng.IntN(2000))), Return: g.Start + us(rng.IntN(2000))}
+			Call: max(0, g.Start-jitter(2000)), Return: g.Start + jitter(2000)}
+		if d := done[clientResource{g.Client, g.Resource}]; d > acq.Call {
+			if d > g.Start {
+				panic(fmt.Sprintf("genLocks: %s is done with %s at %v, after its grant of token %d at %v", g.Client, g.Resource, d, g.Token, g.Start))
+			}
+			acq.Call = d
+		}
 		knows := !unknown()
 		if !knows {
 			acq.Outcome = LockUnknown
 		}
 		add(acq)
+		// successor is the holder's own next grant on the resource, if any:
+		// the holder is done with this one by that grant's start.
+		successor := time.Duration(-1)
+		if j := next[i]; j >= 0 && h.Grants[j].Client == g.Client {
+			successor = h.Grants[j].Start
+		}
 		last := g.End // when the holder stops believing
 		if g.Open {
 			last = h.End
@@ -232,21 +280,27 @@ func genLocks(rng *rand.Rand, h *History, cfg genConfig) {
 			if other == g.Client || rng.IntN(2) == 0 {
 				continue
 			}
-			p := inside()
-			op := LockOp{Client: other, Resource: g.Resource, Kind: LockAcquire, Outcome: LockBusy, Call: p - us(300), Return: p + us(300)}
+			p := max(inside()-us(300), done[clientResource{other, g.Resource}])
+			op := LockOp{Client: other, Resource: g.Resource, Kind: LockAcquire, Outcome: LockBusy, Call: p, Return: p + us(600)}
 			if unknown() {
 				op.Outcome = LockUnknown // it would have been busy
 			}
 			add(op)
+			finish(other, g.Resource, op.Return)
 		}
 		switch {
 		case g.Open:
 		case knows && rng.IntN(2) == 0:
 			g.Reason = EndReleased
 			op := LockOp{Client: g.Client, Resource: g.Resource, Kind: LockRelease, Token: g.Token, Outcome: LockReleased,
-				Call: g.End - us(rng.IntN(1000)), Return: g.End + us(rng.IntN(1000))}
+				Call: g.End - jitter(1000), Return: g.End + jitter(1000)}
+			if successor >= 0 {
+				op.Return = min(op.Return, successor)
+			}
 			if unknown() {
 				op.Outcome = LockUnknown
+			} else {
+				finish(g.Client, g.Resource, op.Return)
 			}
 			add(op)
 			last = op.Call
@@ -254,10 +308,17 @@ func genLocks(rng *rand.Rand, h *History, cfg genConfig) {
 		default:
 			g.Reason = EndExpired
 			h.Ends = append(h.Ends, GrantEnd{Resource: g.Resource, Client: g.Client, Token: g.Token, Reason: EndExpired, At: g.End, Step: uint64(nextID)})
-			last = g.End + us(rng.IntN(30_000)) // a paused holder believes past its lease
-			if knows && rng.IntN(2) == 0 {
-				add(LockOp{Client: g.Client, Resource: g.Resource, Kind: LockRenew, Token: g.Token, Outcome: LockNotHolder, Call: last, Return: last + us(500)})
+			last = g.End + jitter(30_000) // a paused holder believes past its lease
+			if successor >= 0 {
+				last = min(last, successor)
 			}
+			if knows && rng.IntN(2) == 0 && (successor < 0 || last+us(500) <= successor) {
+				op := add(LockOp{Client: g.Client, Resource: g.Resource, Kind: LockRenew, Token: g.Token, Outcome: LockNotHolder, Call: last, Return: last + us(500)})
+				finish(g.Client, g.Resource, op.Return)
+			}
+		}
+		if !g.Open {
+			finish(g.Client, g.Resource, last)
 		}
 		if knows {
 			b := Belief{Client: g.Client, Resource: g.Resource, Token: g.Token, From: acq.Return, To: last, Reason: "releasing"}
@@ -290,4 +351,35 @@ func properties(v Verdict) []string {
 		}
 	}
 	return ps
+}
+
+// clientsSequential returns an error naming the first place where a
+// generated history has a client act on a resource before it is done with
+// its previous lease there: an acquire called before an earlier answered op
+// of another lease (or a busy acquire) of the same client returned, or
+// while the client still believed it held another token. A real client
+// does neither, and the checker's program order (typedOp.After) would turn
+// such overlaps, where they touch at one instant, into false violations.
+func clientsSequential(h History) error {
+	for _, b := range h.LockOps {
+		if b.Kind != LockAcquire {
+			continue
+		}
+		for _, a := range h.LockOps {
+			if a.Client != b.Client || a.Resource != b.Resource || a.ID == b.ID || a.Call > b.Call ||
+				a.Outcome == LockUnknown || a.Token == b.Token && a.Token != 0 {
+				continue // not an earlier answered op of another lease
+			}
+			if a.Return > b.Call {
+				return fmt.Errorf("lock op %d (%v token %d by %s, returned %v) overlaps the same client's later acquire, lock op %d (token %d, called %v)",
+					a.ID, a.Kind, a.Token, a.Client, a.Return, b.ID, b.Token, b.Call)
+			}
+		}
+		for _, bl := range h.Beliefs {
+			if bl.Client == b.Client && bl.Resource == b.Resource && bl.Token != b.Token && bl.From <= b.Call && (bl.Open || bl.To > b.Call) {
+				return fmt.Errorf("%s still believed it held token %d (until %v) when it called lock op %d, an acquire at %v", b.Client, bl.Token, bl.To, b.ID, b.Call)
+			}
+		}
+	}
+	return nil
 }

@@ -41,6 +41,27 @@ func TestProgramOrder(t *testing.T) {
 	if got := Check(History{LockOps: locks}, Options{}); got.Kind != VerdictPass {
 		t.Errorf("A's grant concurrent with its release: got %v %+v, want pass", got.Kind, got.Violations)
 	}
+
+	// rapid's history shrunk (TestGenLocksClientsSequential): A, holding
+	// token 1, is granted token 2 at the instant it calls the release of
+	// token 1. The grant came first, so token 1 had expired and the
+	// release could not succeed; porcupine's view agrees. Had B been
+	// granted token 2, the release could have come first.
+	locks = []LockOp{
+		lockOp(1, "A", "r", LockAcquire, 1, ms(0), ms(1), LockGranted),
+		lockOp(2, "A", "r", LockAcquire, 2, ms(8), ms(10), LockGranted),
+		lockOp(3, "A", "r", LockRelease, 1, ms(10), ms(11), LockReleased),
+	}
+	if got, want := properties(Check(History{LockOps: locks}, Options{})), []string{"S7"}; !slices.Equal(got, want) {
+		t.Errorf("A's new grant before its own release of the old: got %v, want %v", got, want)
+	}
+	if _, _, res, _, exact := LockLinearizabilityInfo(History{LockOps: locks}, 10*time.Second); res != porcupine.Illegal || !exact {
+		t.Errorf("porcupine on A's new grant before its own release: got %v (exact %v), want %v", res, exact, porcupine.Illegal)
+	}
+	locks[1].Client = "B"
+	if got := Check(History{LockOps: locks}, Options{}); got.Kind != VerdictPass {
+		t.Errorf("B's grant at the instant A released: got %v %+v, want pass", got.Kind, got.Violations)
+	}
 }
 
 // TestSearchDecidesAmbiguousLocks: a long lock history with unanswered
