@@ -206,6 +206,8 @@ func TestParseRejectsBadSpecs(t *testing.T) {
 		{"fault replica", strings.Replace(base, `"node":"@client:a"`, `"node":"@replica:4"`, 1), "aim at @replica:1 to @replica:3"},
 		{"fault kind", strings.Replace(base, `"kind":"pause"`, `"kind":"nap"`, 1), "unknown kind"},
 		{"no clients", mustJSON(t, func() Spec { s := good; s.Clients = nil; return s }()), "needs at least one client"},
+		{"zero latency", mustJSON(t, func() Spec { s := good; s.LatencyMin = 0; return s }()), "latency_min must be positive"},
+		{"max below min", mustJSON(t, func() Spec { s := good; s.LatencyMax = s.LatencyMin / 2; return s }()), "latency_min ≤ latency_max"},
 		{"pause duration", strings.Replace(base, `"duration":"3s"`, `"duration":"0s"`, 1), "duration must be positive"},
 		{"trailing", base + "{}", "trailing data"},
 		{"ttl", strings.Replace(base, `"ttl":"1s"`, `"ttl":"0s"`, 1), "ttl must be positive"},

@@ -322,8 +322,15 @@ func (s *Spec) Validate() error {
 		return fail("ingress_depth must be ≥ 0 (0: the default)")
 	case s.TokenOffset > MaxTokenOffset:
 		return fail("token_offset %d leaves too little room below 2^64 for the run's tokens; use at most %d (2^64 − 2^40)", s.TokenOffset, uint64(MaxTokenOffset))
-	case s.LatencyMin < 0 || s.LatencyMax < s.LatencyMin || s.LatencyMean <= 0:
-		return fail("latency needs 0 ≤ latency_min ≤ latency_max and latency_mean > 0")
+	case s.LatencyMin <= 0:
+		// The checker orders an op a client calls at the instant its own
+		// previous op returned after that op (program order). That is
+		// sound only if a message takes time: with a zero-delay round trip
+		// a request sent at the instant of a reply could take effect
+		// before it, and a correct run could be judged a violation.
+		return fail("latency_min must be positive (e.g. \"500µs\"): with zero-delay messages the checker's program order could judge a correct run a violation")
+	case s.LatencyMax < s.LatencyMin || s.LatencyMean <= 0:
+		return fail("latency needs latency_min ≤ latency_max and latency_mean > 0")
 	case len(s.Clients) == 0:
 		return fail("needs at least one client")
 	case s.Duration <= 0:
