@@ -156,13 +156,21 @@ func (r *Replica) waited(p *parkedAcquire) time.Duration {
 }
 
 // answerParked answers a waiter that its acquire applied meanwhile (a
-// copy proposed by an earlier leader, or the client's retry elsewhere).
+// copy proposed by an earlier leader, or the client's retry elsewhere):
+// the same request, or, once granted, the same keyed attempt under
+// another request number (the table replays that grant to it; left
+// parked, it would wait behind its own client's lease).
 func (r *Replica) answerParked(c Command, rep lockservice.LockReply) {
-	for _, p := range r.parked[c.Resource] {
-		if p.c.Client == c.Client && p.c.Request == c.Request {
+	for _, p := range slices.Clone(r.parked[c.Resource]) {
+		if p.c.Client != c.Client {
+			continue
+		}
+		sameKey := c.Key != "" && p.c.Key == c.Key && rep.Status == lockservice.Granted
+		if p.c.Request == c.Request || sameKey {
 			r.unpark(p)
-			r.env.Send(p.to, rep)
-			return
+			out := rep
+			out.Request = p.c.Request
+			r.env.Send(p.to, out)
 		}
 	}
 }
