@@ -115,6 +115,9 @@ func Run(ctx context.Context, opt Options) (res Result, err error) {
 	if opt.Target == nil {
 		return Result{}, errors.New("live: no target")
 	}
+	if err := checkOptions(opt.Target.Info(), opt.TargetOptions); err != nil {
+		return Result{}, err
+	}
 	if opt.StartTimeout <= 0 {
 		opt.StartTimeout = 30 * time.Second
 	}

@@ -122,7 +122,7 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 	res, err := live.Run(ctx, live.Options{Target: t, Plan: plan, Dir: dir, BinDirs: binDirs, TargetOptions: opts, Log: progress})
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun live: %v\n", err)
-		if errors.Is(err, live.ErrNoBinary) {
+		if errors.Is(err, live.ErrNoBinary) || errors.Is(err, live.ErrBadOption) {
 			return exitUsage
 		}
 		return exitCrash

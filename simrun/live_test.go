@@ -22,6 +22,8 @@ func TestLiveBadFlags(t *testing.T) {
 		{[]string{"live", "-target", "reference", "-scenario", "kleppmann-gc-pause", "-replay", "x.json"}, "-replay carries its scenario"},
 		{[]string{"live", "-target", "reference", "-scenario", "kleppmann-gc-pause", "-opt", "novalue"}, "key=value"},
 		{[]string{"live", "-target", "reference", "-scenario", "kleppmann-gc-pause", "extra"}, "unexpected argument"},
+		{[]string{"live", "-target", "reference", "-scenario", "kleppmann-gc-pause", "-opt", "bogus=1"}, "-opt bogus: the target takes none"},
+		{[]string{"live", "-target", "etcd-mutex", "-scenario", "kleppmann-gc-pause", "-opt", "fenced=true"}, "-opt fenced: the target takes prefix"},
 		{[]string{"live", "-target", "reference", "-scenario", "kleppmann-gc-pause", "-bin", t.TempDir()}, "go build"},
 	} {
 		var out, errb bytes.Buffer
