@@ -45,7 +45,9 @@ type parkedAcquire struct {
 func (r *Replica) acquire(from process.NodeID, m lockservice.AcquireRequest) {
 	c := Command{Kind: CmdAcquire, Resource: m.Resource, Client: m.Client, TTL: m.TTL, Request: m.Request, Key: m.Key}
 	if m.Wait > 0 && r.node.Role() == raft.Leader && r.node.LeadTransferee() == raft.None {
-		if _, seen := r.table.Seen(c.Client, c.Request); !seen && r.park(from, c, m.Wait) {
+		// A decided attempt (by its request number, or its key) is not
+		// parked: the log replays its answer.
+		if _, seen := r.table.SeenAcquire(m); !seen && r.park(from, c, m.Wait) {
 			return
 		}
 	}

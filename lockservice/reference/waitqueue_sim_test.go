@@ -307,3 +307,28 @@ func TestWaitQueueKeyedCopyAnsweredWithTheGrant(t *testing.T) {
 		t.Errorf("second copy answered at %v with Waited %v; want Waited 0, answered with the grant (by %v)", when, rep.Waited, rel+10*wd)
 	}
 }
+
+// A keyed attempt the table has already decided is not parked again
+// under a new request number: it is answered from the log at once (the
+// replayed grant), not after the next holder's lease or its own bound.
+func TestWaitQueueDecidedKeyIsNotParked(t *testing.T) {
+	g := newReplicaGroup(t, 3, groupOpts{seed: 15, net: fixedLatency(wd)})
+	p, _ := simtest.AddProbe(t, g.w, "p")
+	lead, _ := g.awaitLeader(t, g.ids, 1, time.Second)
+	t0 := g.w.Now() + 10*time.Millisecond
+	first := lockservice.AcquireRequest{Resource: "r", Client: "w", TTL: 5 * time.Second, Request: 1, Key: "k", Wait: 2 * time.Second}
+	p.SendAt(t0, lead, first)
+	g.runTo(t, t0+50*time.Millisecond)
+	grant := p.OnlyLockReply(t, 1)
+	p.SendAt(t0+50*time.Millisecond, lead, lockservice.ReleaseRequest{Resource: "r", Client: "w", Token: grant.Token, Request: 2})
+	p.SendAt(t0+100*time.Millisecond, lead, lockservice.AcquireRequest{Resource: "r", Client: "h", TTL: 30 * time.Second, Request: 3})
+	again := first
+	again.Request = 4 // a late copy of attempt k, renumbered by the front end
+	at := t0 + 150*time.Millisecond
+	p.SendAt(at, lead, again)
+	g.runTo(t, t0+3*time.Second)
+	rep, when := replyAt(t, p, 4)
+	if rep.Status != lockservice.Granted || rep.Token != grant.Token || when > at+10*wd {
+		t.Errorf("late keyed copy: %+v at %v, want attempt k's grant %d replayed by %v", rep, when, grant.Token, at+10*wd)
+	}
+}
