@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/live"
 	"github.com/fencesim/fencesim/scenarios"
 )
@@ -129,6 +130,11 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 	}
 	repro := liveRepro(*target, *name, *specFile, *replayFile, plan.Seed, *duration)
 	code := exitCode(res.Verdict)
+	if res.Interrupted && res.Verdict.Kind != checker.VerdictViolation {
+		// Stopped by a signal: no verdict but a violation already found
+		// stands for the run (as sweep's SIGINT).
+		code = exitInterrupted
+	}
 	index := ""
 	if *out != "" {
 		if index, err = live.WriteOut(*out, res, repro); err != nil {
@@ -152,7 +158,11 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 	if p := res.Verdict.Property(); p != "" {
 		fmt.Fprintf(stdout, " property=%s", p)
 	}
-	fmt.Fprintf(stdout, " expected=%q met=%v\n", res.Expect, res.Met)
+	fmt.Fprintf(stdout, " expected=%q met=%v", res.Expect, res.Met)
+	if res.Interrupted {
+		fmt.Fprint(stdout, " interrupted=true")
+	}
+	fmt.Fprintln(stdout)
 	for _, v := range res.Verdict.Violations {
 		fmt.Fprintf(stdout, "  %s at %v: %s\n", v.Property, v.At, v.Detail)
 	}
