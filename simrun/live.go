@@ -62,6 +62,11 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 		if *name != "" || *specFile != "" {
 			return fail("-replay carries its scenario: leave -scenario and -spec out")
 		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["seed"] || set["duration"] {
+			return fail("-replay carries its seed, duration and schedule: leave -seed and -duration out")
+		}
 		b, err := os.ReadFile(*replayFile)
 		if err != nil {
 			return fail("%v", err)
