@@ -51,7 +51,7 @@ type etcdTarget struct{ fenced bool }
 func (t etcdTarget) Info() TargetInfo {
 	info := TargetInfo{Name: "etcd-mutex", Fenced: t.fenced,
 		Doc:      "etcd's concurrency.Mutex on 3 etcd-server members, used as a plain mutex (the store runs unfenced)",
-		Binaries: []string{"etcd", "fencesim-store", "fencesim-live-etcd"}}
+		Binaries: []string{"etcd", "fencesim-store", "fencesim-live-etcd"}, Options: []string{"prefix"}}
 	if t.fenced {
 		info.Name = "etcd-mutex-fenced"
 		info.Doc = "etcd's concurrency.Mutex on 3 etcd-server members, the lock key's create revision as the fencing token"

@@ -135,3 +135,29 @@ func TestCheckTokensPerResource(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckHolderBusyAfterUnknownAcquire: the lock API answers a
+// holder's acquire under a new request id "held" (409), so after an
+// acquire whose answer was lost — which may have granted — the same
+// client's next acquire may be answered busy with nobody else near the
+// lock. That is the service keeping its contract, not an answer no lock
+// could give: no violation. A busy answer that nothing can explain (no
+// unknown acquire of the client before it) still is one.
+func TestCheckHolderBusyAfterUnknownAcquire(t *testing.T) {
+	unknown := checker.LockOp{ID: 0, Client: "a", Resource: "r", Kind: checker.LockAcquire, Call: 0, Outcome: checker.LockUnknown}
+	busy := acq(1, "a", "r", 0, 500*ms, 510*ms, checker.LockBusy)
+	for _, c := range []struct {
+		name string
+		ops  []checker.LockOp
+		want checker.VerdictKind
+	}{
+		{"busy after the client's unknown acquire", []checker.LockOp{unknown, busy}, checker.VerdictPass},
+		{"busy with nobody holding", []checker.LockOp{{ID: 0, Client: "a", Resource: "r", Kind: checker.LockAcquire, Call: 0, Return: 10 * ms, Outcome: checker.LockBusy}}, checker.VerdictViolation},
+	} {
+		h := checker.History{LockOps: c.ops, End: time.Second,
+			Grants: deriveGrants(c.ops, map[string]time.Duration{"a": 100 * ms}, 1000, nil, time.Second)}
+		if v := check(h, &run{}); v.Kind != c.want {
+			t.Errorf("%s: verdict %v %v, want %v", c.name, v.Kind, v.Violations, c.want)
+		}
+	}
+}

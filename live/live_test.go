@@ -346,3 +346,43 @@ func TestFaultKinds(t *testing.T) {
 		}
 	}
 }
+
+// cancelOnStart is a log writer that ends the run's context a moment
+// after its workload starts: a user's Ctrl-C.
+type cancelOnStart struct {
+	cancel func()
+	after  time.Duration
+}
+
+func (c cancelOnStart) Write(b []byte) (int, error) {
+	if strings.Contains(string(b), "workload started") {
+		time.AfterFunc(c.after, c.cancel)
+	}
+	return len(b), nil
+}
+
+// TestInterruptedRunJudgesNoLiveness: a run stopped by a signal half way
+// through a scenario with a liveness phase (the swarm's) is marked
+// interrupted and is not judged on liveness — a workload cut short did
+// not fail to make progress — and leaves nothing running.
+func TestInterruptedRunJudgesNoLiveness(t *testing.T) {
+	p := plan(t, "swarm", 3)
+	if p.Spec.Liveness == nil {
+		t.Fatal("the swarm has no liveness phase: nothing to test")
+	}
+	p.Spec.Duration = scenarios.Duration(4 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Run(ctx, Options{Target: referenceTarget{}, Plan: p, BinDirs: []string{binDir}, Dir: t.TempDir(),
+		StopGrace: 2 * time.Second, Log: cancelOnStart{cancel: cancel, after: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noLeftovers(t, res.PIDs)
+	if !res.Interrupted {
+		t.Errorf("the run is not marked interrupted")
+	}
+	if res.Verdict.Kind == checker.VerdictLiveness {
+		t.Errorf("an interrupted run judged on liveness: %+v", res.Verdict)
+	}
+}

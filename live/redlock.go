@@ -29,7 +29,7 @@ type redlockTarget struct{}
 
 func (redlockTarget) Info() TargetInfo {
 	return TargetInfo{Name: "redlock", Doc: "Redlock: redsync over 5 redis-servers (appendfsync always), no fencing tokens (the store runs unfenced)",
-		Binaries: []string{"redis-server", "fencesim-store", "fencesim-live-redlock"}}
+		Binaries: []string{"redis-server", "fencesim-store", "fencesim-live-redlock"}, Options: []string{"prefix"}}
 }
 
 func (redlockTarget) Layout(s *Setup) (Layout, error) {

@@ -70,6 +70,11 @@ type Result struct {
 	Plan     scenarios.Plan   `json:"-"`
 	Counts   map[string]int   `json:"counts"`
 	PIDs     []int            `json:"-"`
+	// Interrupted: the run's context ended (SIGINT, SIGTERM) before the
+	// workload did. The history is checked for safety as far as it goes,
+	// but the liveness phase is not judged: a run cut short has not
+	// failed to make progress.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // run is one live run's state.
@@ -115,6 +120,9 @@ func Run(ctx context.Context, opt Options) (res Result, err error) {
 	if opt.Target == nil {
 		return Result{}, errors.New("live: no target")
 	}
+	if err := checkOptions(opt.Target.Info(), opt.TargetOptions); err != nil {
+		return Result{}, err
+	}
 	if opt.StartTimeout <= 0 {
 		opt.StartTimeout = 30 * time.Second
 	}
@@ -158,16 +166,20 @@ func Run(ctx context.Context, opt Options) (res Result, err error) {
 		return Result{}, err
 	}
 	r.workload(ctx)
+	interrupted := ctx.Err() != nil
 	h, notes := r.history()
 	r.notes = append(r.notes, notes...)
 	v := check(h, r)
-	if r.spec.Liveness != nil {
+	if interrupted {
+		r.notes = append(r.notes, fmt.Sprintf("interrupted at %v: the history so far is checked for safety, liveness is not judged", h.End.Round(time.Millisecond)))
+	}
+	if r.spec.Liveness != nil && !interrupted {
 		v = checker.Combine(v, checker.CheckLiveness(h, r.healAt(), time.Duration(r.spec.Liveness.Bound), r.progressing()))
 	}
 	res = Result{
 		Target: r.info.Name, Scenario: r.spec.Name, Seed: opt.Plan.Seed, Expect: r.spec.Expect.String(),
 		Met: r.spec.Expect.Met(v), Verdict: v, Faults: r.faults, History: h, Notes: r.notes,
-		Options: opt.Plan.Options, Plan: opt.Plan, Counts: map[string]int{
+		Options: opt.Plan.Options, Plan: opt.Plan, Interrupted: interrupted, Counts: map[string]int{
 			"lock_ops": len(h.LockOps), "store_ops": len(h.Ops), "grants": len(h.Grants), "applies": len(h.Applies),
 		},
 	}

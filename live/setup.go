@@ -85,7 +85,20 @@ func findBin(dirs []string, name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	return "", fmt.Errorf("%w: %s is neither in %v nor on $PATH (build it: go build -o DIR ./cmd/%s, then pass -bin DIR)", ErrNoBinary, name, dirs, name)
+	how, ok := binHints[name]
+	if !ok {
+		how = "build it: go build -o DIR ./cmd/" + name + ", then pass -bin DIR"
+	}
+	return "", fmt.Errorf("%w: %s is neither in %v nor on $PATH (%s)", ErrNoBinary, name, dirs, how)
+}
+
+// binHints say how to get the executables that are not this module's
+// commands (./cmd/NAME): the outside servers, and the etcd client, which
+// is its own module.
+var binHints = map[string]string{
+	"redis-server":       "install it: apt-get install redis-server",
+	"etcd":               "install it: apt-get install etcd-server",
+	"fencesim-live-etcd": "build it: go -C live/etcdclient build -o DIR/fencesim-live-etcd ., then pass -bin DIR",
 }
 
 // Link returns the address process from must dial to reach addr, the

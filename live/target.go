@@ -2,8 +2,10 @@ package live
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -48,6 +50,34 @@ type TargetInfo struct {
 	// Binaries are the executables the target needs, for the message of
 	// a run (or a test) that cannot find them.
 	Binaries []string
+	// Options are the keys of the target-specific options a run may set
+	// (simrun live -opt key=value); Run refuses any other key, so that a
+	// misspelt option cannot silently run another experiment, nor a user
+	// override what the target itself sets (etcd-mutex's "fenced").
+	Options []string
+}
+
+// ErrBadOption matches Run's error for a target option the target does
+// not take (TargetInfo.Options).
+var ErrBadOption = errors.New("live: unknown target option")
+
+// checkOptions refuses an option key the target does not take.
+func checkOptions(info TargetInfo, opts map[string]string) error {
+	keys := make([]string, 0, len(opts))
+	for k := range opts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !slices.Contains(info.Options, k) {
+			takes := "takes none"
+			if len(info.Options) > 0 {
+				takes = "takes " + strings.Join(info.Options, ", ")
+			}
+			return fmt.Errorf("%w: target %s: -opt %s: the target %s", ErrBadOption, info.Name, k, takes)
+		}
+	}
+	return nil
 }
 
 // Layout is one run's processes, as a target lays them out.

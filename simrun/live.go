@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/live"
 	"github.com/fencesim/fencesim/scenarios"
 )
@@ -60,6 +61,11 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 	if *replayFile != "" {
 		if *name != "" || *specFile != "" {
 			return fail("-replay carries its scenario: leave -scenario and -spec out")
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["seed"] || set["duration"] {
+			return fail("-replay carries its seed, duration and schedule: leave -seed and -duration out")
 		}
 		b, err := os.ReadFile(*replayFile)
 		if err != nil {
@@ -122,13 +128,18 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 	res, err := live.Run(ctx, live.Options{Target: t, Plan: plan, Dir: dir, BinDirs: binDirs, TargetOptions: opts, Log: progress})
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun live: %v\n", err)
-		if errors.Is(err, live.ErrNoBinary) {
+		if errors.Is(err, live.ErrNoBinary) || errors.Is(err, live.ErrBadOption) {
 			return exitUsage
 		}
 		return exitCrash
 	}
 	repro := liveRepro(*target, *name, *specFile, *replayFile, plan.Seed, *duration)
 	code := exitCode(res.Verdict)
+	if res.Interrupted && res.Verdict.Kind != checker.VerdictViolation {
+		// Stopped by a signal: no verdict but a violation already found
+		// stands for the run (as sweep's SIGINT).
+		code = exitInterrupted
+	}
 	index := ""
 	if *out != "" {
 		if index, err = live.WriteOut(*out, res, repro); err != nil {
@@ -152,7 +163,11 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 	if p := res.Verdict.Property(); p != "" {
 		fmt.Fprintf(stdout, " property=%s", p)
 	}
-	fmt.Fprintf(stdout, " expected=%q met=%v\n", res.Expect, res.Met)
+	fmt.Fprintf(stdout, " expected=%q met=%v", res.Expect, res.Met)
+	if res.Interrupted {
+		fmt.Fprint(stdout, " interrupted=true")
+	}
+	fmt.Fprintln(stdout)
 	for _, v := range res.Verdict.Violations {
 		fmt.Fprintf(stdout, "  %s at %v: %s\n", v.Property, v.At, v.Detail)
 	}

@@ -20,8 +20,12 @@ func TestLiveBadFlags(t *testing.T) {
 		{[]string{"live", "-target", "reference", "-scenario", "no-such"}, "no-such"},
 		{[]string{"live", "-target", "reference", "-scenario", "kleppmann-gc-pause", "-duration", "5ms"}, "-duration"},
 		{[]string{"live", "-target", "reference", "-scenario", "kleppmann-gc-pause", "-replay", "x.json"}, "-replay carries its scenario"},
+		{[]string{"live", "-replay", "x.json", "-seed", "7"}, "leave -seed and -duration out"},
+		{[]string{"live", "-replay", "x.json", "-duration", "30s"}, "leave -seed and -duration out"},
 		{[]string{"live", "-target", "reference", "-scenario", "kleppmann-gc-pause", "-opt", "novalue"}, "key=value"},
 		{[]string{"live", "-target", "reference", "-scenario", "kleppmann-gc-pause", "extra"}, "unexpected argument"},
+		{[]string{"live", "-target", "reference", "-scenario", "kleppmann-gc-pause", "-opt", "bogus=1"}, "-opt bogus: the target takes none"},
+		{[]string{"live", "-target", "etcd-mutex", "-scenario", "kleppmann-gc-pause", "-opt", "fenced=true"}, "-opt fenced: the target takes prefix"},
 		{[]string{"live", "-target", "reference", "-scenario", "kleppmann-gc-pause", "-bin", t.TempDir()}, "go build"},
 	} {
 		var out, errb bytes.Buffer

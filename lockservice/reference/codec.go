@@ -69,7 +69,9 @@ func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
 	c.TTL = time.Duration(r.Uvarint())
 	c.Token, c.Request, c.Since = r.Uvarint(), r.Uvarint(), r.Uvarint()
 	if flags&flagRequestID != 0 {
-		c.RequestID = string(r.Bytes())
+		if c.RequestID = string(r.Bytes()); c.RequestID == "" {
+			r.Fail(record.ErrCorrupt) // flagged, so not empty
+		}
 	}
 	if flags&flagKey != 0 {
 		if c.Key = string(r.Bytes()); c.Key == "" {

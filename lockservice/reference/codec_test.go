@@ -121,3 +121,18 @@ func TestCommandFlagsStayZero(t *testing.T) {
 		}
 	}
 }
+
+// TestCodecRefusesAFlaggedEmptyField: each command has one encoding (an
+// entry's digest is over its bytes): a flag whose field follows empty is
+// the encoding of no command, refused like the key flag's.
+func TestCodecRefusesAFlaggedEmptyField(t *testing.T) {
+	b := encodeCommand(Command{Kind: CmdRelease, Resource: "r", Client: "c", Token: 9, Request: 3})
+	for _, flags := range []byte{flagRequestID, flagKey} {
+		set := append([]byte{}, b...)
+		set[2] = flags
+		set = append(set, 0) // the flagged field, empty
+		if c, err := decodeCommand(set); err == nil {
+			t.Errorf("flags %#x with an empty field decoded to %+v", flags, c)
+		}
+	}
+}

@@ -40,10 +40,14 @@ type dedupEntry struct {
 // Keyed acquires have their own window: the front end that sends them
 // numbers every submission afresh, so the request-number window cannot
 // recognise a retry, and the client's renewals and releases must not push
-// an unanswered acquire out of memory.
+// an unanswered acquire out of memory. A key names an attempt on one
+// resource (the HTTP API's request_id goes with the resource in the URL,
+// as lockd keeps it with the resource's lease): the same key on another
+// resource is another attempt.
 type keyEntry struct {
-	Key   string                `json:"key"`
-	Reply lockservice.LockReply `json:"reply"`
+	Key      string                `json:"key"`
+	Resource string                `json:"resource"`
+	Reply    lockservice.LockReply `json:"reply"`
 }
 
 // LockTable is the lock state machine shared by the single-node server and
@@ -133,12 +137,13 @@ func (t *LockTable) Seen(client string, request uint64) (lockservice.LockReply, 
 	return lockservice.LockReply{}, false
 }
 
-// SeenKey returns the reply already given to client's acquire with key
-// (lockservice.AcquireRequest.Key), if the table still remembers it.
-func (t *LockTable) SeenKey(client, key string) (lockservice.LockReply, bool) {
+// SeenKey returns the reply already given to client's acquire of
+// resource with key (lockservice.AcquireRequest.Key), if the table still
+// remembers it.
+func (t *LockTable) SeenKey(client, resource, key string) (lockservice.LockReply, bool) {
 	if m := t.clients[client]; m != nil && key != "" {
 		for i := range m.keys {
-			if m.keys[i].Key == key {
+			if m.keys[i].Key == key && m.keys[i].Resource == resource {
 				return m.keys[i].Reply, true
 			}
 		}
@@ -152,7 +157,7 @@ func (t *LockTable) SeenAcquire(r lockservice.AcquireRequest) (lockservice.LockR
 	if rep, ok := t.Seen(r.Client, r.Request); ok {
 		return rep, true
 	}
-	if rep, ok := t.SeenKey(r.Client, r.Key); ok {
+	if rep, ok := t.SeenKey(r.Client, r.Resource, r.Key); ok {
 		rep.Request = r.Request // the number the asker waits on
 		return rep, true
 	}
@@ -219,7 +224,7 @@ func (t *LockTable) rememberAcquire(r lockservice.AcquireRequest, rep lockservic
 	t.remember(r.Client, r.Request, rep)
 	if r.Key != "" && rep.Status == lockservice.Granted {
 		m := t.client(r.Client, false)
-		m.keys = append(m.keys, keyEntry{Key: r.Key, Reply: rep})
+		m.keys = append(m.keys, keyEntry{Key: r.Key, Resource: r.Resource, Reply: rep})
 		if len(m.keys) > dedupDepth {
 			m.keys = slices.Delete(m.keys, 0, len(m.keys)-dedupDepth)
 		}

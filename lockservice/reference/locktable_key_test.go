@@ -78,3 +78,26 @@ func TestUnkeyedSnapshotUnchanged(t *testing.T) {
 		t.Fatalf("snapshot\n%s\nwant\n%s", b, want)
 	}
 }
+
+// TestKeyIsPerResource: a request_id names an attempt on the resource in
+// its URL, so the same client and key on another resource is another
+// attempt (as lockd, which keeps the id with the resource's lease): it
+// must be decided on that resource, never answered with the first
+// resource's grant — a client told "granted" for a lock another holds.
+func TestKeyIsPerResource(t *testing.T) {
+	tb := NewLockTable()
+	rep := tb.Acquire(lockservice.AcquireRequest{Resource: "a", Client: "me", TTL: time.Second, Request: 1, Key: "1"}, 0, 2)
+	if rep.Status != lockservice.Granted || rep.Token != 2 {
+		t.Fatalf("me on a: %+v", rep)
+	}
+	if rep := tb.Acquire(lockservice.AcquireRequest{Resource: "b", Client: "you", TTL: time.Second, Request: 1, Key: "x"}, 0, 3); rep.Status != lockservice.Granted {
+		t.Fatalf("you on b: %+v", rep)
+	}
+	rep = tb.Acquire(lockservice.AcquireRequest{Resource: "b", Client: "me", TTL: time.Second, Request: 2, Key: "1"}, 0, 4)
+	if rep.Status != lockservice.Busy {
+		t.Errorf("me on b (held by you) with the key of my acquire of a: %+v, want busy", rep)
+	}
+	if l, _ := tb.Lease("b"); l.Holder != "you" {
+		t.Errorf("b's lease %+v, want you's", l)
+	}
+}

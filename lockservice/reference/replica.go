@@ -532,6 +532,7 @@ func (r *Replica) apply(e raft.Entry) {
 		panic(err.Error())
 	}
 	var rep lockservice.LockReply
+	replayed := false // an acquire's grant replayed from an earlier entry
 	obs := r.cfg.Observer
 	switch c.Kind {
 	case CmdAcquire:
@@ -546,6 +547,7 @@ func (r *Replica) apply(e raft.Entry) {
 		if replay {
 			r.cfg.Marks.Hit(coverage.ReplicaDuplicateEntry)
 		}
+		replayed = replay
 		token := e.Index + r.cfg.TokenOffset
 		if r.cfg.Tokens != nil {
 			token = r.cfg.Tokens.Token(c.Token, e.Index)
@@ -621,8 +623,11 @@ func (r *Replica) apply(e raft.Entry) {
 	for _, w := range waiters {
 		if w.client == c.Client && w.request == c.Request {
 			out := rep
-			if rep.Status == lockservice.Granted {
-				out.Waited = w.waited // this answer's, not the table's
+			if rep.Status == lockservice.Granted && !replayed {
+				// This answer's, not the table's; a replayed grant began
+				// with an earlier entry, maybe before this copy's wait
+				// ended, so it claims none.
+				out.Waited = w.waited
 			}
 			r.env.Send(w.to, out)
 		}

@@ -45,7 +45,9 @@ type parkedAcquire struct {
 func (r *Replica) acquire(from process.NodeID, m lockservice.AcquireRequest) {
 	c := Command{Kind: CmdAcquire, Resource: m.Resource, Client: m.Client, TTL: m.TTL, Request: m.Request, Key: m.Key}
 	if m.Wait > 0 && r.node.Role() == raft.Leader && r.node.LeadTransferee() == raft.None {
-		if _, seen := r.table.Seen(c.Client, c.Request); !seen && r.park(from, c, m.Wait) {
+		// A decided attempt (by its request number, or its key) is not
+		// parked: the log replays its answer.
+		if _, seen := r.table.SeenAcquire(m); !seen && r.park(from, c, m.Wait) {
 			return
 		}
 	}
@@ -156,13 +158,21 @@ func (r *Replica) waited(p *parkedAcquire) time.Duration {
 }
 
 // answerParked answers a waiter that its acquire applied meanwhile (a
-// copy proposed by an earlier leader, or the client's retry elsewhere).
+// copy proposed by an earlier leader, or the client's retry elsewhere):
+// the same request, or, once granted, the same keyed attempt under
+// another request number (the table replays that grant to it; left
+// parked, it would wait behind its own client's lease).
 func (r *Replica) answerParked(c Command, rep lockservice.LockReply) {
-	for _, p := range r.parked[c.Resource] {
-		if p.c.Client == c.Client && p.c.Request == c.Request {
+	for _, p := range slices.Clone(r.parked[c.Resource]) {
+		if p.c.Client != c.Client {
+			continue
+		}
+		sameKey := c.Key != "" && p.c.Key == c.Key && rep.Status == lockservice.Granted
+		if p.c.Request == c.Request || sameKey {
 			r.unpark(p)
-			r.env.Send(p.to, rep)
-			return
+			out := rep
+			out.Request = p.c.Request
+			r.env.Send(p.to, out)
 		}
 	}
 }

@@ -267,3 +267,68 @@ func TestWaitQueueLeaderChangeAnswersWaiters(t *testing.T) {
 	checkGrantOrder(t, g.rec.service())
 	checkGrantsFromDistinctRequests(t, grants, g.w.Disk(lead))
 }
+
+// A keyed attempt parked twice under two request numbers (the HTTP front
+// end submits every call afresh, nodesvc) is one attempt: when the first
+// copy is granted, the second is answered with that grant at once, not
+// left parked behind its own client's lease until its bound, and the
+// answer claims no wait (Waited 0): the lease began when the first copy's
+// entry applied, before the second copy's wait ended, so a Waited counted
+// to the bound would make the client believe in a lease the leader has
+// already started timing (two holders).
+func TestWaitQueueKeyedCopyAnsweredWithTheGrant(t *testing.T) {
+	g := newReplicaGroup(t, 3, groupOpts{seed: 13, net: fixedLatency(wd)})
+	p, _ := simtest.AddProbe(t, g.w, "p")
+	lead, _ := g.awaitLeader(t, g.ids, 1, time.Second)
+	t0 := g.w.Now() + 10*time.Millisecond
+	p.SendAt(t0, lead, lockservice.AcquireRequest{Resource: "r", Client: "h", TTL: 30 * time.Second, Request: 1})
+	first := lockservice.AcquireRequest{Resource: "r", Client: "w", TTL: 5 * time.Second, Request: 2, Key: "k", Wait: 2 * time.Second}
+	p.SendAt(t0+10*time.Millisecond, lead, first)
+	again := first
+	again.Request = 3 // the HTTP client's retry of request_id k, renumbered
+	p.SendAt(t0+20*time.Millisecond, lead, again)
+	g.runTo(t, t0+100*time.Millisecond)
+	if n := g.replica(lead).Waiting(); n != 2 {
+		t.Fatalf("%d waiting, want 2", n)
+	}
+	h := p.OnlyLockReply(t, 1)
+	rel := t0 + 100*time.Millisecond
+	p.SendAt(rel, lead, lockservice.ReleaseRequest{Resource: "r", Client: "h", Token: h.Token, Request: 4})
+	g.runTo(t, t0+5*time.Second)
+	grant, _ := replyAt(t, p, 2)
+	if grant.Status != lockservice.Granted {
+		t.Fatalf("first copy: %+v, want granted", grant)
+	}
+	rep, when := replyAt(t, p, 3)
+	if rep.Status != lockservice.Granted || rep.Token != grant.Token {
+		t.Fatalf("second copy: %+v, want the grant %d", rep, grant.Token)
+	}
+	if rep.Waited != 0 || when > rel+10*wd {
+		t.Errorf("second copy answered at %v with Waited %v; want Waited 0, answered with the grant (by %v)", when, rep.Waited, rel+10*wd)
+	}
+}
+
+// A keyed attempt the table has already decided is not parked again
+// under a new request number: it is answered from the log at once (the
+// replayed grant), not after the next holder's lease or its own bound.
+func TestWaitQueueDecidedKeyIsNotParked(t *testing.T) {
+	g := newReplicaGroup(t, 3, groupOpts{seed: 15, net: fixedLatency(wd)})
+	p, _ := simtest.AddProbe(t, g.w, "p")
+	lead, _ := g.awaitLeader(t, g.ids, 1, time.Second)
+	t0 := g.w.Now() + 10*time.Millisecond
+	first := lockservice.AcquireRequest{Resource: "r", Client: "w", TTL: 5 * time.Second, Request: 1, Key: "k", Wait: 2 * time.Second}
+	p.SendAt(t0, lead, first)
+	g.runTo(t, t0+50*time.Millisecond)
+	grant := p.OnlyLockReply(t, 1)
+	p.SendAt(t0+50*time.Millisecond, lead, lockservice.ReleaseRequest{Resource: "r", Client: "w", Token: grant.Token, Request: 2})
+	p.SendAt(t0+100*time.Millisecond, lead, lockservice.AcquireRequest{Resource: "r", Client: "h", TTL: 30 * time.Second, Request: 3})
+	again := first
+	again.Request = 4 // a late copy of attempt k, renumbered by the front end
+	at := t0 + 150*time.Millisecond
+	p.SendAt(at, lead, again)
+	g.runTo(t, t0+3*time.Second)
+	rep, when := replyAt(t, p, 4)
+	if rep.Status != lockservice.Granted || rep.Token != grant.Token || when > at+10*wd {
+		t.Errorf("late keyed copy: %+v at %v, want attempt k's grant %d replayed by %v", rep, when, grant.Token, at+10*wd)
+	}
+}
