@@ -204,11 +204,16 @@ func (r *run) apply(ctx context.Context, op nemesis.Op) {
 			return
 		}
 		if node == "store" {
-			r.applies.fetch(ctx) // what the store decided so far, before it is gone
+			// What the store decided so far, before it is gone, with its
+			// links hushed so that no answer leaves it unrecorded (see
+			// linkSet.hush).
+			r.links.hush(node, true)
+			r.applies.fetch(ctx)
 		}
 		p.kill()
 		if node == "store" {
 			r.applies.crashed()
+			r.links.hush(node, false)
 		}
 		r.mu.Lock()
 		r.fs.crashed[node] = true

@@ -27,6 +27,8 @@ type recorder struct {
 	owner    map[int64]string // write value → client
 	nextVal  int64
 	synth    uint64 // the last synthetic token (unfenced targets)
+	inFlight int    // acquires sent and not yet recorded
+	unknown  int    // acquires recorded with no answer
 	restarts []checker.StoreRestart
 }
 
@@ -36,16 +38,43 @@ func newRecorder(fenced bool) *recorder {
 
 func (r *recorder) at(mono time.Duration) time.Duration { return mono - r.base }
 
+// acquiring notes an acquire about to be sent, before lock records it:
+// while it is in flight it may yet end with no answer (see lock).
+func (r *recorder) acquiring() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inFlight++
+}
+
 // lock records a lock operation; for a granted acquire it returns the
 // history's token: the service's, or for a service without tokens a
 // synthetic one, one counter across resources in the order the acquires
 // returned (so S1 holds of it by construction and a stale write shows in
 // S3).
+//
+// A synthetic grant leaves room below its token for every acquire that
+// may have taken effect unseen before it: each acquire in flight (sent by
+// acquiring and not yet recorded) and each already recorded with no
+// answer. S7 lets an unanswered acquire take effect anywhere after its
+// call, with a token it knows only to be above the last one granted; the
+// next grant must then carry a higher token. Without the room, a grant
+// that returned after the unanswered acquire was sent carries exactly the
+// next number, and a history where the unseen grant must have come first
+// (the paused holder's acquire landed; the other client's acquires were
+// answered busy, then granted once the lease ran out) fails S7 though the
+// service did nothing wrong. The room only widens the gaps between
+// tokens that grow in return order as before: S1 and S3 compare the same
+// order, and S7's other constraints (one holder at a time, renewals and
+// releases by the holder) do not look at the numbers, so no true
+// violation is hidden.
 func (r *recorder) lock(client, resource string, kind checker.LockKind, token uint64, call, ret time.Duration, rep liveclient.Reply, ok bool) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	op := checker.LockOp{ID: len(r.lockOps), Client: client, Resource: resource, Kind: kind, Request: uint64(len(r.lockOps) + 1),
 		Token: token, Call: r.at(call), Outcome: checker.LockUnknown}
+	if kind == checker.LockAcquire && r.inFlight > 0 {
+		r.inFlight--
+	}
 	if ok {
 		op.Return = r.at(ret)
 		switch {
@@ -53,7 +82,7 @@ func (r *recorder) lock(client, resource string, kind checker.LockKind, token ui
 			op.Outcome = checker.LockGranted
 			op.Token = rep.Token
 			if !r.fenced {
-				r.synth++
+				r.synth += 1 + uint64(r.inFlight+r.unknown)
 				op.Token = r.synth
 			}
 		case rep.OK && kind == checker.LockRenew:
@@ -70,6 +99,9 @@ func (r *recorder) lock(client, resource string, kind checker.LockKind, token ui
 		// A fenced target that granted without a token: record it as
 		// unknown rather than invent one.
 		op.Outcome = checker.LockUnknown
+	}
+	if kind == checker.LockAcquire && op.Outcome == checker.LockUnknown {
+		r.unknown++
 	}
 	r.lockOps = append(r.lockOps, op)
 	if op.Outcome == checker.LockGranted {

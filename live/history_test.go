@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/live/liveclient"
 )
 
 const ms = time.Millisecond
@@ -158,6 +159,62 @@ func TestCheckHolderBusyAfterUnknownAcquire(t *testing.T) {
 			Grants: deriveGrants(c.ops, map[string]time.Duration{"a": 100 * ms}, 1000, nil, time.Second)}
 		if v := check(h, &run{}); v.Kind != c.want {
 			t.Errorf("%s: verdict %v %v, want %v", c.name, v.Kind, v.Violations, c.want)
+		}
+	}
+}
+
+// TestSyntheticTokensLeaveRoom: for a target without tokens, a grant
+// leaves room below its synthetic token for an acquire still in flight
+// (or unanswered) that may have taken effect first. The case is the
+// Kleppmann pause landing on a's acquire: the service granted it, a
+// stopped before it could say so, b was answered busy while a held and
+// granted once a's lease ran out. S7 must accept it; and with the same
+// acquire in flight, a renewal answered to a while b holds is still S7.
+func TestSyntheticTokensLeaveRoom(t *testing.T) {
+	granted := liveclient.Reply{OK: true}
+	busy := liveclient.Reply{Error: liveclient.ErrorBusy}
+	for _, c := range []struct {
+		name string
+		ops  func(r *recorder)
+		want bool // S7
+	}{
+		{"a's unanswered acquire took effect before b's grant", func(r *recorder) {
+			r.acquiring() // a's, at 0
+			r.acquiring()
+			r.lock("b", "r", checker.LockAcquire, 0, 100*ms, 110*ms, busy, true)
+			r.acquiring()
+			r.lock("b", "r", checker.LockAcquire, 0, 1500*ms, 1510*ms, granted, true)
+			r.lock("a", "r", checker.LockAcquire, 0, 0, 0, liveclient.Reply{}, false)
+		}, false},
+		{"the same after a's acquire was recorded unanswered", func(r *recorder) {
+			r.acquiring()
+			r.acquiring()
+			r.lock("b", "r", checker.LockAcquire, 0, 100*ms, 110*ms, busy, true)
+			r.lock("a", "r", checker.LockAcquire, 0, 0, 0, liveclient.Reply{}, false)
+			r.acquiring()
+			r.lock("b", "r", checker.LockAcquire, 0, 1500*ms, 1510*ms, granted, true)
+		}, false},
+		{"canary: a renewed while b holds, c's acquire in flight", func(r *recorder) {
+			r.acquiring()
+			ta := r.lock("a", "r", checker.LockAcquire, 0, 0, 10*ms, granted, true)
+			r.acquiring() // c's, never answered
+			r.acquiring()
+			r.lock("b", "r", checker.LockAcquire, 0, 500*ms, 510*ms, granted, true)
+			r.lock("a", "r", checker.LockRenew, ta, 600*ms, 610*ms, granted, true)
+			r.lock("c", "r", checker.LockAcquire, 0, 20*ms, 0, liveclient.Reply{}, false)
+		}, true},
+	} {
+		r := newRecorder(false)
+		c.ops(r)
+		h := checker.History{LockOps: r.lockOps, End: 3 * time.Second}
+		ttl := map[string]time.Duration{"a": time.Second, "b": time.Second, "c": time.Second}
+		h.Grants = deriveGrants(h.LockOps, ttl, 1000, nil, h.End)
+		got := false
+		for _, v := range checker.Check(h, checker.Options{}).Violations {
+			got = got || v.Property == "S7"
+		}
+		if got != c.want {
+			t.Errorf("%s: S7 %v, want %v (ops %+v)", c.name, got, c.want, h.LockOps)
 		}
 	}
 }

@@ -84,6 +84,25 @@ func (l *linkSet) heal() {
 	}
 }
 
+// hush makes every link to or from node drop what it carries, both ways,
+// until it is lifted, whatever other faults are in force (they are kept
+// and apply again after). The store's crash hushes its links before
+// reading its apply log for the last time: the log lives in the store's
+// memory, and a write the store decided after that read and answered
+// before the kill would be acknowledged with no apply on record (S5)
+// though the store did nothing wrong. Hushed, an answer that reaches the
+// client left the store before the read began, and the store logs a
+// write before it answers, so every acknowledged write is in the log.
+func (l *linkSet) hush(node string, on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.proxies {
+		if p.from == node || p.to == node {
+			p.hush(on)
+		}
+	}
+}
+
 // resetNode closes every connection to or from node (its crash: the
 // peers' connections to it are refused or cut, as without a proxy).
 func (l *linkSet) resetNode(node string) {

@@ -43,6 +43,9 @@ type proxy struct {
 	rng   *rand.Rand
 	wg    sync.WaitGroup
 	done  bool
+	// hushed: both directions drop what they read, apart from (and
+	// without changing) the faults in force; see linkSet.hush.
+	hushed bool
 }
 
 // dirState is one direction's faults.
@@ -121,6 +124,7 @@ func (p *proxy) pipe(c *pconn, src, dst net.Conn, tx bool) {
 				st = p.tx
 			}
 			var hold time.Duration
+			st.blackhole = st.blackhole || p.hushed
 			if st.blackhole {
 				if tx {
 					c.cutTx = true
@@ -196,6 +200,27 @@ func (p *proxy) set(tx, rx bool, f func(*dirState)) {
 				if d.tx && c.cutTx || !d.tx && c.cutRx {
 					cut = append(cut, c)
 				}
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range cut {
+		c.in.Close()
+		c.out.Close()
+	}
+}
+
+// hush sets hushed; lifting it resets the connections that dropped bytes
+// on a direction that is open again, as reopening a blackholed direction
+// does (so no later byte lands after a gap).
+func (p *proxy) hush(on bool) {
+	p.mu.Lock()
+	p.hushed = on
+	var cut []*pconn
+	if !on {
+		for c := range p.conns {
+			if c.cutTx && !p.tx.blackhole || c.cutRx && !p.rx.blackhole {
+				cut = append(cut, c)
 			}
 		}
 	}

@@ -111,3 +111,79 @@ func TestProxyPartitionSides(t *testing.T) {
 		t.Fatal("a→c across the partition went through")
 	}
 }
+
+// TestProxyHush: an answer the server sends once its links are hushed
+// never reaches the client, though its request got through before (the
+// store's crash: every acknowledged write must be in the apply log read
+// under the hush); lifting the hush keeps a block in force and resets the
+// connection that lost bytes.
+func TestProxyHush(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got, answer := make(chan struct{}, 1), make(chan struct{})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b := make([]byte, 1)
+				for {
+					if _, err := c.Read(b); err != nil {
+						return
+					}
+					if b[0] == 'w' { // a write the server decides late
+						got <- struct{}{}
+						<-answer
+					}
+					c.Write(b)
+				}
+			}()
+		}
+	}()
+	l := &linkSet{}
+	defer l.close()
+	addr, _ := l.add("c", "store", ln.Addr().String())
+	other, _ := l.add("c", "n1", echo(t))
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("w")); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	l.hush("store", true)
+	close(answer)
+	conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, _ := conn.Read(make([]byte, 1)); n > 0 {
+		t.Fatal("the answer sent under the hush reached the client")
+	}
+	oc, _ := net.Dial("tcp", other)
+	defer oc.Close()
+	if ok, err := roundTrip(t, oc, "x", 5*time.Second); !ok || err != nil {
+		t.Fatalf("a link not to the store under the hush: %v %v", ok, err)
+	}
+	l.block("c", "store", true)
+	l.hush("store", false)
+	if ok, err := roundTrip(t, conn, "y", 5*time.Second); ok || err == nil {
+		t.Fatalf("after the hush the connection that lost its answer went on (%v, %v)", ok, err)
+	}
+	fresh, _ := net.Dial("tcp", addr)
+	defer fresh.Close()
+	if ok, _ := roundTrip(t, fresh, "z", 300*time.Millisecond); ok {
+		t.Fatal("the block in force under the hush was lifted with it")
+	}
+	l.block("c", "store", false)
+	f2, _ := net.Dial("tcp", addr)
+	defer f2.Close()
+	if ok, err := roundTrip(t, f2, "v", 5*time.Second); !ok || err != nil {
+		t.Fatalf("after the block: %v %v", ok, err)
+	}
+}

@@ -2,6 +2,8 @@ package live
 
 import (
 	"errors"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -21,5 +23,41 @@ func TestMissingBinaryHints(t *testing.T) {
 		if !errors.Is(err, ErrNoBinary) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want ErrNoBinary saying %q", name, err, want)
 		}
+	}
+}
+
+// TestFreeBelowEphemeral: Free draws its ports below the kernel's
+// ephemeral range (no connect can take one between its release and the
+// server's bind), holds each until release, and a server can then bind
+// it.
+func TestFreeBelowEphemeral(t *testing.T) {
+	lo := ephemeralLow()
+	if lo-freeLow < 1000 {
+		t.Skipf("no room below the ephemeral range (it starts at %d)", lo)
+	}
+	s := &Setup{}
+	var addrs []string
+	for range 5 {
+		a, err := s.Free()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ps, _ := net.SplitHostPort(a)
+		if p, _ := strconv.Atoi(ps); p < freeLow || p >= lo {
+			t.Errorf("Free gave %s, want a port in [%d, %d)", a, freeLow, lo)
+		}
+		if ln, err := net.Listen("tcp", a); err == nil {
+			ln.Close()
+			t.Errorf("%s was not held", a)
+		}
+		addrs = append(addrs, a)
+	}
+	s.release()
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			t.Fatalf("after release: %v", err)
+		}
+		ln.Close()
 	}
 }

@@ -66,6 +66,7 @@ func (r *run) drive(ctx context.Context, idx int, c scenarios.ClientSpec) {
 			if ctx.Err() != nil {
 				return
 			}
+			r.rec.acquiring()
 			rep, call, ret, ok := cp.call(liveclient.Command{Op: liveclient.OpAcquire, Resource: c.Resource, TTLms: ttl.Milliseconds()}, opTimeout+time.Second)
 			if tok := r.rec.lock(c.Name, c.Resource, checker.LockAcquire, 0, call, ret, rep, ok); tok != 0 {
 				token, svc, from = tok, rep.Token, call
