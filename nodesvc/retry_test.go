@@ -37,6 +37,26 @@ func getLock(t *testing.T, base, res string) lockapi.LockResponse {
 	return st
 }
 
+// postLeader posts at the current leader and wants 200, following a change
+// of leader (a 307 or 503 from a node that just lost the lead: on a loaded
+// machine an election can come at any moment) for up to 5s.
+func postLeader(t *testing.T, c *cluster, res, op, body string) lockapi.LeaseResponse {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r := lockapitest.Do(t, "POST", c.peers[c.leader()].HTTP+"/v1/locks/"+res+"/"+op, body)
+		if r.Status == http.StatusOK {
+			var l lockapi.LeaseResponse
+			if err := json.Unmarshal([]byte(r.Body), &l); err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}
+		if (r.Status != http.StatusTemporaryRedirect && r.Status != http.StatusServiceUnavailable) || time.Now().After(end) {
+			t.Fatalf("%s %s %s at the leader: %d %s, want 200", op, res, body, r.Status, r.Body)
+		}
+	}
+}
+
 // TestRetryAfterLostAnswerIsTheFirstGrant: an acquire granted at one
 // leader whose answer the client never got (it paused), retried with the
 // same request id at another node after the lease would have expired, is
@@ -45,7 +65,7 @@ func getLock(t *testing.T, base, res string) lockapi.LockResponse {
 // the request-id memory was the granting node's front end's alone.)
 func TestRetryAfterLostAnswerIsTheFirstGrant(t *testing.T) {
 	c := newCluster(t)
-	first := post(t, c.peers[c.leader()].HTTP, "r", "acquire", `{"client":"alice","ttl_ms":300,"request_id":"lost-1"}`, http.StatusOK)
+	first := postLeader(t, c, "r", "acquire", `{"client":"alice","ttl_ms":300,"request_id":"lost-1"}`)
 	// The answer is lost. The lead moves, and the lease ends meanwhile.
 	old, to := handover(t, c)
 	base := c.peers[to].HTTP
@@ -55,7 +75,7 @@ func TestRetryAfterLostAnswerIsTheFirstGrant(t *testing.T) {
 		}
 	}
 	// The retry at the new leader (node `to`, not the granting `old`).
-	again := post(t, base, "r", "acquire", `{"client":"alice","ttl_ms":300,"request_id":"lost-1"}`, http.StatusOK)
+	again := postLeader(t, c, "r", "acquire", `{"client":"alice","ttl_ms":300,"request_id":"lost-1"}`)
 	if again.Token != first.Token {
 		t.Fatalf("the retry at node %d of the acquire granted at node %d: token %d, want the first grant's %d (a second grant)", to, old, again.Token, first.Token)
 	}
@@ -74,7 +94,7 @@ func TestRetryAfterLostAnswerIsTheFirstGrant(t *testing.T) {
 // which may be stale (the live runner's S7 finding on swarm seeds 1, 2, 5).
 func TestBusyIsDecidedInTheLog(t *testing.T) {
 	c := newCluster(t)
-	l := post(t, c.peers[c.leader()].HTTP, "r", "acquire", `{"client":"alice","ttl_ms":20000,"request_id":"q1"}`, http.StatusOK)
+	l := postLeader(t, c, "r", "acquire", `{"client":"alice","ttl_ms":20000,"request_id":"q1"}`)
 	old, to := handover(t, c)
 	// The old leader knows the new one after its first heartbeat.
 	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
