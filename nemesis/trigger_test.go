@@ -139,3 +139,34 @@ func TestGenerateDrawsEveryAim(t *testing.T) {
 		t.Errorf("leader crashes %d, majority crashes %d: want some of each", leaderCrash, majority)
 	}
 }
+
+// TestWatchForgetsSpentTriggers: every moment of a run is noticed (each
+// append is one), so a trigger that fired or whose window closed leaves the
+// watch for good, and a moment before the next window looks at nothing.
+func TestWatchForgetsSpentTriggers(t *testing.T) {
+	w, _ := newChatWorld(t)
+	s := Schedule{
+		{At: Duration(100 * ms), Kind: Crash, Node: Subject, Duration: Duration(50 * ms), When: MomentVoted, Within: Duration(100 * ms)},
+		{At: Duration(100 * ms), Kind: Pause, Node: "c", Duration: Duration(10 * ms), When: MomentGranted, Within: Duration(10 * ms)},
+		{At: Duration(300 * ms), Kind: Pause, Node: "c", Duration: Duration(10 * ms), When: MomentGranted, Within: Duration(10 * ms)},
+	}
+	watch := s.Install(w, chatResolve)
+	live := map[time.Duration]int{}
+	notice := func(at time.Duration, m Moment) {
+		w.At(at, "moment", func() { watch.Notice(m); live[at] = len(watch.live) })
+	}
+	notice(50*ms, Moment{MomentAppended, "a"})  // before every window: nothing spent
+	notice(105*ms, Moment{MomentVoted, "b"})    // the crash fires
+	notice(150*ms, Moment{MomentAppended, "a"}) // the first pause's window closed
+	notice(400*ms, Moment{MomentAppended, "a"}) // every window closed
+	w.Run(500*ms, 100_000)
+	want := map[time.Duration]int{50 * ms: 3, 105 * ms: 2, 150 * ms: 1, 400 * ms: 0}
+	for at, n := range want {
+		if live[at] != n {
+			t.Errorf("after the moment at %v: %d live triggers, want %d", at, live[at], n)
+		}
+	}
+	if len(watch.Fired) != 1 {
+		t.Errorf("fired %v, want the one crash", watch.Fired)
+	}
+}

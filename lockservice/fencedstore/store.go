@@ -1,6 +1,7 @@
 package fencedstore
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
@@ -87,7 +88,7 @@ func (s *FencedStore) Receive(env process.Env, from process.NodeID, msg process.
 			s.state.Store(env.Disk(), s.rec)
 			env.Disk().Sync()
 			s.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvApplied, Resource: m.Resource, Client: m.Client, Token: m.Token, Value: m.Value, Accepted: d.Reply.Accepted, Request: m.Request})
-			env.Log().Info("store.write", slog.String("client", m.Client), slog.Uint64("req", m.Request),
+			env.Log().LogAttrs(context.Background(), slog.LevelInfo, "store.write", slog.String("client", m.Client), slog.Uint64("req", m.Request),
 				slog.String("resource", m.Resource), slog.Uint64("token", m.Token), slog.Bool("accepted", d.Reply.Accepted))
 		}
 		env.Send(from, d.Reply)

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -110,7 +111,7 @@ func (n *RedlockNode) get(env process.Env, resource string) (redlockKey, bool) {
 	k, ok := n.keys[resource]
 	if ok && !env.Clock().Now().Before(k.expires) {
 		delete(n.keys, resource)
-		env.Log().Info("redlock.expired", slog.String("resource", resource), slog.Uint64("value", k.value))
+		env.Log().LogAttrs(context.Background(), slog.LevelInfo, "redlock.expired", slog.String("resource", resource), slog.Uint64("value", k.value))
 		return redlockKey{}, false
 	}
 	return k, ok
@@ -129,7 +130,7 @@ func (n *RedlockNode) Receive(env process.Env, from process.NodeID, msg process.
 				rep.OK = true
 			}
 		}
-		env.Log().Info("redlock.set", slog.String("resource", m.Resource), slog.Uint64("value", m.Value), slog.Bool("ok", rep.OK))
+		env.Log().LogAttrs(context.Background(), slog.LevelInfo, "redlock.set", slog.String("resource", m.Resource), slog.Uint64("value", m.Value), slog.Bool("ok", rep.OK))
 		env.Send(from, rep)
 	case RedlockExtend:
 		rep := RedlockReply{Attempt: m.Attempt}
@@ -143,7 +144,7 @@ func (n *RedlockNode) Receive(env process.Env, from process.NodeID, msg process.
 				rep.Holder = k.value
 			}
 		}
-		env.Log().Info("redlock.extend", slog.String("resource", m.Resource), slog.Uint64("value", m.Value), slog.Bool("ok", rep.OK))
+		env.Log().LogAttrs(context.Background(), slog.LevelInfo, "redlock.extend", slog.String("resource", m.Resource), slog.Uint64("value", m.Value), slog.Bool("ok", rep.OK))
 		env.Send(from, rep)
 	case RedlockDel:
 		rep := RedlockReply{Attempt: m.Attempt}
@@ -157,7 +158,7 @@ func (n *RedlockNode) Receive(env process.Env, from process.NodeID, msg process.
 				rep.Holder = k.value
 			}
 		}
-		env.Log().Info("redlock.del", slog.String("resource", m.Resource), slog.Uint64("value", m.Value), slog.Bool("ok", rep.OK))
+		env.Log().LogAttrs(context.Background(), slog.LevelInfo, "redlock.del", slog.String("resource", m.Resource), slog.Uint64("value", m.Value), slog.Bool("ok", rep.OK))
 		env.Send(from, rep)
 	default:
 		env.Log().Warn("redlock.unknown-message", slog.String("type", fmt.Sprintf("%T", msg)))

@@ -3,6 +3,7 @@ package reference
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fencesim/fencesim/lockservice/internal/record"
@@ -101,7 +102,20 @@ func appendEntry(b []byte, e raft.Entry) []byte {
 	return record.AppendBytes(append(b, 1), e.Data)
 }
 
+// decodeEntry decodes a Raft log entry into a fresh copy of its data.
 func decodeEntry(b []byte) (raft.Entry, error) {
+	e, err := decodeEntryShared(b)
+	if e.Data != nil {
+		e.Data = append([]byte{}, e.Data...)
+	}
+	return e, err
+}
+
+// decodeEntryShared is decodeEntry whose data aliases b (clipped, so an
+// append to it cannot write into b): for a caller that owns b and never
+// changes it, as loadLog its copy of a segment — one allocation per
+// segment on a restart instead of one per entry.
+func decodeEntryShared(b []byte) (raft.Entry, error) {
 	if len(b) < 1 || b[0] != codecVersion {
 		return raft.Entry{}, record.ErrCorrupt
 	}
@@ -111,7 +125,10 @@ func decodeEntry(b []byte) (raft.Entry, error) {
 		has := r.B[0]
 		r.B = r.B[1:]
 		if has == 1 {
-			e.Data = append([]byte{}, r.Bytes()...)
+			e.Data = slices.Clip(r.Bytes())
+			if e.Data == nil {
+				e.Data = []byte{} // empty data stays distinct from none
+			}
 		}
 	} else {
 		r.Err = record.ErrCorrupt

@@ -2,6 +2,7 @@ package reference
 
 import (
 	"encoding/binary"
+	"slices"
 	"strconv"
 
 	"github.com/fencesim/fencesim/lockservice/internal/record"
@@ -117,20 +118,22 @@ func (l *diskLog) truncate(d process.Disk, from uint64) {
 // the last unsynced write can be torn, and a follower acknowledges only
 // synced entries), so it is cut off, durably.
 func loadLog(d process.Disk, per uint64) ([]raft.Entry, diskLog) {
-	var entries []raft.Entry
 	keys := d.Keys(logKeyPrefix)
+	// Every segment but the last is full.
+	entries := make([]raft.Entry, 0, uint64(max(len(keys)-1, 0))*per)
 	for i, k := range keys {
 		first := uint64(len(entries)) + 1
 		raw, _ := d.Read(k)
 		keep := 0
 		if first == segmentFirst(first, per) && k == logKey(first) {
-			rest := raw
+			// The entries' data alias one private copy of the segment.
+			rest := slices.Clone(raw)
 			for len(rest) > 0 {
 				v, after, ok := nextRecord(rest)
 				if !ok {
 					break
 				}
-				e, err := decodeEntry(v)
+				e, err := decodeEntryShared(v)
 				if err != nil || e.Index != uint64(len(entries))+1 || segmentFirst(e.Index, per) != first {
 					break
 				}

@@ -1,6 +1,7 @@
 package reference
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -242,7 +243,7 @@ func (r *Replica) Start(env process.Env) {
 		panic(fmt.Sprintf("lockservice: replica %s: %v", env.Name(), err))
 	}
 	r.node = node
-	env.Log().Info("replica.start", slog.Uint64("term", hs.Term), slog.Uint64("commit", hs.Commit), slog.Int("log", len(entries)))
+	env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.start", slog.Uint64("term", hs.Term), slog.Uint64("commit", hs.Commit), slog.Int("log", len(entries)))
 	r.flush()
 	r.startClock()
 }
@@ -302,7 +303,7 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 	}
 	if r.inflight >= r.cfg.IngressDepth {
 		r.cfg.Marks.Hit(coverage.ReplicaShed)
-		env.Log().Info("replica.shed", slog.String("client", client), slog.Uint64("req", request), slog.Int("inflight", r.inflight))
+		env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.shed", slog.String("client", client), slog.Uint64("req", request), slog.Int("inflight", r.inflight))
 		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.Overloaded})
 		return
 	}
@@ -485,7 +486,7 @@ func (r *Replica) leadership(leader bool) {
 		for _, l := range r.table.Leases() {
 			r.arm(l.Resource, l.Token, r.started[l.Resource], l.TTL)
 		}
-		r.env.Log().Info("replica.leader", slog.Uint64("term", r.node.Term()), slog.Int("leases", len(r.leases)))
+		r.env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.leader", slog.Uint64("term", r.node.Term()), slog.Int("leases", len(r.leases)))
 		return
 	}
 	for _, res := range r.leaseResources() {
@@ -506,7 +507,7 @@ func (r *Replica) leadership(leader bool) {
 		r.cfg.Grants.StepDown()
 	}
 	r.inflight = 0
-	r.env.Log().Info("replica.follower", slog.Uint64("term", r.node.Term()))
+	r.env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.follower", slog.Uint64("term", r.node.Term()))
 }
 
 func (r *Replica) leaseResources() []string { return sortedKeys(r.leases) }
@@ -679,7 +680,7 @@ func (r *Replica) leaseDue(resource string, token, since uint64) {
 	if r.node.Role() != raft.Leader {
 		return
 	}
-	r.env.Log().Info("replica.lease-due", slog.String("resource", resource), slog.Uint64("token", token))
+	r.env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.lease-due", slog.String("resource", resource), slog.Uint64("token", token))
 	_, _, err := r.node.Propose(encodeCommand(Command{Kind: CmdExpire, Resource: resource, Token: token, Since: since}))
 	switch {
 	case err == nil:
@@ -725,7 +726,7 @@ func (r *Replica) TransferLeadership(to process.NodeID) (process.NodeID, error) 
 	if err := r.node.TransferLeadership(target); err != nil {
 		return lockservice.NoLeader, err
 	}
-	r.env.Log().Info("replica.transfer", slog.Uint64("term", r.node.Term()), slog.Int("to", int(nodeID(target))))
+	r.env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.transfer", slog.Uint64("term", r.node.Term()), slog.Int("to", int(nodeID(target))))
 	r.dropParked(nodeID(target))
 	r.flush()
 	return nodeID(target), nil

@@ -1,6 +1,7 @@
 package reference
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -62,7 +63,7 @@ func (s *Server) Start(env process.Env) {
 	for _, l := range s.table.Leases() {
 		s.armExpiry(env, l)
 	}
-	env.Log().Info("server.start", slog.Uint64("last_token", s.table.LastToken()), slog.Int("leases", len(s.table.Leases())))
+	env.Log().LogAttrs(context.Background(), slog.LevelInfo, "server.start", slog.Uint64("last_token", s.table.LastToken()), slog.Int("leases", len(s.table.Leases())))
 }
 
 // Receive handles lock requests.
@@ -87,7 +88,7 @@ func (s *Server) Receive(env process.Env, from process.NodeID, msg process.Messa
 			l, _ := s.table.Lease(m.Resource)
 			s.armExpiry(env, l)
 		}
-		env.Log().Info("server.acquire", slog.String("client", m.Client), slog.Uint64("req", m.Request),
+		env.Log().LogAttrs(context.Background(), slog.LevelInfo, "server.acquire", slog.String("client", m.Client), slog.Uint64("req", m.Request),
 			slog.String("resource", m.Resource), slog.String("status", rep.Status.String()), slog.Uint64("token", rep.Token))
 		env.Send(from, rep)
 	case lockservice.RenewRequest:
@@ -102,7 +103,7 @@ func (s *Server) Receive(env process.Env, from process.NodeID, msg process.Messa
 			s.armExpiry(env, l)
 			s.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvRenewed, Resource: m.Resource, Client: m.Client, Token: m.Token, Request: m.Request})
 		}
-		env.Log().Info("server.renew", slog.String("client", m.Client), slog.Uint64("req", m.Request),
+		env.Log().LogAttrs(context.Background(), slog.LevelInfo, "server.renew", slog.String("client", m.Client), slog.Uint64("req", m.Request),
 			slog.String("resource", m.Resource), slog.String("status", rep.Status.String()), slog.Uint64("token", m.Token))
 		env.Send(from, rep)
 	case lockservice.ReleaseRequest:
@@ -116,7 +117,7 @@ func (s *Server) Receive(env process.Env, from process.NodeID, msg process.Messa
 			s.disarm(m.Resource)
 			s.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: m.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released"})
 		}
-		env.Log().Info("server.release", slog.String("client", m.Client), slog.Uint64("req", m.Request),
+		env.Log().LogAttrs(context.Background(), slog.LevelInfo, "server.release", slog.String("client", m.Client), slog.Uint64("req", m.Request),
 			slog.String("resource", m.Resource), slog.String("status", rep.Status.String()), slog.Uint64("token", m.Token))
 		env.Send(from, rep)
 	default:
@@ -150,7 +151,7 @@ func (s *Server) expireDue(env process.Env, resource string, now time.Duration) 
 		s.disarm(resource)
 		s.persist(env)
 		s.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: resource, Client: l.Holder, Token: l.Token, Reason: "expired"})
-		env.Log().Info("server.expire", slog.String("resource", resource), slog.Uint64("token", l.Token))
+		env.Log().LogAttrs(context.Background(), slog.LevelInfo, "server.expire", slog.String("resource", resource), slog.Uint64("token", l.Token))
 	}
 }
 

@@ -1,6 +1,7 @@
 package reference
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"time"
@@ -85,7 +86,7 @@ func (r *Replica) park(from process.NodeID, c Command, wait time.Duration) bool 
 	p.timer = r.env.Clock().AfterFunc(wait, p.dueFn)
 	r.parked[c.Resource] = append(q, p)
 	r.parkedN++
-	r.env.Log().Info("replica.park", slog.String("client", c.Client), slog.Uint64("req", c.Request), slog.String("resource", c.Resource), slog.Int("queue", len(q)+1))
+	r.env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.park", slog.String("client", c.Client), slog.Uint64("req", c.Request), slog.String("resource", c.Resource), slog.Int("queue", len(q)+1))
 	return true
 }
 
@@ -113,7 +114,7 @@ func (r *Replica) waitDue(p *parkedAcquire) {
 		return
 	}
 	r.unpark(p)
-	r.env.Log().Info("replica.wait-due", slog.String("client", p.c.Client), slog.Uint64("req", p.c.Request))
+	r.env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.wait-due", slog.String("client", p.c.Client), slog.Uint64("req", p.c.Request))
 	if _, ok := r.propose(p.to, p.c.Client, p.c.Request, p.c, r.waited(p)); ok {
 		r.flushSoon()
 	}
@@ -144,7 +145,7 @@ func (r *Replica) promoteFreed() {
 		}
 		p := q[0]
 		r.unpark(p)
-		r.env.Log().Info("replica.promote", slog.String("client", p.c.Client), slog.Uint64("req", p.c.Request), slog.String("resource", res))
+		r.env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.promote", slog.String("client", p.c.Client), slog.Uint64("req", p.c.Request), slog.String("resource", res))
 		if index, ok := r.propose(p.to, p.c.Client, p.c.Request, p.c, r.waited(p)); ok {
 			r.promoting[res] = index
 		}
