@@ -627,3 +627,24 @@ func TestJSON(t *testing.T) {
 		t.Errorf("got no error for an invalid outcome, want one")
 	}
 }
+
+// TestEmptyGrantOverlapsNothing: a grant holds [Start, End), so one with
+// End == Start holds no instant and S2 cannot set it against another (a
+// live run derives such a grant when a client learned of it only after its
+// lease could have run out); the same grant holding one nanosecond inside
+// another's lease is the canary.
+func TestEmptyGrantOverlapsNothing(t *testing.T) {
+	held := Grant{Resource: "r", Client: "a", Token: 5, Start: time.Second, End: 2 * time.Second, Reason: "released"}
+	for _, c := range []struct {
+		name string
+		g    Grant
+		want int
+	}{
+		{"empty, inside another's lease", Grant{Resource: "r", Client: "b", Token: 3, Start: 1500 * time.Millisecond, End: 1500 * time.Millisecond, Reason: "expired"}, 0},
+		{"one nanosecond, inside another's lease", Grant{Resource: "r", Client: "b", Token: 3, Start: 1500 * time.Millisecond, End: 1500*time.Millisecond + 1, Reason: "expired"}, 1},
+	} {
+		if vs := checkGrantOverlap([]Grant{held, c.g}); len(vs) != c.want {
+			t.Errorf("%s: %d S2 violations %v, want %d", c.name, len(vs), vs, c.want)
+		}
+	}
+}

@@ -20,12 +20,18 @@ func endString(g Grant) string {
 }
 
 // checkGrantOverlap checks S2. Each grant holds [Start, End), or [Start, +inf)
-// if Open, so a grant may start exactly when the previous one ended. It
-// reports one violation per grant that starts before the latest-ending
-// earlier grant of its resource has ended, naming that grant.
+// if Open, so a grant may start exactly when the previous one ended, and a
+// grant with End == Start holds nothing and overlaps nothing (a live run's
+// grant derived from what a client saw may be known to exist but not to
+// have held at any certain instant). It reports one violation per grant
+// that starts before the latest-ending earlier grant of its resource has
+// ended, naming that grant.
 func checkGrantOverlap(grants []Grant) []Violation {
 	byResource := make(map[string][]Grant)
 	for _, g := range grants {
+		if !g.Open && g.End <= g.Start {
+			continue
+		}
 		byResource[g.Resource] = append(byResource[g.Resource], g)
 	}
 	resources := sortedKeys(byResource)
