@@ -171,7 +171,10 @@ const (
 	// it takes over (the voter then campaigns in the term it voted in).
 	AimCrashVoter = "crash-voter"
 	// AimCrashAppender crashes a follower right after it persisted an
-	// append, before or after its sync completes (as for AimCrashVoter).
+	// append, before or after its sync completes (as for AimCrashVoter);
+	// half of the crashes that land while the sync is in flight tear the
+	// last write (a log append when the commit did not move), so that a
+	// restart finds a torn log tail (replica.log-tail-cut).
 	AimCrashAppender = "crash-appender"
 	// AimCrashMajority crashes a majority of the replicas at once, right
 	// after a grant.
@@ -256,6 +259,11 @@ func (g *generator) aimed(at, _ time.Duration) {
 			delay := Duration(spread(g.r, time.Millisecond, 20*time.Millisecond))
 			for _, n := range g.c.Servers {
 				ops = append(ops, Op{At: Duration(at), Kind: SlowDisk, Node: n, Delay: delay, Duration: Duration(crash.latest() - at)})
+			}
+			if aim == AimCrashAppender && crash.After == 0 && g.r.IntN(2) == 0 {
+				// Power fails halfway through the append whose sync is
+				// in flight: the restart must cut the torn tail.
+				crash.Mode, crash.Keep = CrashTorn, float64(1+g.r.IntN(98))/100
 			}
 		}
 		ops = append(ops, crash)

@@ -105,7 +105,7 @@ func TestGenerateDrawsEveryAim(t *testing.T) {
 		}
 	}
 	seen := map[MomentKind]int{}
-	leaderCrash, majority := 0, 0
+	leaderCrash, majority, tornAppend := 0, 0, 0
 	for seed := range uint64(300) {
 		s := Generate(rng(seed), o, replicated, safety)
 		if err := s.ValidateFor(replicated); err != nil {
@@ -123,6 +123,12 @@ func TestGenerateDrawsEveryAim(t *testing.T) {
 			if op.Kind == Crash && op.When == MomentGranted {
 				crashesAt[op.At]++
 			}
+			if op.Kind == Crash && op.When == MomentAppended && op.Mode == CrashTorn {
+				if op.After != 0 || op.Keep <= 0 || op.Keep >= 1 {
+					t.Errorf("seed %d: torn crash after an append %+v: want it at the append, keeping part of the write", seed, op)
+				}
+				tornAppend++
+			}
 		}
 		for _, n := range crashesAt {
 			if n >= len(replicated.Servers)/2+1 {
@@ -135,8 +141,8 @@ func TestGenerateDrawsEveryAim(t *testing.T) {
 			t.Errorf("no trigger on %s in 300 seeds", m)
 		}
 	}
-	if leaderCrash == 0 || majority == 0 {
-		t.Errorf("leader crashes %d, majority crashes %d: want some of each", leaderCrash, majority)
+	if leaderCrash == 0 || majority == 0 || tornAppend == 0 {
+		t.Errorf("leader crashes %d, majority crashes %d, torn crashes at an append %d: want some of each", leaderCrash, majority, tornAppend)
 	}
 }
 

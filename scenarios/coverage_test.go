@@ -28,6 +28,7 @@ var swarmFloor = map[coverage.Mark]int{
 	coverage.ReplicaRestartReplay:       19, // 38
 	coverage.ReplicaNewLeaderLeases:     25, // 50
 	coverage.ReplicaStepDownPending:     16, // 33
+	coverage.ReplicaShed:                6,  // 12 (a quarter of the seeds draw an ingress bound of 1..3)
 	coverage.ReplicaDuplicateEntry:      24, // 48
 	coverage.LockExpireRaced:            1,  // 3
 	coverage.LockRenewAfterExpiry:       8,  // 17
@@ -58,9 +59,21 @@ var swarmFloor = map[coverage.Mark]int{
 }
 
 // byScenario names, for each mark the swarm does not reach today, the
-// built-in scenario that hits it on every one of seeds 1..3.
-var byScenario = map[coverage.Mark]string{
-	coverage.ReplicaShed: "overload-burst",
+// built-in scenario that hits it on every one of seeds 1..3 (none now:
+// replica.shed, once only overload-burst's, is reached by the swarm's
+// drawn ingress bound).
+var byScenario = map[coverage.Mark]string{}
+
+// byUnitTest names, for each mark the swarm cannot reach, the unit test
+// that does. replica.log-term-cut (a restart finds log entries of a term
+// past its persisted hard state's) needs a disk the simulator does not
+// model: a replica writes its entries, then the hard state carrying their
+// term, and syncs both at once, and a crash keeps only synced writes plus
+// a prefix of the last one (the hard state), so entries never outlive
+// their term's hard state; only the token-unsynced mutant, which never
+// syncs, leaves such a log behind.
+var byUnitTest = map[coverage.Mark]string{
+	coverage.ReplicaLogTermCut: "lockservice/reference TestReplicaCutsEntriesPastItsTerm",
 }
 
 // uncovered are the marks neither the swarm on seeds 1..coverageSeeds
@@ -74,7 +87,7 @@ var byScenario = map[coverage.Mark]string{
 // swarm's holds (about 45 ms) end before the first one (at a third of the
 // TTL).
 var uncovered = []coverage.Mark{
-	coverage.RaftAppendConflict, coverage.ReplicaLogTailCut, coverage.ReplicaLogTermCut, coverage.ClientRenewRefused,
+	coverage.RaftAppendConflict, coverage.ReplicaLogTailCut, coverage.ClientRenewRefused,
 }
 
 // TestCoverageMarksAreReached runs the swarm on seeds 1..coverageSeeds and
@@ -89,12 +102,15 @@ func TestCoverageMarksAreReached(t *testing.T) {
 	for m := range byScenario {
 		where[m]++
 	}
+	for m := range byUnitTest {
+		where[m]++
+	}
 	for _, m := range uncovered {
 		where[m]++
 	}
 	for _, m := range coverage.All() {
 		if where[m] != 1 {
-			t.Errorf("mark %s is in %d of swarmFloor, byScenario and uncovered; put it in exactly one", m, where[m])
+			t.Errorf("mark %s is in %d of swarmFloor, byScenario, byUnitTest and uncovered; put it in exactly one", m, where[m])
 		}
 	}
 
@@ -113,6 +129,11 @@ func TestCoverageMarksAreReached(t *testing.T) {
 	for _, m := range coverage.All() {
 		if floor, ok := swarmFloor[m]; ok && tally.RunsHit(m) < floor {
 			t.Errorf("mark %s: %d of swarm seeds 1..%d hit it, want at least %d", m, tally.RunsHit(m), coverageSeeds, floor)
+		}
+	}
+	for m, test := range byUnitTest { //detlint:sorted (independent checks)
+		if n := tally.RunsHit(m); n > 0 {
+			t.Logf("mark %s, left to %s, is hit by %d of swarm seeds 1..%d: give it a floor in swarmFloor", m, test, n, coverageSeeds)
 		}
 	}
 	for _, m := range uncovered {

@@ -95,6 +95,9 @@ func NewPlan(spec Spec, seed uint64) (Plan, error) {
 			// shrink keep the offset the seed drew.
 			p.Spec.TokenOffset = drawTokenOffset(seed)
 		}
+		if spec.IngressDepth == 0 {
+			p.Spec.IngressDepth = drawIngressDepth(seed)
+		}
 	}
 	if spec.Liveness != nil {
 		p.Schedule = p.Schedule.HealAll(time.Duration(spec.Duration), spec.cluster())

@@ -30,3 +30,22 @@ func drawTokenOffset(seed uint64) uint64 {
 	}
 	return b - m
 }
+
+// swarmShedShare is the share of swarm seeds (one in swarmShedShare) that
+// run with a small ingress bound, so that a leader which loses its quorum,
+// stalls on a slow sync or meets a burst of retries sheds requests as
+// overloaded (replica.shed) and the clients' back-off and retry is
+// searched under faults, not only in the overload-burst story.
+const swarmShedShare = 4
+
+// drawIngressDepth draws a swarm run's ingress bound from the seed, from a
+// stream of its own (so the fault schedule and the token offset drawn from
+// the seed do not move): 0 (the design's default) in most seeds, else 1..3
+// requests in flight per replica — fewer than the swarm's five clients.
+func drawIngressDepth(seed uint64) int {
+	r := rand.New(rand.NewPCG(seed, 0x494E4752_45535300)) // "INGRESS"
+	if r.IntN(swarmShedShare) != 0 {
+		return 0
+	}
+	return 1 + r.IntN(3)
+}

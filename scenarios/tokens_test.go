@@ -126,3 +126,39 @@ func TestSwarmDrawsTokenOffsets(t *testing.T) {
 		t.Errorf("an offset past MaxTokenOffset: %v, want an error naming token_offset", err)
 	}
 }
+
+// TestSwarmDrawsIngressDepth: the swarm's plan carries the ingress bound
+// drawn from its seed (so a replay keeps it): the default in most seeds, a
+// bound of 1..3 in some, every one of them within 100 seeds; a spec with
+// its own bound keeps it.
+func TestSwarmDrawsIngressDepth(t *testing.T) {
+	swarm, _ := Lookup("swarm")
+	seen := map[int]int{}
+	for seed := uint64(1); seed <= 100; seed++ {
+		p, err := NewPlan(swarm, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := p.Spec.IngressDepth
+		if d < 0 || d > 3 {
+			t.Fatalf("seed %d: ingress depth %d, want 0 or 1..3", seed, d)
+		}
+		seen[d]++
+		if again := NewReplay(Result{Plan: p}).Plan(); again.Spec.IngressDepth != d {
+			t.Errorf("seed %d: the replay's plan has ingress depth %d, want %d", seed, again.Spec.IngressDepth, d)
+		}
+	}
+	for d := 0; d <= 3; d++ {
+		if seen[d] == 0 {
+			t.Errorf("seeds 1..100 never drew ingress depth %d (drawn: %v)", d, seen)
+		}
+	}
+	if seen[0] < 50 {
+		t.Errorf("only %d of 100 seeds kept the default ingress depth; the bound is meant for a minority", seen[0])
+	}
+	own := swarm
+	own.IngressDepth = 9
+	if p, _ := NewPlan(own, 7); p.Spec.IngressDepth != 9 {
+		t.Errorf("a spec's own ingress depth became %d", p.Spec.IngressDepth)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/internal/record"
+	"github.com/fencesim/fencesim/lockservice/raft"
 	"github.com/fencesim/fencesim/scenarios/workload"
 	"github.com/fencesim/fencesim/sim"
 )
@@ -74,3 +76,81 @@ func TestReplicaRestartsAfterTornLogWrite(t *testing.T) {
 type observerFunc func(lockservice.Event)
 
 func (f observerFunc) Observe(e lockservice.Event) { f(e) }
+
+// TestReplicaCutsEntriesPastItsTerm: a replica whose disk holds log entries
+// of a term later than its persisted hard state's restarts, cuts them
+// (replica.log-term-cut) and the group goes on granting with growing
+// tokens. The simulator's crashes cannot leave such a disk behind — a
+// replica writes its entries and then the hard state carrying their term
+// and syncs both together, and a crash keeps only what was synced plus a
+// prefix of the last write (the hard state) — so the test plants the
+// entries, as a disk that wrote back unsynced pages out of order would
+// (the token-unsynced mutant, which never syncs, reaches it in the swarm).
+func TestReplicaCutsEntriesPastItsTerm(t *testing.T) {
+	w, _ := sim.New(sim.Config{Seed: 5, Network: sim.DefaultNetwork()})
+	peers := []sim.NodeID{0, 1, 2}
+	var grants []uint64
+	obs := observerFunc(func(e lockservice.Event) {
+		if e.Kind == lockservice.EvGranted && !slices.Contains(grants, e.Token) {
+			grants = append(grants, e.Token)
+		}
+	})
+	marks := &coverage.Counts{}
+	for i := range peers {
+		cfg := DefaultReplicaConfig(peers)
+		cfg.Observer, cfg.Marks = obs, marks
+		w.AddNode([]string{"n1", "n2", "n3"}[i], func() sim.Process { return NewReplica(cfg) }, fakeclock.Config{})
+	}
+	for i := range 3 {
+		cfg := workload.DefaultConfig([]string{"a", "b", "c"}[i], peers, peers[0], "r")
+		cfg.Cycles, cfg.WritesPerHold, cfg.StartDelay = 4, 0, 300*time.Millisecond
+		w.AddNode(cfg.Name, func() sim.Process { return workload.New(cfg, nil) }, fakeclock.Config{})
+	}
+	victim := peers[2]
+	planted := 0
+	w.At(time.Second, "crash", func() { w.Crash(victim) })
+	w.At(time.Second+10*time.Millisecond, "plant entries past the term", func() {
+		d := w.Disk(victim)
+		hs := record.Slotted{Key: hardStateKey}
+		b, ok := hs.Load(d)
+		if !ok {
+			return
+		}
+		st, err := decodeHardState(b)
+		if err != nil {
+			t.Errorf("hard state: %v", err)
+			return
+		}
+		ents, l := loadLog(d, segmentEntries)
+		next := uint64(len(ents)) + 1
+		l.append(d, []raft.Entry{{Index: next, Term: st.Term + 3}, {Index: next + 1, Term: st.Term + 3}})
+		d.Sync()
+		planted = 2
+	})
+	w.At(time.Second+30*time.Millisecond, "restart", func() { w.Restart(victim) })
+	out := w.Run(6*time.Second, 5_000_000)
+	if planted == 0 {
+		t.Fatalf("the victim had no hard state to plant past; the test proves nothing (run: %v)", out)
+	}
+	if marks.Get(coverage.ReplicaLogTermCut) == 0 {
+		t.Errorf("marks %v: the restart did not cut the entries past its term (%s)", marks.Map(), coverage.ReplicaLogTermCut)
+	}
+	if ents, _ := loadLog(w.Disk(victim), segmentEntries); len(ents) > 0 {
+		if st, ok := (&record.Slotted{Key: hardStateKey}).Load(w.Disk(victim)); ok {
+			hs, _ := decodeHardState(st)
+			for _, e := range ents {
+				if e.Term > hs.Term {
+					t.Fatalf("entry %d of term %d lies past the hard state's term %d after the restart", e.Index, e.Term, hs.Term)
+				}
+			}
+		}
+	}
+	if len(grants) < 12 {
+		t.Fatalf("only %d grants of 12 (run: %v at %v)", len(grants), out, w.Now())
+	}
+	for i := 1; i < len(grants); i++ {
+		if grants[i] <= grants[i-1] {
+			t.Fatalf("tokens %v do not increase", grants)
+		}
+	}
+}
