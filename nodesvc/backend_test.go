@@ -13,6 +13,7 @@ import (
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockapi/lockapitest"
 	"github.com/fencesim/fencesim/lockapi/lockclient"
+	"github.com/fencesim/fencesim/lockservice/reference"
 	"github.com/fencesim/fencesim/nodesvc"
 	"github.com/fencesim/fencesim/process"
 )
@@ -223,5 +224,24 @@ func TestRedirect(t *testing.T) {
 	}
 	if err := l2.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAPILimiterFloorIsTheReplicasIngress: fencesim-node's admission limit
+// never falls below what its replica admits in flight itself, whatever the
+// algorithm, and every algorithm accepts the bounds.
+func TestAPILimiterFloorIsTheReplicasIngress(t *testing.T) {
+	depth := reference.DefaultReplicaConfig(nil).IngressDepth
+	for _, alg := range lockapi.Algorithms {
+		c := nodesvc.APILimiter(alg)
+		if c.Min != depth || c.Max < c.Min {
+			t.Errorf("%s: limit %d..%d, want the replica's ingress depth %d as the floor", alg, c.Min, c.Max, depth)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", alg, err)
+		}
+		if l := lockapi.NewLimiter(c); l.Limit() < depth {
+			t.Errorf("%s: starts at %d, below the floor %d", alg, l.Limit(), depth)
+		}
 	}
 }

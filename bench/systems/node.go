@@ -51,7 +51,7 @@ func StartNode(dir string, log *slog.Logger) (*Node, error) {
 			n.Close()
 			return nil, closeAll(fmt.Errorf("starting replica %d: %w", i, err), hls[i:], rls[i+1:])
 		}
-		s := lockapi.NewServer(b, lockapi.Config{Logger: log.With("node", i)})
+		s := lockapi.NewServer(b, lockapi.Config{Logger: log.With("node", i), Limiter: nodesvc.APILimiter("")})
 		go s.Serve(hls[i])
 		n.backends, n.servers = append(n.backends, b), append(n.servers, s)
 	}

@@ -97,7 +97,7 @@ var settings = []svcmain.Setting[config]{
 	svcmain.S("request-timeout", "FENCESIM_NODE_REQUEST_TIMEOUT", "2s", "longest wait for the replica's answer; past it 503 (the outcome is unknown: retry with the same request id) (10ms..1m)", svcmain.DurIn(10*time.Millisecond, time.Minute, func(c *config, d time.Duration) { c.RequestTimeout = d })),
 	svcmain.S("drain-delay", "FENCESIM_NODE_DRAIN_DELAY", "0s", "on SIGTERM, how long to answer 503 before closing the listener (0..1m)", svcmain.DurIn(0, time.Minute, func(c *config, d time.Duration) { c.DrainDelay = d })),
 	svcmain.S("drain-timeout", "FENCESIM_NODE_DRAIN_TIMEOUT", "10s", "on SIGTERM, the deadline for in-flight requests (1s..10m)", svcmain.DurIn(time.Second, 10*time.Minute, func(c *config, d time.Duration) { c.DrainTimeout = d })),
-	svcmain.S("admission", "FENCESIM_NODE_ADMISSION", "gradient", "how the API's concurrency limit (8..256 requests in flight, over it 429 at once) adapts: gradient (to the ratio of long- to short-term latency), aimd (shrinks past 50ms) or static (256)", func(c *config, v string) error {
+	svcmain.S("admission", "FENCESIM_NODE_ADMISSION", "gradient", "how the API's concurrency limit (64..256 requests in flight, over it 429 at once) adapts: gradient (to the ratio of long- to short-term latency), aimd (shrinks past 50ms) or static (256)", func(c *config, v string) error {
 		if !slices.Contains(lockapi.Algorithms, v) {
 			return errors.New("must be one of " + strings.Join(lockapi.Algorithms, ", "))
 		}
