@@ -247,3 +247,45 @@ func parseTraceTime(t *testing.T, s string) time.Duration {
 	}
 	return time.Duration(a)*time.Second + time.Duration(b)*time.Microsecond
 }
+
+// CheckGrantOrder is S1 on first reports, replayed in true-time order:
+// tokens strictly increase in the order grants are decided, grants of a
+// resource never overlap, an end ends the active grant, and the store
+// accepts a write only under the writer's current grant. It returns the
+// number of grants and of accepted writes, and the grants still open at
+// the end (by resource) for the callers that require quiescence.
+func CheckGrantOrder(t *testing.T, calls []ObsCall) (grants, accepted int, open map[string]ObsCall) {
+	t.Helper()
+	open = map[string]ObsCall{}
+	var last uint64
+	for _, c := range calls {
+		switch c.Kind {
+		case "granted":
+			if g, ok := open[c.Resource]; ok {
+				t.Errorf("%v: %s granted to %s with token %d while %s holds it with token %d since %v",
+					c.At, c.Resource, c.Client, c.Token, g.Client, g.Token, g.At)
+			}
+			if c.Token <= last {
+				t.Errorf("%v: token %d granted after token %d", c.At, c.Token, last)
+			}
+			last = c.Token
+			open[c.Resource] = c
+			grants++
+		case "ended":
+			if g, ok := open[c.Resource]; !ok || g.Token != c.Token {
+				t.Errorf("%v: grant %d on %s ended, but the active grant is %+v", c.At, c.Token, c.Resource, g)
+			}
+			delete(open, c.Resource)
+		case "applied":
+			if !c.Accepted {
+				continue
+			}
+			accepted++
+			if g, ok := open[c.Resource]; !ok || g.Client != c.Client || g.Token != c.Token {
+				t.Errorf("%v: store accepted %s's write with token %d, but the current grant is %+v (active %v)",
+					c.At, c.Client, c.Token, g, ok)
+			}
+		}
+	}
+	return grants, accepted, open
+}

@@ -390,42 +390,12 @@ func (r *replicaRecorder) ended(token uint64) (simtest.ObsCall, bool) {
 	return simtest.ObsCall{}, false
 }
 
-// checkGrantOrder is S1 for the replicated service, on first reports:
-// tokens strictly increase in the order grants are decided, grants of a
-// resource never overlap in true time, an end ends the active grant, and
-// the store accepts a write only under the writer's current grant. Unlike
-// checkExclusiveGrants it allows grants still open at the end of the run.
+// checkGrantOrder is simtest.CheckGrantOrder for the replicated service:
+// unlike the workload's check it allows grants still open at the end of
+// the run.
 func checkGrantOrder(t *testing.T, calls []simtest.ObsCall) (grants int) {
 	t.Helper()
-	active := map[string]simtest.ObsCall{}
-	var last uint64
-	for _, c := range calls {
-		switch c.Kind {
-		case "granted":
-			if g, ok := active[c.Resource]; ok {
-				t.Errorf("%v: %s granted to %s with token %d while %s holds it with token %d since %v",
-					c.At, c.Resource, c.Client, c.Token, g.Client, g.Token, g.At)
-			}
-			if c.Token <= last {
-				t.Errorf("%v: token %d granted after token %d", c.At, c.Token, last)
-			}
-			last = c.Token
-			active[c.Resource] = c
-			grants++
-		case "ended":
-			if g, ok := active[c.Resource]; !ok || g.Token != c.Token {
-				t.Errorf("%v: grant %d on %s ended, but the active grant is %+v", c.At, c.Token, c.Resource, g)
-			}
-			delete(active, c.Resource)
-		case "applied":
-			if !c.Accepted {
-				continue
-			}
-			if g, ok := active[c.Resource]; !ok || g.Client != c.Client || g.Token != c.Token {
-				t.Errorf("%v: store accepted %s's write with token %d, but the current grant is %+v", c.At, c.Client, c.Token, g)
-			}
-		}
-	}
+	grants, _, _ = simtest.CheckGrantOrder(t, calls)
 	return grants
 }
 

@@ -59,51 +59,14 @@ func (cw *clientWorld) logs(t *testing.T, node, msg string) []simtest.LogLine {
 	return out
 }
 
-// checkExclusiveGrants replays the observer calls in true-time order and
-// checks that grants on a resource never overlap, that tokens strictly
-// increase, and that every accepted write carries the token of the
-// writer's current grant. It returns the number of grants and of accepted
+// checkExclusiveGrants is simtest.CheckGrantOrder at quiescence: no grant
+// may still be open. It returns the number of grants and of accepted
 // writes.
 func checkExclusiveGrants(t *testing.T, calls []simtest.ObsCall) (grants, accepted int) {
 	t.Helper()
-	type grant struct {
-		client string
-		token  uint64
-		at     time.Duration
-	}
-	active := map[string]grant{}
-	var last uint64
-	for _, c := range calls {
-		switch c.Kind {
-		case "granted":
-			if g, ok := active[c.Resource]; ok {
-				t.Errorf("%v: %s granted %s with token %d while %s holds it with token %d since %v",
-					c.At, c.Resource, c.Client, c.Token, g.client, g.token, g.at)
-			}
-			if c.Token <= last {
-				t.Errorf("%v: token %d granted after token %d", c.At, c.Token, last)
-			}
-			last = c.Token
-			active[c.Resource] = grant{c.Client, c.Token, c.At}
-			grants++
-		case "ended":
-			if g, ok := active[c.Resource]; !ok || g.token != c.Token {
-				t.Errorf("%v: grant %d on %s ended, but the active grant is %+v", c.At, c.Token, c.Resource, g)
-			}
-			delete(active, c.Resource)
-		case "applied":
-			if !c.Accepted {
-				continue
-			}
-			accepted++
-			if g, ok := active[c.Resource]; !ok || g.client != c.Client || g.token != c.Token {
-				t.Errorf("%v: store accepted %s's write with token %d, but the current grant is %+v (active %v)",
-					c.At, c.Client, c.Token, g, ok)
-			}
-		}
-	}
-	if len(active) != 0 {
-		t.Errorf("grants still active at quiescence: %+v", active)
+	grants, accepted, open := simtest.CheckGrantOrder(t, calls)
+	if len(open) != 0 {
+		t.Errorf("grants still active at quiescence: %+v", open)
 	}
 	return grants, accepted
 }
