@@ -19,20 +19,7 @@ import (
 // granting with growing tokens.
 func TestReplicaRestartsAfterTornLogWrite(t *testing.T) {
 	for _, keep := range []float64{0, 0.5, 0.95} {
-		w, _ := sim.New(sim.Config{Seed: 3, Network: sim.DefaultNetwork()})
-		peers := []sim.NodeID{0, 1, 2}
-		var grants []uint64
-		obs := observerFunc(func(e lockservice.Event) {
-			if e.Kind == lockservice.EvGranted && !slices.Contains(grants, e.Token) {
-				grants = append(grants, e.Token)
-			}
-		})
-		marks := &coverage.Counts{}
-		for i := range peers {
-			cfg := DefaultReplicaConfig(peers)
-			cfg.Observer, cfg.Marks = obs, marks
-			w.AddNode([]string{"n1", "n2", "n3"}[i], func() sim.Process { return NewReplica(cfg) }, fakeclock.Config{})
-		}
+		w, peers, got, marks := newReplicaTrio(3)
 		// Make every sync slow so that crashes land between a log write
 		// and its sync.
 		for _, id := range peers {
@@ -52,6 +39,7 @@ func TestReplicaRestartsAfterTornLogWrite(t *testing.T) {
 			w.At(at+30*time.Millisecond, "restart", func() { w.Restart(victim) })
 		}
 		out := w.Run(10*time.Second, 5_000_000)
+		grants := *got
 		if len(grants) < 6 {
 			t.Fatalf("keep %v: only %d grants (run: %v at %v, %+v)", keep, len(grants), out, w.Now(), w.Stats())
 		}
@@ -73,6 +61,26 @@ func TestReplicaRestartsAfterTornLogWrite(t *testing.T) {
 	}
 }
 
+// newReplicaTrio is a world of seed with three replicas n1..n3 (nodes
+// 0..2) sharing marks, and the distinct granted tokens in decision order.
+func newReplicaTrio(seed uint64) (*sim.World, []sim.NodeID, *[]uint64, *coverage.Counts) {
+	w, _ := sim.New(sim.Config{Seed: seed, Network: sim.DefaultNetwork()})
+	peers := []sim.NodeID{0, 1, 2}
+	grants := &[]uint64{}
+	obs := observerFunc(func(e lockservice.Event) {
+		if e.Kind == lockservice.EvGranted && !slices.Contains(*grants, e.Token) {
+			*grants = append(*grants, e.Token)
+		}
+	})
+	marks := &coverage.Counts{}
+	for i := range peers {
+		cfg := DefaultReplicaConfig(peers)
+		cfg.Observer, cfg.Marks = obs, marks
+		w.AddNode([]string{"n1", "n2", "n3"}[i], func() sim.Process { return NewReplica(cfg) }, fakeclock.Config{})
+	}
+	return w, peers, grants, marks
+}
+
 type observerFunc func(lockservice.Event)
 
 func (f observerFunc) Observe(e lockservice.Event) { f(e) }
@@ -87,20 +95,7 @@ func (f observerFunc) Observe(e lockservice.Event) { f(e) }
 // entries, as a disk that wrote back unsynced pages out of order would
 // (the token-unsynced mutant, which never syncs, reaches it in the swarm).
 func TestReplicaCutsEntriesPastItsTerm(t *testing.T) {
-	w, _ := sim.New(sim.Config{Seed: 5, Network: sim.DefaultNetwork()})
-	peers := []sim.NodeID{0, 1, 2}
-	var grants []uint64
-	obs := observerFunc(func(e lockservice.Event) {
-		if e.Kind == lockservice.EvGranted && !slices.Contains(grants, e.Token) {
-			grants = append(grants, e.Token)
-		}
-	})
-	marks := &coverage.Counts{}
-	for i := range peers {
-		cfg := DefaultReplicaConfig(peers)
-		cfg.Observer, cfg.Marks = obs, marks
-		w.AddNode([]string{"n1", "n2", "n3"}[i], func() sim.Process { return NewReplica(cfg) }, fakeclock.Config{})
-	}
+	w, peers, got, marks := newReplicaTrio(5)
 	for i := range 3 {
 		cfg := workload.DefaultConfig([]string{"a", "b", "c"}[i], peers, peers[0], "r")
 		cfg.Cycles, cfg.WritesPerHold, cfg.StartDelay = 4, 0, 300*time.Millisecond
@@ -129,6 +124,7 @@ func TestReplicaCutsEntriesPastItsTerm(t *testing.T) {
 	})
 	w.At(time.Second+30*time.Millisecond, "restart", func() { w.Restart(victim) })
 	out := w.Run(6*time.Second, 5_000_000)
+	grants := *got
 	if planted == 0 {
 		t.Fatalf("the victim had no hard state to plant past; the test proves nothing (run: %v)", out)
 	}
