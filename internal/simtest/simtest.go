@@ -254,7 +254,7 @@ func parseTraceTime(t *testing.T, s string) time.Duration {
 // accepts a write only under the writer's current grant. It returns the
 // number of grants and of accepted writes, and the grants still open at
 // the end (by resource) for the callers that require quiescence.
-func CheckGrantOrder(t *testing.T, calls []ObsCall) (grants, accepted int, open map[string]ObsCall) {
+func CheckGrantOrder(t testing.TB, calls []ObsCall) (grants, accepted int, open map[string]ObsCall) {
 	t.Helper()
 	open = map[string]ObsCall{}
 	var last uint64
