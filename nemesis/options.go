@@ -102,7 +102,7 @@ type Options struct {
 	// draws one of Aims. Its stability spaces the strikes; their lengths
 	// are the aims' own, scaled to the TTL.
 	Aimed Fault `json:"aimed"`
-	// Aims are the aimed faults drawn from (see Aims()).
+	// Aims are the aimed faults drawn from (trigger.go lists them).
 	Aims []string `json:"aims,omitempty"`
 }
 

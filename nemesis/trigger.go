@@ -58,9 +58,6 @@ const (
 
 var moments = []MomentKind{MomentGranted, MomentAcquired, MomentWrite, MomentRead, MomentRenewed, MomentElected, MomentVoted, MomentAppended}
 
-// Moments returns every moment kind, in a fixed order.
-func Moments() []MomentKind { return slices.Clone(moments) }
-
 // Subject is the selector of a trigger's node: the node its moment is
 // about (the client granted, the replica that voted).
 const Subject = "@subject"
@@ -193,9 +190,6 @@ const (
 )
 
 var aims = []string{AimPauseHolder, AimCrashVoter, AimCrashAppender, AimCrashMajority, AimLostReply, AimJump, AimStorePaused, AimIsolateLeader}
-
-// Aims returns every aimed fault the generator knows, in a fixed order.
-func Aims() []string { return slices.Clone(aims) }
 
 // needsLeader reports whether an aim needs the Leader selector.
 func needsLeader(aim string) bool { return aim == AimIsolateLeader || aim == AimCrashVoter }
