@@ -35,10 +35,10 @@ func BenchmarkCycles(b *testing.B) {
 
 func runCycles(b *testing.B, shared bool, workers int) {
 	c := newCluster(b)
-	lead := c.leader()
+	lead := c.Leader()
 	var urls []string
-	for i := range c.peers {
-		urls = append(urls, c.peers[(lead+i)%3].HTTP) // the leader first
+	for i := range c.Peers {
+		urls = append(urls, c.Peers[(lead+i)%3].HTTP) // the leader first
 	}
 	clients := make([]*lockclient.Client, workers)
 	for i := range clients {
