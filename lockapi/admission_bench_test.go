@@ -35,18 +35,7 @@ func BenchmarkShedHTTP(b *testing.B) {
 	m := lockapitest.NewMem()
 	blk := newBlocker(m)
 	_, base := lockapitest.Serve(b, m, lockapi.Config{Limiter: lockapi.LimiterConfig{Min: 4, Max: 4}})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			http.Post(base+"/v1/locks/stuck/acquire", "application/json", strings.NewReader(`{"client":"a","ttl_ms":1000,"request_id":"q"}`))
-		}()
-	}
-	for range 4 {
-		<-blk.arrived
-	}
-	defer func() { close(blk.release); wg.Wait() }()
+	defer blk.fill(b, base, 4)()
 	tr := &http.Transport{MaxIdleConnsPerHost: 16}
 	c := &http.Client{Transport: tr}
 	lat := make([]time.Duration, 0, b.N)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -166,7 +167,7 @@ func newBlocker(m *lockapitest.Mem) *blocker {
 	return b
 }
 
-func (b *blocker) wait(t *testing.T, n int) {
+func (b *blocker) wait(t testing.TB, n int) {
 	t.Helper()
 	for range n {
 		select {
@@ -177,6 +178,23 @@ func (b *blocker) wait(t *testing.T, n int) {
 	}
 }
 
+// fill sends n acquires, of resources r0..r<n-1>, that the blocker holds
+// in the backend (taking an admission limit of n) and waits until all
+// arrived; done lets them finish and waits for their answers.
+func (b *blocker) fill(t testing.TB, base string, n int) (done func()) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lockapitest.Do(t, "POST", base+"/v1/locks/r"+strconv.Itoa(i)+"/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q"}`)
+		}()
+	}
+	b.wait(t, n)
+	return func() { close(b.release); wg.Wait() }
+}
+
 // TestOverloadShedsImmediately: with the limit reached, the next request
 // is refused at once with 429 + Retry-After, not queued behind the ones
 // in flight.
@@ -184,15 +202,7 @@ func TestOverloadShedsImmediately(t *testing.T) {
 	m := lockapitest.NewMem()
 	b := newBlocker(m)
 	s, base := lockapitest.Serve(t, m, lockapi.Config{Limiter: lockapi.LimiterConfig{Min: 2, Max: 2}})
-	var wg sync.WaitGroup
-	for i := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lockapitest.Do(t, "POST", base+"/v1/locks/r"+lockapi.Token(uint64(i)).String()+"/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q"}`)
-		}()
-	}
-	b.wait(t, 2)
+	done := b.fill(t, base, 2)
 	start := time.Now()
 	r := lockapitest.Do(t, "POST", base+"/v1/locks/x/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q"}`)
 	took := time.Since(start)
@@ -205,8 +215,7 @@ func TestOverloadShedsImmediately(t *testing.T) {
 	if got := s.Limiter().InFlight(); got != 2 {
 		t.Fatalf("in flight %d, want 2", got)
 	}
-	close(b.release)
-	wg.Wait()
+	done()
 	if r := lockapitest.Do(t, "GET", base+"/metrics", ""); !strings.Contains(r.Body, "fencesim_lockapi_shed_total 1") ||
 		!strings.Contains(r.Body, `fencesim_lockapi_grants_total{op="acquire"} 2`) {
 		t.Fatalf("metrics lack the shed request or the grants:\n%s", r.Body)

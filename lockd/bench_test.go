@@ -3,10 +3,7 @@ package lockd
 import (
 	"context"
 	"errors"
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,16 +51,12 @@ func BenchmarkCycles(b *testing.B) {
 	}
 }
 
-// cycler does one acquire→release cycle for worker w; granted false means
-// the lock was held (shared mode) and the attempt is to be repeated.
-type cycler func(ctx context.Context, w, n int, resource string) (granted bool, err error)
-
 func runCycles(b *testing.B, addr, sys string, shared bool, workers int) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2 * workers, MaxRetries: -1})
 	b.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
 	rdb.FlushAll(ctx)
-	var cycle cycler
+	var cycle lockapitest.Cycle
 	switch sys {
 	case "raw":
 		cycle = func(ctx context.Context, w, n int, res string) (bool, error) {
@@ -105,45 +98,5 @@ func runCycles(b *testing.B, addr, sys string, shared bool, workers int) {
 			return true, l.Release(ctx)
 		}
 	}
-	var next atomic.Int64
-	lat := make([][]time.Duration, workers)
-	var failed atomic.Value
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := "bench-" + strconv.Itoa(w)
-			if shared {
-				res = "bench-shared"
-			}
-			for n := next.Add(1); n <= int64(b.N); n = next.Add(1) {
-				t0 := time.Now()
-				for attempt := 0; ; attempt++ {
-					ok, err := cycle(ctx, w, int(n)*100+attempt%100, res)
-					if err != nil {
-						failed.Store(err)
-						return
-					}
-					if ok {
-						break
-					}
-				}
-				lat[w] = append(lat[w], time.Since(t0))
-			}
-		}()
-	}
-	wg.Wait()
-	el := time.Since(start)
-	b.StopTimer()
-	if err := failed.Load(); err != nil {
-		b.Fatal(err)
-	}
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	b.ReportMetric(float64(b.N)/el.Seconds(), "cycles/s")
-	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	lockapitest.RunCycles(b, ctx, workers, shared, cycle)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,112 +14,13 @@ import (
 	"github.com/fencesim/fencesim/lockapi/lockclient"
 	"github.com/fencesim/fencesim/lockservice/reference"
 	"github.com/fencesim/fencesim/nodesvc"
-	"github.com/fencesim/fencesim/process"
+	"github.com/fencesim/fencesim/nodesvc/nodesvctest"
 )
 
-// cluster is three nodes in this process on loopback, each a replica on
-// realrt with the lock API in front of it.
-type cluster struct {
-	t       testing.TB
-	peers   []nodesvc.Peer
-	dirs    []string
-	nodes   []*nodesvc.Backend
-	servers []*lockapi.Server
-	hls     []string // HTTP listen addresses
-	// offset is the group's token offset (nodesvc.Config.TokenOffset).
-	offset uint64
-	// first are the listeners of each node's first start (Raft, HTTP),
-	// opened before any node starts so that no parallel test takes a
-	// port in between; a restart listens on the same addresses again.
-	first [][2]net.Listener
-}
+// cluster is nodesvctest's three-node cluster.
+type cluster = nodesvctest.Cluster
 
-// listen opens a loopback listener on a port the kernel picks.
-func listen(t testing.TB) net.Listener {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
-func newCluster(t testing.TB) *cluster { return newClusterOffset(t, 0) }
-
-// newClusterOffset is newCluster with the group's tokens starting above
-// offset.
-func newClusterOffset(t testing.TB, offset uint64) *cluster {
-	c := &cluster{t: t, offset: offset}
-	for i := range 3 {
-		raft, http := listen(t), listen(t)
-		c.first = append(c.first, [2]net.Listener{raft, http})
-		c.hls = append(c.hls, http.Addr().String())
-		c.peers = append(c.peers, nodesvc.Peer{ID: process.NodeID(i), Raft: raft.Addr().String(), HTTP: "http://" + http.Addr().String()})
-		c.dirs = append(c.dirs, t.TempDir())
-	}
-	c.nodes = make([]*nodesvc.Backend, 3)
-	c.servers = make([]*lockapi.Server, 3)
-	for i := range 3 {
-		c.start(i)
-	}
-	t.Cleanup(func() {
-		for i := range c.nodes {
-			c.stop(i)
-		}
-	})
-	return c
-}
-
-func (c *cluster) start(i int) {
-	c.t.Helper()
-	cfg := nodesvc.Config{ID: process.NodeID(i), DataDir: c.dirs[i], Listen: c.peers[i].Raft, Peers: c.peers, TokenOffset: c.offset}
-	var l net.Listener
-	if first := c.first[i]; first[0] != nil {
-		cfg.Listener, l = first[0], first[1]
-		c.first[i] = [2]net.Listener{}
-	}
-	b, err := nodesvc.Open(cfg)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	for end := time.Now().Add(5 * time.Second); l == nil; time.Sleep(10 * time.Millisecond) {
-		if l, err = net.Listen("tcp", c.hls[i]); err == nil {
-			break
-		}
-		if time.Now().After(end) {
-			b.Close()
-			c.t.Fatal(err)
-		}
-	}
-	s := lockapi.NewServer(b, lockapi.Config{})
-	go s.Serve(l)
-	c.nodes[i], c.servers[i] = b, s
-}
-
-func (c *cluster) stop(i int) {
-	if c.nodes[i] == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c.servers[i].Shutdown(ctx)
-	c.nodes[i].Close()
-	c.nodes[i], c.servers[i] = nil, nil
-}
-
-// leader waits (at most 10s) until one running node leads and returns it.
-func (c *cluster) leader() int {
-	c.t.Helper()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		for i, n := range c.nodes {
-			if n != nil && n.IsLeader() {
-				return i
-			}
-		}
-	}
-	c.t.Fatal("no leader within 10s")
-	return -1
-}
+func newCluster(t testing.TB) *cluster { return nodesvctest.New(t, 0) }
 
 // TestContract runs lockapi's contract suite against a three-node
 // cluster, both of the suite's instances being the leader's API (the
@@ -134,8 +34,8 @@ func TestContract(t *testing.T) {
 		if strings.HasSuffix(t.Name(), "/tokens-beyond-2^53") {
 			offset = 1 << 53
 		}
-		c := newClusterOffset(t, offset)
-		b := c.nodes[c.leader()]
+		c := nodesvctest.New(t, offset)
+		b := c.Nodes[c.Leader()]
 		return lockapitest.Harness{
 			Backends:     [2]lockapi.Backend{b, b},
 			Advance:      time.Sleep, // real leases, timed by the leader's clock
@@ -152,7 +52,7 @@ func TestContract(t *testing.T) {
 // (and keeps it), not by the one it was granted with.
 func TestRenewTTLGovernsTheLease(t *testing.T) {
 	c := newCluster(t)
-	base := c.peers[c.leader()].HTTP
+	base := c.Peers[c.Leader()].HTTP
 	l := post(t, base, "r", "acquire", `{"client":"alice","ttl_ms":20000,"request_id":"q1"}`, 200)
 	tok := `"token":"` + l.Token.String() + `"`
 	if r := post(t, base, "r", "renew", `{"client":"alice","ttl_ms":300,`+tok+`}`, 200); r.Token != l.Token || r.TTLms != 300 {
@@ -190,15 +90,15 @@ func post(t testing.TB, base, res, op, body string, want int) lockapi.LeaseRespo
 // the Go client follows it across a change of leader.
 func TestRedirect(t *testing.T) {
 	c := newCluster(t)
-	lead := c.leader()
+	lead := c.Leader()
 	f := (lead + 1) % 3
-	r := lockapitest.Do(t, "POST", c.peers[f].HTTP+"/v1/locks/r/acquire", `{"client":"a","ttl_ms":5000,"request_id":"1"}`)
-	if r.Status != http.StatusTemporaryRedirect || r.Header.Get("Location") != c.peers[lead].HTTP+"/v1/locks/r/acquire" {
-		t.Fatalf("follower: %d Location %q, want 307 to %s", r.Status, r.Header.Get("Location"), c.peers[lead].HTTP)
+	r := lockapitest.Do(t, "POST", c.Peers[f].HTTP+"/v1/locks/r/acquire", `{"client":"a","ttl_ms":5000,"request_id":"1"}`)
+	if r.Status != http.StatusTemporaryRedirect || r.Header.Get("Location") != c.Peers[lead].HTTP+"/v1/locks/r/acquire" {
+		t.Fatalf("follower: %d Location %q, want 307 to %s", r.Status, r.Header.Get("Location"), c.Peers[lead].HTTP)
 	}
 
 	var urls []string
-	for _, p := range c.peers {
+	for _, p := range c.Peers {
 		urls = append(urls, p.HTTP)
 	}
 	cl, err := lockclient.New(lockclient.Config{Name: "go", Endpoints: urls})
@@ -214,7 +114,7 @@ func TestRedirect(t *testing.T) {
 	if err := l1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c.stop(lead)
+	c.Stop(lead)
 	l2, err := cl.Acquire(ctx, "x", 3*time.Second)
 	if err != nil {
 		t.Fatalf("acquire after the leader stopped: %v", err)

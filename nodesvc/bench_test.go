@@ -3,13 +3,11 @@ package nodesvc_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/fencesim/fencesim/lockapi/lockapitest"
 	"github.com/fencesim/fencesim/lockapi/lockclient"
 )
 
@@ -37,10 +35,10 @@ func BenchmarkCycles(b *testing.B) {
 
 func runCycles(b *testing.B, shared bool, workers int) {
 	c := newCluster(b)
-	lead := c.leader()
+	lead := c.Leader()
 	var urls []string
-	for i := range c.peers {
-		urls = append(urls, c.peers[(lead+i)%3].HTTP) // the leader first
+	for i := range c.Peers {
+		urls = append(urls, c.Peers[(lead+i)%3].HTTP) // the leader first
 	}
 	clients := make([]*lockclient.Client, workers)
 	for i := range clients {
@@ -52,49 +50,14 @@ func runCycles(b *testing.B, shared bool, workers int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var next atomic.Int64
-	lat := make([][]time.Duration, workers)
-	var failed atomic.Value
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := "bench-" + strconv.Itoa(w)
-			if shared {
-				res = "bench-shared"
-			}
-			for n := next.Add(1); n <= int64(b.N); n = next.Add(1) {
-				t0 := time.Now()
-				for {
-					l, err := clients[w].TryAcquire(ctx, res, 10*time.Second)
-					if errors.Is(err, lockclient.ErrHeld) {
-						continue
-					}
-					if err == nil {
-						err = l.Release(ctx)
-					}
-					if err != nil {
-						failed.Store(err)
-						return
-					}
-					break
-				}
-				lat[w] = append(lat[w], time.Since(t0))
-			}
-		}()
-	}
-	wg.Wait()
-	el := time.Since(start)
-	b.StopTimer()
-	if err := failed.Load(); err != nil {
-		b.Fatal(err)
-	}
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	b.ReportMetric(float64(b.N)/el.Seconds(), "cycles/s")
-	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	lockapitest.RunCycles(b, ctx, workers, shared, func(ctx context.Context, w, _ int, res string) (bool, error) {
+		l, err := clients[w].TryAcquire(ctx, res, 10*time.Second)
+		if errors.Is(err, lockclient.ErrHeld) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return true, l.Release(ctx)
+	})
 }

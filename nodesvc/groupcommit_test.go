@@ -15,8 +15,8 @@ import (
 func TestGroupCommit(t *testing.T) {
 	const n = 64
 	c := newCluster(t)
-	lead := c.leader()
-	base := c.peers[lead].HTTP
+	lead := c.Leader()
+	base := c.Peers[lead].HTTP
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
@@ -27,8 +27,8 @@ func TestGroupCommit(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	c.stop(lead)
-	d, err := filedisk.Open(c.dirs[lead], filedisk.Options{})
+	c.Stop(lead)
+	d, err := filedisk.Open(c.Dirs[lead], filedisk.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

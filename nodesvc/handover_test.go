@@ -15,17 +15,17 @@ import (
 // stays with its holder; the old leader then redirects to the new one.
 func TestHandover(t *testing.T) {
 	c := newCluster(t)
-	old := c.leader()
-	post(t, c.peers[old].HTTP, "h", "acquire", `{"client":"a","ttl_ms":10000,"request_id":"1"}`, http.StatusOK)
+	old := c.Leader()
+	post(t, c.Peers[old].HTTP, "h", "acquire", `{"client":"a","ttl_ms":10000,"request_id":"1"}`, http.StatusOK)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	follower := (old + 1) % 3
-	if to, err := c.nodes[follower].Handover(ctx); err != nil || to != lockservice.NoLeader {
+	if to, err := c.Nodes[follower].Handover(ctx); err != nil || to != lockservice.NoLeader {
 		t.Fatalf("a follower's Handover = %d, %v; want NoLeader, nil", to, err)
 	}
-	term := c.nodes[old].Term()
+	term := c.Nodes[old].Term()
 	start := time.Now()
-	to, err := c.nodes[old].Handover(ctx)
+	to, err := c.Nodes[old].Handover(ctx)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -37,22 +37,22 @@ func TestHandover(t *testing.T) {
 	// CheckQuorum's lease makes the followers ignore a campaign that is not
 	// a transfer.
 	t.Logf("handed over from %d to %d in %v", old, to, took)
-	if !c.nodes[to].IsLeader() || c.nodes[to].Term() != term+1 {
-		t.Fatalf("node %d: leader %v in term %d; want the leader of term %d", to, c.nodes[to].IsLeader(), c.nodes[to].Term(), term+1)
+	if !c.Nodes[to].IsLeader() || c.Nodes[to].Term() != term+1 {
+		t.Fatalf("node %d: leader %v in term %d; want the leader of term %d", to, c.Nodes[to].IsLeader(), c.Nodes[to].Term(), term+1)
 	}
-	if c.nodes[old].IsLeader() {
+	if c.Nodes[old].IsLeader() {
 		t.Fatalf("the old leader %d still leads", old)
 	}
 	// The lease stays a's: b is refused, at the new leader.
-	post(t, c.peers[to].HTTP, "h", "acquire", `{"client":"b","ttl_ms":10000,"request_id":"1"}`, http.StatusConflict)
+	post(t, c.Peers[to].HTTP, "h", "acquire", `{"client":"b","ttl_ms":10000,"request_id":"1"}`, http.StatusConflict)
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noRedirect.Get(c.peers[old].HTTP + "/v1/locks/h")
+	resp, err := noRedirect.Get(c.Peers[old].HTTP + "/v1/locks/h")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusTemporaryRedirect || loc != c.peers[to].HTTP+"/v1/locks/h" {
-		t.Errorf("GET at the old leader: %d to %q, want 307 to %s", resp.StatusCode, loc, c.peers[to].HTTP)
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusTemporaryRedirect || loc != c.Peers[to].HTTP+"/v1/locks/h" {
+		t.Errorf("GET at the old leader: %d to %q, want 307 to %s", resp.StatusCode, loc, c.Peers[to].HTTP)
 	}
 }
 
@@ -64,21 +64,21 @@ func TestHandover(t *testing.T) {
 // still refused.
 func TestReleaseRetryAfterALeaderChange(t *testing.T) {
 	c := newCluster(t)
-	old := c.leader()
-	l := post(t, c.peers[old].HTTP, "r", "acquire", `{"client":"a","ttl_ms":10000,"request_id":"1"}`, http.StatusOK)
+	old := c.Leader()
+	l := post(t, c.Peers[old].HTTP, "r", "acquire", `{"client":"a","ttl_ms":10000,"request_id":"1"}`, http.StatusOK)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := c.nodes[old].Release(ctx, "r", "a", uint64(l.Token), "rel-1"); err != nil {
+	if err := c.Nodes[old].Release(ctx, "r", "a", uint64(l.Token), "rel-1"); err != nil {
 		t.Fatal(err) // applied; this answer is the one the client lost
 	}
-	to, err := c.nodes[old].Handover(ctx)
+	to, err := c.Nodes[old].Handover(ctx)
 	if err != nil || to == lockservice.NoLeader {
 		t.Fatalf("handover: %d, %v", to, err)
 	}
-	if err := c.nodes[to].Release(ctx, "r", "a", uint64(l.Token), "rel-1"); err != nil {
+	if err := c.Nodes[to].Release(ctx, "r", "a", uint64(l.Token), "rel-1"); err != nil {
 		t.Fatalf("the retried release at the new leader: %v, want released", err)
 	}
 	tok := `"token":"` + l.Token.String() + `"`
-	post(t, c.peers[to].HTTP, "r", "release", `{"client":"a",`+tok+`,"request_id":"rel-1"}`, http.StatusOK)
-	post(t, c.peers[to].HTTP, "r", "release", `{"client":"a",`+tok+`,"request_id":"rel-2"}`, http.StatusConflict)
+	post(t, c.Peers[to].HTTP, "r", "release", `{"client":"a",`+tok+`,"request_id":"rel-1"}`, http.StatusOK)
+	post(t, c.Peers[to].HTTP, "r", "release", `{"client":"a",`+tok+`,"request_id":"rel-2"}`, http.StatusConflict)
 }

@@ -16,10 +16,10 @@ import (
 // returns both.
 func handover(t *testing.T, c *cluster) (old, to int) {
 	t.Helper()
-	old = c.leader()
+	old = c.Leader()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	id, err := c.nodes[old].Handover(ctx)
+	id, err := c.Nodes[old].Handover(ctx)
 	if err != nil || id == lockservice.NoLeader {
 		t.Fatalf("handover from %d: %d, %v", old, id, err)
 	}
@@ -43,7 +43,7 @@ func getLock(t *testing.T, base, res string) lockapi.LockResponse {
 func postLeader(t *testing.T, c *cluster, res, op, body string) lockapi.LeaseResponse {
 	t.Helper()
 	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		r := lockapitest.Do(t, "POST", c.peers[c.leader()].HTTP+"/v1/locks/"+res+"/"+op, body)
+		r := lockapitest.Do(t, "POST", c.Peers[c.Leader()].HTTP+"/v1/locks/"+res+"/"+op, body)
 		if r.Status == http.StatusOK {
 			var l lockapi.LeaseResponse
 			if err := json.Unmarshal([]byte(r.Body), &l); err != nil {
@@ -68,7 +68,7 @@ func TestRetryAfterLostAnswerIsTheFirstGrant(t *testing.T) {
 	first := postLeader(t, c, "r", "acquire", `{"client":"alice","ttl_ms":300,"request_id":"lost-1"}`)
 	// The answer is lost. The lead moves, and the lease ends meanwhile.
 	old, to := handover(t, c)
-	base := c.peers[to].HTTP
+	base := c.Peers[to].HTTP
 	for end := time.Now().Add(10 * time.Second); getLock(t, base, "r").Held; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("alice's 300ms lease still held after 10s")
@@ -98,19 +98,19 @@ func TestBusyIsDecidedInTheLog(t *testing.T) {
 	old, to := handover(t, c)
 	// The old leader knows the new one after its first heartbeat.
 	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		r := lockapitest.Do(t, "POST", c.peers[old].HTTP+"/v1/locks/r/acquire", `{"client":"alice","ttl_ms":20000,"request_id":"q2"}`)
-		if r.Status == http.StatusTemporaryRedirect && r.Header.Get("Location") == c.peers[to].HTTP+"/v1/locks/r/acquire" {
+		r := lockapitest.Do(t, "POST", c.Peers[old].HTTP+"/v1/locks/r/acquire", `{"client":"alice","ttl_ms":20000,"request_id":"q2"}`)
+		if r.Status == http.StatusTemporaryRedirect && r.Header.Get("Location") == c.Peers[to].HTTP+"/v1/locks/r/acquire" {
 			break
 		}
 		if r.Status != http.StatusServiceUnavailable || time.Now().After(end) {
-			t.Fatalf("the follower %d (which granted the lease): %d %s Location %q; want 307 to the leader %s", old, r.Status, r.Body, r.Header.Get("Location"), c.peers[to].HTTP)
+			t.Fatalf("the follower %d (which granted the lease): %d %s Location %q; want 307 to the leader %s", old, r.Status, r.Body, r.Header.Get("Location"), c.Peers[to].HTTP)
 		}
 	}
-	r := lockapitest.Do(t, "POST", c.peers[to].HTTP+"/v1/locks/r/acquire", `{"client":"alice","ttl_ms":20000,"request_id":"q2"}`)
+	r := lockapitest.Do(t, "POST", c.Peers[to].HTTP+"/v1/locks/r/acquire", `{"client":"alice","ttl_ms":20000,"request_id":"q2"}`)
 	if r.Status != http.StatusConflict {
 		t.Fatalf("the holder's new request id at the new leader: %d %s; want 409 held", r.Status, r.Body)
 	}
-	if again := post(t, c.peers[to].HTTP, "r", "acquire", `{"client":"alice","ttl_ms":20000,"request_id":"q1"}`, http.StatusOK); again.Token != l.Token {
+	if again := post(t, c.Peers[to].HTTP, "r", "acquire", `{"client":"alice","ttl_ms":20000,"request_id":"q1"}`, http.StatusOK); again.Token != l.Token {
 		t.Fatalf("the holder's retry of q1 at the new leader: token %d, want %d", again.Token, l.Token)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/fencesim/fencesim/filedisk"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/nodesvc"
+	"github.com/fencesim/fencesim/nodesvc/nodesvctest"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -18,8 +19,8 @@ import (
 // break the fence.
 func TestTokenOffsetAcrossRestart(t *testing.T) {
 	const offset = 1<<63 - 6
-	c := newClusterOffset(t, offset)
-	base := c.peers[c.leader()].HTTP
+	c := nodesvctest.New(t, offset)
+	base := c.Peers[c.Leader()].HTTP
 	var last lockapi.Token
 	for i := range 6 { // each cycle is two entries: the tokens pass 2^63
 		l := post(t, base, "r", "acquire", fmt.Sprintf(`{"client":"alice","ttl_ms":5000,"request_id":"q%d"}`, i), 200)
@@ -32,19 +33,19 @@ func TestTokenOffsetAcrossRestart(t *testing.T) {
 	if last < 1<<63 {
 		t.Fatalf("the last token %s did not cross 2^63", last)
 	}
-	for i := range c.nodes {
-		c.stop(i)
+	for i := range c.Nodes {
+		c.Stop(i)
 	}
-	for i := range c.nodes {
-		c.start(i)
+	for i := range c.Nodes {
+		c.Start(i)
 	}
-	base = c.peers[c.leader()].HTTP
+	base = c.Peers[c.Leader()].HTTP
 	if l := post(t, base, "r", "acquire", `{"client":"bob","ttl_ms":5000,"request_id":"q1"}`, 200); l.Token <= last {
 		t.Fatalf("after the restart: token %s, want above %s", l.Token, last)
 	}
 
-	c.stop(0)
-	_, err := nodesvc.Open(nodesvc.Config{ID: 0, DataDir: c.dirs[0], Listen: "127.0.0.1:0", Peers: c.peers, TokenOffset: 0})
+	c.Stop(0)
+	_, err := nodesvc.Open(nodesvc.Config{ID: 0, DataDir: c.Dirs[0], Listen: "127.0.0.1:0", Peers: c.Peers, TokenOffset: 0})
 	if !errors.Is(err, nodesvc.ErrTokenOffset) {
 		t.Fatalf("restart with offset 0 on a directory made with %d: %v, want ErrTokenOffset", uint64(offset), err)
 	}

@@ -32,15 +32,15 @@ func (c *countAcquires) RoundTrip(r *http.Request) (*http.Response, error) {
 // holder releases; the token is fresh.
 func TestWaitingAcquireOverHTTP(t *testing.T) {
 	c := newCluster(t)
-	lead := c.leader()
+	lead := c.Leader()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	a, err := lockclient.New(lockclient.Config{Name: "a", Endpoints: []string{c.peers[lead].HTTP}})
+	a, err := lockclient.New(lockclient.Config{Name: "a", Endpoints: []string{c.Peers[lead].HTTP}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	counter := &countAcquires{next: http.DefaultTransport}
-	b, err := lockclient.New(lockclient.Config{Name: "b", Endpoints: []string{c.peers[lead].HTTP},
+	b, err := lockclient.New(lockclient.Config{Name: "b", Endpoints: []string{c.Peers[lead].HTTP},
 		HTTP: &http.Client{Transport: counter}, Wait: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -59,9 +59,9 @@ func TestWaitingAcquireOverHTTP(t *testing.T) {
 		got <- result{l, err}
 	}()
 	// b is parked at the leader: nothing answers it while a holds.
-	for end := time.Now().Add(5 * time.Second); c.nodes[lead].Waiting() != 1; time.Sleep(5 * time.Millisecond) {
+	for end := time.Now().Add(5 * time.Second); c.Nodes[lead].Waiting() != 1; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(end) {
-			t.Fatalf("b is not waiting at the leader (%d waiting)", c.nodes[lead].Waiting())
+			t.Fatalf("b is not waiting at the leader (%d waiting)", c.Nodes[lead].Waiting())
 		}
 	}
 	select {
@@ -92,14 +92,14 @@ func TestWaitingAcquireOverHTTP(t *testing.T) {
 // after the waiter was parked.
 func TestWaitedMs(t *testing.T) {
 	c := newCluster(t)
-	lead := c.leader()
-	base := c.peers[lead].HTTP
+	lead := c.Leader()
+	base := c.Peers[lead].HTTP
 	a := post(t, base, "w", "acquire", `{"client":"a","ttl_ms":10000,"request_id":"q1"}`, 200)
 	got := make(chan lockapitest.Reply, 1)
 	go func() {
 		got <- lockapitest.Do(t, "POST", base+"/v1/locks/w/acquire", `{"client":"b","ttl_ms":10000,"request_id":"q2","wait_ms":5000}`)
 	}()
-	for end := time.Now().Add(5 * time.Second); c.nodes[lead].Waiting() != 1; time.Sleep(5 * time.Millisecond) {
+	for end := time.Now().Add(5 * time.Second); c.Nodes[lead].Waiting() != 1; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("b is not waiting at the leader")
 		}

@@ -16,21 +16,9 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/live"
+	"github.com/fencesim/fencesim/live/liveclient"
 	"github.com/fencesim/fencesim/scenarios"
 )
-
-// optFlag collects repeated -opt key=value.
-type optFlag map[string]string
-
-func (m optFlag) String() string { return "" }
-func (m optFlag) Set(v string) error {
-	k, val, ok := strings.Cut(v, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("%q is not key=value", v)
-	}
-	m[k] = val
-	return nil
-}
 
 // cmdLive runs a scenario's seeded schedule against a real lock service.
 func cmdLive(args []string, stdout, stderr io.Writer) int {
@@ -45,7 +33,7 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	out := fs.String("out", "", "write the HTML report (index.html), history.json, result.json, live-replay.json and the processes' logs into `dir`")
 	bins := fs.String("bin", "", "directories (comma-separated) searched for the binaries before $PATH (default: the directory of simrun itself)")
-	opts := optFlag{}
+	opts := liveclient.OptFlag{}
 	fs.Var(opts, "opt", "a target-specific option `key=value` (repeatable), passed to the target and its clients")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code

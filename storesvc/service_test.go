@@ -331,6 +331,22 @@ func blockExecutor(t *testing.T, svc *Service) (unblock func()) {
 	}
 }
 
+// putInFlight starts a write and waits (5s at most) until it is in
+// flight; its answer comes on the returned channel.
+func putInFlight(t *testing.T, s *server, key string, token uint64, value string) <-chan answer {
+	t.Helper()
+	out := make(chan answer, 1)
+	go tryPut(s.url, key, token, value, out)
+	deadline := time.Now().Add(5 * time.Second)
+	for s.svc.inFlight.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the write never got in flight")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return out
+}
+
 // TestDrain: on Shutdown /readyz turns 503 and new object requests get
 // 503 with Retry-After, while a write already in flight finishes, is
 // answered 200, and is on disk for the next process.
@@ -340,21 +356,14 @@ func TestDrain(t *testing.T) {
 	do(t, "GET", s.url+"/readyz", nil, "").expect(t, 200, nil)
 	unblock := blockExecutor(t, s.svc)
 	defer unblock()
-	inflight := make(chan answer, 1)
-	go tryPut(s.url, "k", 4, "44", inflight)
-	deadline := time.Now().Add(5 * time.Second)
-	for s.svc.inFlight.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the write never got in flight")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	inflight := putInFlight(t, s, "k", 4, "44")
 	shut := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		shut <- s.svc.Shutdown(ctx)
 	}()
+	deadline := time.Now().Add(5 * time.Second)
 	for !s.svc.draining.Load() {
 		if time.Now().After(deadline) {
 			t.Fatal("Shutdown never started draining")
@@ -401,15 +410,7 @@ func TestOverload(t *testing.T) {
 	s := start(t, t.TempDir(), Config{MaxInFlight: 1, RequestTimeout: 200 * time.Millisecond})
 	unblock := blockExecutor(t, s.svc)
 	defer unblock()
-	first := make(chan answer, 1)
-	go tryPut(s.url, "k", 1, "1", first)
-	deadline := time.Now().Add(5 * time.Second)
-	for s.svc.inFlight.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the write never got in flight")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	first := putInFlight(t, s, "k", 1, "1")
 	shed := put(t, s.url, "k", 2, "2")
 	shed.expect(t, 429, map[string]string{"error": CodeOverloaded})
 	if shed.header.Get("Retry-After") == "" {

@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -155,6 +157,26 @@ func TestBadFlags(t *testing.T) {
 		var errb bytes.Buffer
 		if code := run(args, strings.NewReader(""), &bytes.Buffer{}, &errb, func(Config) (Locker, error) { return fakeLocker{}, nil }); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// TestOptFlag: -opt (the client's and simrun live's) keeps every
+// key=value, the value may hold "=", and a value that is not key=value is
+// an error naming it.
+func TestOptFlag(t *testing.T) {
+	m := OptFlag{}
+	for _, v := range []string{"a=1", "b=x=y", "c="} {
+		if err := m.Set(v); err != nil {
+			t.Fatalf("Set(%q): %v", v, err)
+		}
+	}
+	if want := (OptFlag{"a": "1", "b": "x=y", "c": ""}); fmt.Sprint(m) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", m, want)
+	}
+	for _, v := range []string{"novalue", "=1"} {
+		if err := m.Set(v); err == nil || !strings.Contains(err.Error(), strconv.Quote(v)) {
+			t.Errorf("Set(%q) = %v, want an error naming it", v, err)
 		}
 	}
 }

@@ -42,10 +42,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, open func(Con
 	return 0
 }
 
-type kv map[string]string
+// OptFlag collects repeated -opt key=value: the target options live
+// passes to every client (and simrun live takes from its user), parsed
+// the same on both sides.
+type OptFlag map[string]string
 
-func (m kv) String() string { return fmt.Sprint(map[string]string(m)) }
-func (m kv) Set(v string) error {
+func (m OptFlag) String() string { return fmt.Sprint(map[string]string(m)) }
+
+// Set adds one key=value; a value without "=" or with an empty key is an
+// error naming it.
+func (m OptFlag) Set(v string) error {
 	k, val, ok := strings.Cut(v, "=")
 	if !ok || k == "" {
 		return fmt.Errorf("%q is not key=value", v)
@@ -61,7 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, time.Duration, error) 
 	endpoints := fs.String("endpoints", "", "the lock service's addresses, comma-separated (required)")
 	store := fs.String("store", "", "the fenced store's base URL, http://host:port (required)")
 	opTimeout := fs.Duration("op-timeout", 10*time.Second, "bound on every operation; past it the reply says the outcome is unknown")
-	opts := kv{}
+	opts := OptFlag{}
 	fs.Var(opts, "opt", "a target-specific option key=value (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, 0, err
