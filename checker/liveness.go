@@ -61,13 +61,14 @@ func CheckLiveness(h History, healAt, bound time.Duration, clients []string) *Vi
 
 // Combine merges a safety verdict from Check with a liveness result from
 // CheckLiveness (nil when every client made progress). A safety violation
-// beats a liveness failure, which beats an unknown safety verdict, which
-// beats a pass. The liveness violation, if any, is kept in Liveness whatever
-// the kind, and the Unknown reason is kept when liveness outranks it.
+// beats an unknown safety verdict, which beats a liveness failure, which
+// beats a pass: a run whose safety was not proven says so first, whatever
+// its progress, so that a liveness failure never hides undecided safety.
+// The liveness violation, if any, is kept in Liveness whatever the kind.
 func Combine(safety Verdict, liveness *Violation) Verdict {
 	v := safety
 	v.Liveness = liveness
-	if liveness != nil && v.Kind != VerdictViolation {
+	if liveness != nil && v.Kind == VerdictPass {
 		v.Kind = VerdictLiveness
 	}
 	return v

@@ -404,8 +404,8 @@ func TestLiveness(t *testing.T) {
 	}
 }
 
-// TestCombine checks the ranking: a safety violation beats a liveness
-// failure, which beats an unknown verdict, which beats a pass.
+// TestCombine checks the ranking: a safety violation beats an unknown
+// verdict, which beats a liveness failure, which beats a pass.
 func TestCombine(t *testing.T) {
 	live := &Violation{Property: "liveness", Detail: "Stuck."}
 	violation := Verdict{Kind: VerdictViolation, Violations: []Violation{{Property: "S3"}}}
@@ -418,7 +418,7 @@ func TestCombine(t *testing.T) {
 		property string
 	}{
 		{"violation beats liveness", violation, live, VerdictViolation, "S3"},
-		{"liveness beats unknown", unknown, live, VerdictLiveness, "liveness"},
+		{"unknown beats liveness", unknown, live, VerdictUnknown, ""},
 		{"liveness beats pass", Verdict{Kind: VerdictPass}, live, VerdictLiveness, "liveness"},
 		{"unknown stays unknown", unknown, nil, VerdictUnknown, ""},
 		{"pass stays pass", Verdict{Kind: VerdictPass}, nil, VerdictPass, ""},

@@ -19,8 +19,9 @@ const (
 	VerdictPass VerdictKind = iota
 	// VerdictViolation means at least one safety property was refuted.
 	VerdictViolation
-	// VerdictLiveness means no safety property was refuted but the run
-	// failed to make progress after its heal. Check never produces it;
+	// VerdictLiveness means every safety property was proven but the run
+	// failed to make progress after its heal (with safety unknown, the
+	// verdict stays VerdictUnknown and carries the liveness failure). Check never produces it;
 	// Combine does, from Check's verdict and CheckLiveness's result.
 	VerdictLiveness
 	// VerdictUnknown means no violation was found but a check could not
@@ -116,8 +117,8 @@ type Verdict struct {
 	// Violations holds every violation found, ordered by property, then At.
 	Violations []Violation `json:"violations,omitempty"`
 	// Unknown says why a linearizability check was inconclusive. It is set
-	// when the verdict is VerdictUnknown, and kept by Combine when a
-	// liveness failure outranks it; it is empty otherwise.
+	// when the verdict is VerdictUnknown (kept by Combine, which lets no
+	// liveness failure outrank it); it is empty otherwise.
 	Unknown string `json:"unknown,omitempty"`
 	// Liveness is the liveness failure Combine merged in, if any. Check
 	// never sets it.
@@ -134,13 +135,15 @@ type Metrics struct {
 }
 
 // Property returns the first safety violation's property, else "liveness"
-// if a liveness failure was merged in, else "", so that callers and tests
-// can name the failure in one word.
+// if the verdict is a liveness failure, else "", so that callers and tests
+// can name the failure in one word. An unknown verdict names no property,
+// even with a liveness failure merged in: its headline is that safety was
+// not proven.
 func (v Verdict) Property() string {
 	switch {
 	case len(v.Violations) > 0:
 		return v.Violations[0].Property
-	case v.Liveness != nil:
+	case v.Liveness != nil && v.Kind == VerdictLiveness:
 		return v.Liveness.Property
 	}
 	return ""

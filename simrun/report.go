@@ -102,6 +102,9 @@ func toJSON(spec scenarios.Spec, res scenarios.Result) runJSON {
 	if res.Verdict.Unknown != "" {
 		j.Detail = append(j.Detail, "unknown: "+res.Verdict.Unknown)
 	}
+	if l := res.Verdict.Liveness; l != nil {
+		j.Detail = append(j.Detail, fmt.Sprintf("%s at %v: %s", l.Property, l.At, l.Detail))
+	}
 	if res.Cut != "" && res.Verdict.Kind != checker.VerdictUnknown { // the unknown line says it already
 		j.Detail = append(j.Detail, "the run was cut short: "+res.Cut+"; the history up to the cut was checked")
 	}
