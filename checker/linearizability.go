@@ -287,7 +287,7 @@ func boxPartitions[I, O, S any](parts []partition[I, O, S]) ([]porcupine.Operati
 // each resource whose search ran out of steps, a sentence saying so.
 func checkLinearizable(h History, opt Options) ([]Violation, []string) {
 	parts := encodeOps(h)
-	results := searchPartitions(parts, registerState{}, registerNext, registerStable, nil, nil, opt)
+	results := searchPartitions(parts, registerByTokens, registerState{}, registerNext, registerStable, nil, nil, opt)
 	var vs []Violation
 	var unknown []string
 	for i, p := range parts {
@@ -309,15 +309,23 @@ func exhaustedSentence(opt Options, v searchVerdict, n int, what, resource strin
 	return fmt.Sprintf("the linearizability search of the %d %s ops on resource %q ran out of its budget of %d model steps (Options.Steps) before deciding", n, what, resource, opt.steps())
 }
 
+// explainSteps is the step budget the search gets to explain a partition
+// the token-order procedure found illegal (the deepest prefix and the ops
+// that cannot come next); past it the violation gives the procedure's own
+// reason. A refutation is rare, and this bounds what it costs.
+const explainSteps = 2_000_000
+
 // searchPartitions decides every partition, in parallel: partitions are
-// independent, and a run's resources are few. The quick search proves
+// independent, and a run's resources are few. decide, the token-order
+// procedure, decides first; what it leaves undecided, the searches do:
+// the quick search proves
 // most partitions linearizable in about one pass (and ambiguous lock
 // histories the complete search would branch on); searchLinearization
 // decides the rest. A panic in a search is raised again here, as a
 // *Panic, once every search has ended. Each result depends only on its partition and the
 // budgets: the quick search's model steps are charged to the partition's
 // step budget (see quickSteps), and the complete search gets the rest.
-func searchPartitions[S comparable, I, O, R any](parts []partition[I, O, R], init S, step func([]S, S, I, O) []S, stable func(I, O) bool, covers func(a, b S) bool, coarse func(S) S, opt Options) []searchResult[S] {
+func searchPartitions[S comparable, I, O, R any](parts []partition[I, O, R], decide func([]typedOp[I, O]) tokenResult, init S, step func([]S, S, I, O) []S, stable func(I, O) bool, covers func(a, b S) bool, coarse func(S) S, opt Options) []searchResult[S] {
 	results := make([]searchResult[S], len(parts))
 	panics := make([]*Panic, len(parts))
 	var wg sync.WaitGroup
@@ -332,6 +340,28 @@ func searchPartitions[S comparable, I, O, R any](parts []partition[I, O, R], ini
 				opt.SearchHook(parts[i].resource)
 			}
 			total := opt.steps()
+			var byTokens tokenResult
+			if decide != nil && !opt.SearchOnly {
+				byTokens = decide(parts[i].typed)
+			}
+			switch byTokens.decision {
+			case tokenLinearizable:
+				results[i] = searchResult[S]{verdict: searchOK, linearized: -1, byTokens: true}
+				return
+			case tokenIllegal:
+				// The search explains the refutation, within a smaller
+				// budget; it cannot find a linearization the rules
+				// refute (if it did, its witness would stand).
+				if total < 0 || total > explainSteps {
+					total = explainSteps
+				}
+			}
+			defer func() {
+				if byTokens.decision == tokenIllegal && (results[i].verdict == searchExhausted || results[i].verdict == searchMemoryFull) {
+					results[i] = searchResult[S]{verdict: searchIllegal, steps: results[i].steps, linearized: -1, byTokens: true,
+						why: byTokens.why, involved: byTokens.involved}
+				}
+			}()
 			ok, used := linearizableQuickly(init, step, covers, coarse, parts[i].typed, quickSteps(len(parts[i].typed), total))
 			if ok {
 				results[i] = searchResult[S]{verdict: searchOK, steps: used, linearized: -1}
@@ -378,6 +408,11 @@ func moreSentence(n int) string {
 // linearize, the register they leave, and the ops that could come next
 // but do not fit.
 func linearizabilityViolation(p opPartition, r searchResult[registerState]) Violation {
+	if r.why != "" {
+		return tokenViolation(propLinearizable, "store ops", "a fenced register", p.resource, len(p.typed), r.why, r.involved, func(i int) (int, string, time.Duration) {
+			return p.src[i].ID, describeStoreOp(p.src[i]), p.src[i].Call
+		})
+	}
 	next := make([]StoreOp, len(r.stuck)) // sorted by Call, as p.src is
 	for i, j := range r.stuck {
 		next[i] = p.src[j]
@@ -416,4 +451,33 @@ func describeStoreOp(op StoreOp) string {
 		ret = "returned " + op.Return.String()
 	}
 	return fmt.Sprintf("op %d by client %q: %s, called %v, %s", op.ID, op.Client, what, op.Call, ret)
+}
+
+// tokenViolation builds the violation of a partition the token-order
+// procedure refuted and the search did not explain within its budget:
+// the rule's reason and the ops it concerns (partition indices; describe
+// gives an op's ID, description and call).
+func tokenViolation(property, what, model, resource string, n int, why string, involved []int, describe func(int) (int, string, time.Duration)) Violation {
+	ids := make([]int, len(involved))
+	descs := make([]string, 0, maxDescribedOps)
+	var at time.Duration
+	for k, i := range involved {
+		id, desc, call := describe(i)
+		ids[k] = id
+		if k == 0 || call < at {
+			at = call
+		}
+		if k < maxDescribedOps {
+			descs = append(descs, desc)
+		}
+	}
+	slices.Sort(ids)
+	v := Violation{Property: property, At: at,
+		Detail: fmt.Sprintf("The %d %s on resource %q are not linearizable against %s: %s (%s%s).", n, what, resource, model, why, strings.Join(descs, "; "), moreSentence(len(involved)))}
+	if property == propLockLinearizable {
+		v.LockOps = ids
+	} else {
+		v.Ops = ids
+	}
+	return v
 }

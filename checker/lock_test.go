@@ -285,7 +285,10 @@ func TestLockStepBudgetIsUnknown(t *testing.T) {
 	if got, want := properties(Check(h, Options{})), []string{"S7"}; !slices.Equal(got, want) {
 		t.Fatalf("sanity: got %v, want %v", got, want)
 	}
-	v := Check(h, Options{Steps: 100})
+	if v := Check(h, Options{Steps: 100}); v.Kind != VerdictViolation {
+		t.Fatalf("got %v, want the token-order procedure to refute it without the search (verdict %+v)", v.Kind, v)
+	}
+	v := Check(h, Options{Steps: 100, SearchOnly: true})
 	if got, want := v.Kind, VerdictUnknown; got != want {
 		t.Fatalf("got %v, want %v (verdict %+v)", got, want, v)
 	}

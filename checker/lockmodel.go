@@ -335,7 +335,7 @@ func LockLinearizabilityInfo(h History, timeout time.Duration) (model porcupine.
 // each resource whose search ran out of steps, a sentence saying so.
 func checkLockLinearizable(h History, opt Options) ([]Violation, []string) {
 	parts := encodeLockOps(h)
-	results := searchPartitions(parts, lockState{}, lockNext, lockStable, lockCovers, lockClass, opt)
+	results := searchPartitions(parts, lockByTokens, lockState{}, lockNext, lockStable, lockCovers, lockClass, opt)
 	var vs []Violation
 	var unknown []string
 	for i, p := range parts {
@@ -352,6 +352,11 @@ func checkLockLinearizable(h History, opt Options) ([]Violation, []string) {
 // lockViolation builds the S7 violation for a resource the search found
 // illegal, from the deepest prefix it reached.
 func lockViolation(p lockPartition, r searchResult[lockState]) Violation {
+	if r.why != "" {
+		return tokenViolation(propLockLinearizable, "lock ops", "a fenced mutex", p.resource, len(p.typed), r.why, r.involved, func(i int) (int, string, time.Duration) {
+			return p.src[i].ID, describeLockOp(p.src[i]), p.src[i].Call
+		})
+	}
 	ids := make([]int, len(r.stuck))
 	descs := make([]string, 0, maxDescribedOps)
 	for i, j := range r.stuck {

@@ -61,6 +61,13 @@ type searchResult[S any] struct {
 	linearized int
 	state      S
 	stuck      []int
+	// byTokens says that the token-order procedure decided the partition
+	// (see tokenorder.go); why and involved are its reason and ops when
+	// it found the partition illegal and the search, given a smaller
+	// budget to explain it, did not.
+	byTokens bool
+	why      string
+	involved []int
 }
 
 // move is one way to extend a linearization: place op, reaching state to.

@@ -95,10 +95,10 @@ func TestUnansweredOpsAreCheap(t *testing.T) {
 			runtime.ReadMemStats(&before)
 			var r searchResult[struct{}]
 			if kind == "acquires" {
-				res := searchPartitions(encodeLockOps(unansweredLocks(n)), lockState{}, lockNext, lockStable, lockCovers, lockClass, Options{})
+				res := searchPartitions(encodeLockOps(unansweredLocks(n)), nil, lockState{}, lockNext, lockStable, lockCovers, lockClass, Options{})
 				r.verdict, r.steps = res[0].verdict, res[0].steps
 			} else {
-				res := searchPartitions(encodeOps(unansweredWrites(n)), registerState{}, registerNext, registerStable, nil, nil, Options{})
+				res := searchPartitions(encodeOps(unansweredWrites(n)), nil, registerState{}, registerNext, registerStable, nil, nil, Options{})
 				r.verdict, r.steps = res[0].verdict, res[0].steps
 			}
 			runtime.ReadMemStats(&after)
@@ -117,12 +117,12 @@ func TestUnansweredOpsAreCheap(t *testing.T) {
 // partition undecided instead of proving it for free.
 func TestQuickStepsAreCharged(t *testing.T) {
 	parts := encodeOps(unansweredWrites(100))
-	r := searchPartitions(parts, registerState{}, registerNext, registerStable, nil, nil, Options{})[0]
+	r := searchPartitions(parts, nil, registerState{}, registerNext, registerStable, nil, nil, Options{})[0]
 	if r.verdict != searchOK || r.steps == 0 {
 		t.Fatalf("verdict %v after %d steps, want linearizable and the steps counted", r.verdict, r.steps)
 	}
 	small := Options{Steps: r.steps - 1}
-	if r := searchPartitions(parts, registerState{}, registerNext, registerStable, nil, nil, small)[0]; r.verdict != searchExhausted || r.steps > small.Steps {
+	if r := searchPartitions(parts, nil, registerState{}, registerNext, registerStable, nil, nil, small)[0]; r.verdict != searchExhausted || r.steps > small.Steps {
 		t.Errorf("with %d steps: verdict %v after %d steps, want the budget exhausted within it", small.Steps, r.verdict, r.steps)
 	}
 }
@@ -159,7 +159,7 @@ func TestSearchMemoryIsBounded(t *testing.T) {
 	parts := encodeOps(h)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	r := searchPartitions(parts, registerState{}, registerNext, registerStable, nil, nil, Options{})[0]
+	r := searchPartitions(parts, nil, registerState{}, registerNext, registerStable, nil, nil, Options{})[0]
 	runtime.ReadMemStats(&after)
 	if r.verdict != searchMemoryFull || r.steps >= DefaultSteps {
 		t.Fatalf("verdict %v after %d steps, want the byte bound reached before the step budget", r.verdict, r.steps)
@@ -167,11 +167,11 @@ func TestSearchMemoryIsBounded(t *testing.T) {
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 3*DefaultSearchBytes {
 		t.Errorf("the search allocated %d MB, want under three times its bound of %d MB", alloc>>20, DefaultSearchBytes>>20)
 	}
-	if again := searchPartitions(parts, registerState{}, registerNext, registerStable, nil, nil, Options{})[0]; again.verdict != r.verdict || again.steps != r.steps {
+	if again := searchPartitions(parts, nil, registerState{}, registerNext, registerStable, nil, nil, Options{})[0]; again.verdict != r.verdict || again.steps != r.steps {
 		t.Errorf("a second search gave %v after %d steps, the first %v after %d", again.verdict, again.steps, r.verdict, r.steps)
 	}
 
-	v := Check(h, Options{SearchBytes: 4 << 20})
+	v := Check(h, Options{SearchBytes: 4 << 20, SearchOnly: true})
 	want := `the linearizability search of the 5023 store ops on resource "wide" reached its bound of 4194304 bytes of memo and work lists (Options.SearchBytes) before deciding`
 	if v.Kind != VerdictUnknown || v.Unknown != want {
 		t.Errorf("verdict %v, %q; want unknown, %q", v.Kind, v.Unknown, want)
@@ -183,7 +183,7 @@ func TestSearchMemoryIsBounded(t *testing.T) {
 	for i := range h.Ops {
 		h.Ops[i].ID = i
 	}
-	if v := Check(h, Options{SearchBytes: 4 << 20}); v.Kind != VerdictViolation || v.Property() != "S8" {
+	if v := Check(h, Options{SearchBytes: 4 << 20, SearchOnly: true}); v.Kind != VerdictViolation || v.Property() != "S8" {
 		t.Errorf("verdict %v %s, want the other resource's S8 violation", v.Kind, v.Property())
 	}
 }

@@ -165,6 +165,11 @@ type Options struct {
 	// means no limit. A search that reaches it makes the verdict
 	// VerdictUnknown, saying which resource and bound.
 	SearchBytes int64
+	// SearchOnly leaves the token-order procedure out: every partition is
+	// decided by the searches alone, as before it existed. It is for
+	// cross-checks (the procedure must agree with the complete search
+	// wherever the search decides) and for tests of the search's budgets.
+	SearchOnly bool
 	// SearchHook, if set, is called with the resource at the start of
 	// each partition's search, in the goroutine that searches it. It is for
 	// tests: a panic in it stands for a panic in the search, which must
