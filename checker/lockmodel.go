@@ -291,12 +291,20 @@ type lockPartition = partition[lockInput, lockOutput, LockOp]
 // encodeLockOps partitions a history's LockOps (see encodePartitions).
 // Operations that constrain nothing are left out — among them every
 // renewal without an answer, the lock's only query — and ambiguous ones
-// have an open return.
+// have an open return. Ambiguous releases are left out too, exactly: a
+// release of token t by c that takes effect at some point leaves the
+// mutex free with last token max(L, t); an expiry at the same point
+// leaves it free with last token L ≤ that, a state that covers it (see
+// lockCovers: every sequence of answers accepted from the release's
+// state is accepted from the expiry's), and expiry is free to happen at
+// any point. So a linearization with the release taking effect gives one
+// without it, and the search need not branch on it: an ambiguous release
+// among ambiguous acquires was much of what made the search explode.
 func encodeLockOps(h History) []lockPartition {
 	return encodePartitions(h.LockOps, func(op LockOp) opRecord {
 		eff := lockEffectOf(op.Kind, op.Outcome)
 		return opRecord{resource: op.Resource, client: op.Client, id: op.ID, call: op.Call, ret: op.Return,
-			skip: eff == effNothing, open: eff == effAmbiguous}
+			skip: eff == effNothing || eff == effAmbiguous && op.Kind == LockRelease, open: eff == effAmbiguous}
 	}, func(op LockOp) (lockInput, lockOutput) {
 		return lockInput{Resource: op.Resource, Client: op.Client, Kind: op.Kind, Token: lockSentToken(op)},
 			lockOutput{Outcome: op.Outcome, Token: lockGrantedToken(op)}

@@ -56,6 +56,7 @@ type tokenResult struct {
 	decision tokenDecision
 	why      string
 	involved []int
+	refuted  bool // undecided only because the re-timing is not exact
 }
 
 func undecided(why string) tokenResult { return tokenResult{decision: tokenUndecided, why: why} }
@@ -65,7 +66,9 @@ func undecided(why string) tokenResult { return tokenResult{decision: tokenUndec
 // does, so a point argument proves nothing illegal).
 func illegalBecause(exact bool, why string, involved ...int) tokenResult {
 	if !exact {
-		return undecided("the re-timing is not exact (two clients' return→call pairs at one instant), and " + why)
+		r := undecided("the re-timing is not exact (two clients' return→call pairs at one instant), and " + why)
+		r.refuted = true
+		return r
 	}
 	return tokenResult{decision: tokenIllegal, why: why, involved: involved}
 }
@@ -94,6 +97,40 @@ func retimed[I, O any](ops []typedOp[I, O]) (calls, rets []int64, exact bool) {
 		}
 	}
 	return calls, rets, exact
+}
+
+// looseTimes returns each op's interval with every instant t widened to
+// [3t, 3t+1] and program order at one instant ignored: an op precedes
+// another in these times only if it returned strictly before the other
+// was called, which precedes implies, so every linearization has points
+// in these intervals, and a refutation in them is one in real time.
+func looseTimes[I, O any](ops []typedOp[I, O]) (calls, rets []int64) {
+	calls, rets = make([]int64, len(ops)), make([]int64, len(ops))
+	for i, op := range ops {
+		calls[i], rets[i] = 3*op.Call, 3*op.Return+1
+		if op.Open {
+			rets[i] = math.MaxInt64
+		}
+	}
+	return calls, rets
+}
+
+// byTokens runs a token-order procedure (decide, on the given times):
+// on the re-timed intervals, whose witness orders respect real time and
+// program order; and, when those are not exact and it found the
+// partition illegal, again on loose intervals, which every
+// linearization respects, so that a refutation there stands.
+func byTokens[I, O any](ops []typedOp[I, O], decide func(ops []typedOp[I, O], calls, rets []int64, exact bool) tokenResult) tokenResult {
+	calls, rets, exact := retimed(ops)
+	r := decide(ops, calls, rets, exact)
+	if exact || r.decision != tokenUndecided || !r.refuted {
+		return r
+	}
+	lc, lr := looseTimes(ops)
+	if loose := decide(ops, lc, lr, true); loose.decision == tokenIllegal {
+		return loose
+	}
+	return r
 }
 
 // replayOrder checks a witness: every answered op is placed exactly once,
@@ -171,7 +208,10 @@ func sortPlacements(order []placement) { slices.SortFunc(order, comparePlacement
 // replay choose; it only ever helps a rejected write (by being a higher
 // applied write earlier than the next one that must apply).
 func registerByTokens(ops []typedOp[registerInput, registerOutput]) tokenResult {
-	calls, rets, exact := retimed(ops)
+	return byTokens(ops, registerByTokensAt)
+}
+
+func registerByTokensAt(ops []typedOp[registerInput, registerOutput], calls, rets []int64, exact bool) tokenResult {
 	n := len(ops)
 	byValue := make(map[int64]int32, n/2)
 	for i := range ops {
@@ -208,11 +248,11 @@ func registerByTokens(ops []typedOp[registerInput, registerOutput]) tokenResult 
 			initialCall = max(initialCall, calls[i])
 			continue
 		case !ok:
-			return illegalBecause(exact, fmt.Sprintf("a read returned value %d (token %d), which no write wrote", v, t), i)
+			return illegalBecause(true, fmt.Sprintf("a read returned value %d (token %d), which no write wrote", v, t), i)
 		case ops[w].In.Token != t:
-			return illegalBecause(exact, fmt.Sprintf("a read returned value %d with token %d, but the write of value %d carried token %d", v, t, v, ops[w].In.Token), i, int(w))
+			return illegalBecause(true, fmt.Sprintf("a read returned value %d with token %d, but the write of value %d carried token %d", v, t, v, ops[w].In.Token), i, int(w))
 		case ops[w].Out.Outcome == OutcomeRejected:
-			return illegalBecause(exact, fmt.Sprintf("a read returned value %d, which the store rejected", v), i, int(w))
+			return illegalBecause(true, fmt.Sprintf("a read returned value %d, which the store rejected", v), i, int(w))
 		}
 		saw[i] = w
 		if nReads[w] == 0 {
@@ -528,7 +568,10 @@ type lockHold struct {
 // effect). Tokens 0 (a tokenless design's) leave the partition to the
 // search.
 func lockByTokens(ops []typedOp[lockInput, lockOutput]) tokenResult {
-	calls, rets, exact := retimed(ops)
+	return byTokens(ops, lockByTokensAt)
+}
+
+func lockByTokensAt(ops []typedOp[lockInput, lockOutput], calls, rets []int64, exact bool) tokenResult {
 	holdOf := make(map[uint64]int32) // token → index in holds until they are sorted; then only a set
 	var holds []lockHold
 	var busy, notHolder, ambiguous []int32
@@ -579,6 +622,23 @@ func lockByTokens(ops []typedOp[lockInput, lockOutput]) tokenResult {
 	}
 	slices.SortFunc(holds, func(a, b lockHold) int { return cmp.Compare(a.token, b.token) })
 	ambUsed := make([]bool, len(ambiguous))
+	busyOf := make(map[string][]int32) // client → its busy answers, in call order
+	for _, b := range busy {
+		busyOf[ops[b].In.Client] = append(busyOf[ops[b].In.Client], b)
+	}
+	// nextBusyOf is the call of client's first busy answer that may take
+	// effect at or after t (one that returns before t cannot).
+	nextBusyOf := func(client string, t int64) int64 {
+		bs := busyOf[client]
+		i, _ := slices.BinarySearchFunc(bs, t, func(b int32, t int64) int { return cmp.Compare(calls[b], t) })
+		for i > 0 && rets[bs[i-1]] >= t {
+			i--
+		}
+		if i == len(bs) {
+			return math.MaxInt64
+		}
+		return calls[bs[i]]
+	}
 	busyByCall := slices.Clone(busy)
 	slices.SortFunc(busyByCall, func(a, b int32) int { return cmp.Or(cmp.Compare(calls[a], calls[b]), cmp.Compare(a, b)) })
 	firstGrantOf := func(hd *lockHold) int64 {
@@ -640,7 +700,15 @@ func lockByTokens(ops []typedOp[lockInput, lockOutput]) tokenResult {
 				}
 			}
 			if early < 0 {
-				return undecided(fmt.Sprintf("token %d's hold must begin before any grant of it could, and no ambiguous acquire of %q explains it", hd.token, hd.client))
+				// A hold begins with a grant of its token or with an
+				// ambiguous acquire of its client (the only way the
+				// client may hold a token it never learned). If none of
+				// any is called early enough, nothing explains the hold.
+				why := fmt.Sprintf("token %d's hold by %q must begin before any grant of it could take effect, and no ambiguous acquire of %q was called early enough to begin it", hd.token, hd.client, hd.client)
+				if !slices.ContainsFunc(ambiguous, func(a int32) bool { return ops[a].In.Client == hd.client && calls[a] <= need }) {
+					return illegalBecause(exact, why, int32sToInts(hd.ops)...)
+				}
+				return undecided(why + " but one already explains another hold")
 			}
 			start = max(last, calls[early])
 			put(early, start, k+1, 0)
@@ -725,13 +793,15 @@ func lockByTokens(ops []typedOp[lockInput, lockOutput]) tokenResult {
 		}
 		return hi - lo - 1 - used
 	}
+	// latest is, per gap, the unseen hold the witness placed last in it:
+	// from its point on it is the lock's holder until the next hold, or
+	// until an unseen hold placed after it (no earlier than the busy
+	// answers it explains).
 	type anon struct {
-		gap   int
-		at    int64
-		owner string
+		at, until int64
+		owner     string
 	}
-	var anons []anon // in the order placed
-
+	latest := make(map[int]*anon)
 	for _, b := range busy {
 		c := ops[b].In.Client
 		cb, rb := calls[b], rets[b]
@@ -754,23 +824,33 @@ func lockByTokens(ops []typedOp[lockInput, lockOutput]) tokenResult {
 				placed = true
 			}
 		}
-		// An unseen hold of another client in a gap: one already placed,
-		// or a new one from an ambiguous acquire.
-		for i := len(anons) - 1; i >= 0 && !placed; i-- {
-			a := anons[i]
-			if a.owner != c && max(cb, a.at) <= min(rb, gapTo(a.gap)) {
-				put(b, max(cb, a.at), a.gap, 8)
-				placed = true
-			}
-		}
+		// An unseen hold of another client in a gap: the latest one
+		// placed there, or a new one from an ambiguous acquire.
 		for k := max(k0-1, 0); k <= len(holds) && gapFrom(k) <= rb && !placed; k++ {
 			lo, hi := max(cb, gapFrom(k)), min(rb, gapTo(k))
 			if lo > hi {
 				continue
 			}
-			pick := -1
-			for j := len(ambiguous) - 1; j >= 0; j-- {
-				a := ambiguous[j]
+			if a := latest[k]; a != nil {
+				if a.owner != c && max(lo, a.at) <= hi {
+					at := max(lo, a.at)
+					put(b, at, k, 8)
+					a.until = max(a.until, at)
+					placed = true
+					continue
+				}
+				lo = max(lo, a.until)
+				if lo > hi {
+					continue
+				}
+			}
+			// Of the ambiguous acquires that may take effect here, the
+			// one whose client asks for the lock again last in the gap
+			// (its own busy answer would end the unseen hold), then one
+			// of the next hold's client (it merges into that hold and
+			// needs no token of the gap), then the earliest called.
+			pick, pickNext, pickMerges := -1, int64(0), false
+			for j, a := range ambiguous {
 				if ambUsed[j] || ops[a].In.Client == c || max(lo, calls[a]) > hi {
 					continue
 				}
@@ -778,11 +858,12 @@ func lockByTokens(ops []typedOp[lockInput, lockOutput]) tokenResult {
 				if slotsLeft(k) == 0 && !merges {
 					continue
 				}
-				if pick < 0 || merges {
-					pick = j
+				next := nextBusyOf(ops[a].In.Client, max(lo, calls[a]))
+				if next > gapTo(k) {
+					next = math.MaxInt64 // the unseen hold ends by the gap's end
 				}
-				if merges {
-					break
+				if pick < 0 || next > pickNext || next == pickNext && merges && !pickMerges {
+					pick, pickNext, pickMerges = j, next, merges
 				}
 			}
 			if pick < 0 {
@@ -793,7 +874,7 @@ func lockByTokens(ops []typedOp[lockInput, lockOutput]) tokenResult {
 			at := max(lo, calls[a])
 			put(a, at, k, 7)
 			put(b, at, k, 8)
-			anons = append(anons, anon{gap: k, at: at, owner: ops[a].In.Client})
+			latest[k] = &anon{at: at, until: at, owner: ops[a].In.Client}
 			if k > 0 {
 				holds[k-1].anons++
 			}
