@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-		"time"
+	"time"
 )
 
 // mutexGenConfig shapes a generated lock history (genMutexHistory).
