@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -277,3 +278,122 @@ func TestTokenOrderAgreesWithSearch(t *testing.T) {
 		t.Errorf("want illegal partitions found and at most one undecided in twenty: %d decided, %d undecided, %d illegal", decided, undecidedN, illegal)
 	}
 }
+
+// TestTokenOrderCanaries: each refutation rule of the token-order
+// procedure fires on a history built to break it, the complete search
+// agrees that the history is illegal, and Check reports the property; and
+// each history, with the one answer that breaks it put right, passes.
+func TestTokenOrderCanaries(t *testing.T) {
+	const R = "r"
+	acq := func(id int, c string, tok uint64, call, ret int) LockOp {
+		return lockOp(id, c, R, LockAcquire, 0, ms(call), ms(ret), LockGranted).withToken(tok)
+	}
+	lockCases := []struct {
+		name      string
+		ops, good []LockOp
+		rule      string
+	}{
+		{"two clients succeed with one token",
+			[]LockOp{acq(1, "a", 1, 0, 1), lockOp(2, "a", R, LockRelease, 1, ms(2), ms(3), LockReleased), acq(3, "b", 1, 4, 5)},
+			[]LockOp{acq(1, "a", 1, 0, 1), lockOp(2, "a", R, LockRelease, 1, ms(2), ms(3), LockReleased), acq(3, "b", 2, 4, 5)},
+			"both succeeded with token 1"},
+		{"a token released twice",
+			[]LockOp{acq(1, "a", 1, 0, 1), lockOp(2, "a", R, LockRelease, 1, ms(2), ms(3), LockReleased), lockOp(3, "a", R, LockRelease, 1, ms(4), ms(5), LockReleased)},
+			[]LockOp{acq(1, "a", 1, 0, 1), lockOp(2, "a", R, LockRelease, 1, ms(2), ms(3), LockReleased), lockOp(3, "a", R, LockRelease, 1, ms(4), ms(5), LockNotHolder)},
+			"released token 1 twice"},
+		{"a lower token's grant after a higher token's",
+			[]LockOp{acq(1, "a", 2, 0, 1), acq(2, "b", 1, 2, 3)},
+			[]LockOp{acq(1, "a", 2, 0, 1), acq(2, "b", 3, 2, 3)},
+			"cannot take effect after every op of a lower token"},
+		{"a release answered before its hold's renewal was called",
+			[]LockOp{acq(1, "a", 1, 0, 1), lockOp(2, "a", R, LockRelease, 1, ms(2), ms(3), LockReleased), lockOp(3, "a", R, LockRenew, 1, ms(4), ms(5), LockRenewed)},
+			[]LockOp{acq(1, "a", 1, 0, 1), lockOp(2, "a", R, LockRelease, 1, ms(2), ms(3), LockReleased), lockOp(3, "a", R, LockRenew, 1, ms(4), ms(5), LockNotHolder)},
+			"release by \"a\" cannot take effect"},
+		{"a renewal of a token nobody could hold yet",
+			[]LockOp{lockOp(1, "a", R, LockRenew, 5, ms(0), ms(1), LockRenewed), acq(2, "a", 5, 2, 3)},
+			[]LockOp{lockOp(1, "a", R, LockAcquire, 0, ms(0), ms(1), LockUnknown), lockOp(2, "a", R, LockRenew, 5, ms(2), ms(3), LockRenewed), acq(3, "a", 5, 4, 5)},
+			"must begin before any grant of it could take effect"},
+		{"an answer the service never gives",
+			[]LockOp{acq(1, "a", 1, 0, 1), lockOp(2, "b", R, LockAcquire, 0, ms(2), ms(3), LockReleased)},
+			[]LockOp{acq(1, "a", 1, 0, 1), lockOp(2, "b", R, LockAcquire, 0, ms(2), ms(3), LockBusy)},
+			"which the service never answers to it"},
+	}
+	for _, tc := range lockCases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := encodeLockOps(History{LockOps: tc.ops})[0]
+			r := lockByTokens(p.typed)
+			if r.decision != tokenIllegal || !strings.Contains(r.why, tc.rule) {
+				t.Fatalf("got %v (%s), want illegal by %q", r.decision, r.why, tc.rule)
+			}
+			if v := searchLinearization(lockState{}, lockNext, lockStable, lockCovers, lockClass, p.typed, searchBudget{-1, -1}).verdict; v != searchIllegal {
+				t.Errorf("the complete search says %v", v)
+			}
+			if v := Check(History{LockOps: tc.ops}, Options{}); v.Property() != propLockLinearizable {
+				t.Errorf("Check: %v %v", v.Kind, v.Violations)
+			}
+			good := encodeLockOps(History{LockOps: tc.good})[0]
+			if r := lockByTokens(good.typed); r.decision != tokenLinearizable {
+				t.Errorf("the history put right: %v (%s)", r.decision, r.why)
+			}
+		})
+	}
+
+	storeCases := []struct {
+		name      string
+		ops, good []StoreOp
+		rule      string
+	}{
+		{"a read of a value nobody wrote",
+			[]StoreOp{write(1, "a", R, 1, 10, ms(0), ms(1), OutcomeAccepted), read(2, "b", R, ms(2), ms(3), 11, 1)},
+			[]StoreOp{write(1, "a", R, 1, 10, ms(0), ms(1), OutcomeAccepted), read(2, "b", R, ms(2), ms(3), 10, 1)},
+			"which no write wrote"},
+		{"a read with another write's token",
+			[]StoreOp{write(1, "a", R, 1, 10, ms(0), ms(1), OutcomeAccepted), read(2, "b", R, ms(2), ms(3), 10, 2)},
+			[]StoreOp{write(1, "a", R, 1, 10, ms(0), ms(1), OutcomeAccepted), read(2, "b", R, ms(2), ms(3), 10, 1)},
+			"but the write of value 10 carried token 1"},
+		{"a read of a rejected write",
+			[]StoreOp{write(1, "a", R, 2, 10, ms(0), ms(1), OutcomeAccepted), write(2, "b", R, 1, 11, ms(2), ms(3), OutcomeRejected), read(3, "c", R, ms(4), ms(5), 11, 1)},
+			[]StoreOp{write(1, "a", R, 2, 10, ms(0), ms(1), OutcomeAccepted), write(2, "b", R, 1, 11, ms(2), ms(3), OutcomeRejected), read(3, "c", R, ms(4), ms(5), 10, 2)},
+			"which the store rejected"},
+		{"a stale read after a newer write returned",
+			[]StoreOp{write(1, "a", R, 1, 10, ms(0), ms(1), OutcomeAccepted), write(2, "b", R, 2, 11, ms(2), ms(3), OutcomeAccepted), read(3, "c", R, ms(4), ms(5), 10, 1)},
+			[]StoreOp{write(1, "a", R, 1, 10, ms(0), ms(1), OutcomeAccepted), write(2, "b", R, 2, 11, ms(2), ms(3), OutcomeAccepted), read(3, "c", R, ms(4), ms(5), 11, 2)},
+			"cannot take effect"},
+		{"a lower token accepted after a higher one returned",
+			[]StoreOp{write(1, "a", R, 2, 10, ms(0), ms(1), OutcomeAccepted), write(2, "b", R, 1, 11, ms(2), ms(3), OutcomeAccepted)},
+			[]StoreOp{write(1, "a", R, 2, 10, ms(0), ms(1), OutcomeAccepted), write(2, "b", R, 1, 11, ms(2), ms(3), OutcomeRejected)},
+			"cannot take effect"},
+		{"a rejection with no higher write applied",
+			[]StoreOp{write(1, "a", R, 1, 10, ms(0), ms(1), OutcomeAccepted), write(2, "b", R, 1, 11, ms(2), ms(3), OutcomeRejected)},
+			[]StoreOp{write(1, "a", R, 1, 10, ms(0), ms(1), OutcomeAccepted), write(2, "b", R, 1, 11, ms(2), ms(3), OutcomeAccepted)},
+			"needs a write of a higher token applied before it returned"},
+		{"two writes of one token each read before the other",
+			[]StoreOp{write(1, "a", R, 1, 10, ms(0), ms(10), OutcomeAccepted), write(2, "b", R, 1, 11, ms(0), ms(10), OutcomeAccepted),
+				read(3, "c", R, ms(1), ms(2), 10, 1), read(4, "d", R, ms(3), ms(4), 11, 1), read(5, "c", R, ms(5), ms(6), 10, 1)},
+			[]StoreOp{write(1, "a", R, 1, 10, ms(0), ms(10), OutcomeAccepted), write(2, "b", R, 1, 11, ms(0), ms(10), OutcomeAccepted),
+				read(3, "c", R, ms(1), ms(2), 10, 1), read(4, "d", R, ms(3), ms(4), 11, 1), read(5, "c", R, ms(5), ms(6), 11, 1)},
+			"admit no order"},
+	}
+	for _, tc := range storeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := encodeOps(History{Ops: tc.ops})[0]
+			r := registerByTokens(p.typed)
+			if r.decision != tokenIllegal || !strings.Contains(r.why, tc.rule) {
+				t.Fatalf("got %v (%s), want illegal by %q", r.decision, r.why, tc.rule)
+			}
+			if v := searchLinearization(registerState{}, registerNext, registerStable, nil, nil, p.typed, searchBudget{-1, -1}).verdict; v != searchIllegal {
+				t.Errorf("the complete search says %v", v)
+			}
+			if v := Check(History{Ops: tc.ops}, Options{}); v.Property() != propLinearizable {
+				t.Errorf("Check: %v %v", v.Kind, v.Violations)
+			}
+			good := encodeOps(History{Ops: tc.good})[0]
+			if r := registerByTokens(good.typed); r.decision != tokenLinearizable {
+				t.Errorf("the history put right: %v (%s)", r.decision, r.why)
+			}
+		})
+	}
+}
+
+// withToken sets the token an acquire returned.
+func (op LockOp) withToken(tok uint64) LockOp { op.Token = tok; return op }
