@@ -793,6 +793,33 @@ func lockByTokensAt(ops []typedOp[lockInput, lockOutput], calls, rets []int64, e
 		}
 		return hi - lo - 1 - used
 	}
+	// tailEnd is, per hold, how long its tail may last: the holder's own
+	// busy answer or not-holder answer for the token, called after the
+	// hold began, comes after the hold expired.
+	tailEnd := make([]int64, len(holds))
+	holdsOf := make(map[string][]int32) // client → its holds, in order
+	for k := range holds {
+		tailEnd[k] = math.MaxInt64
+		holdsOf[holds[k].client] = append(holdsOf[holds[k].client], int32(k))
+	}
+	ends := func(x int32) {
+		hs := holdsOf[ops[x].In.Client]
+		i, _ := slices.BinarySearchFunc(hs, calls[x]+1, func(k int32, t int64) int { return cmp.Compare(holds[k].start, t) })
+		if i == 0 {
+			return
+		}
+		k := hs[i-1]
+		if ops[x].In.Kind != LockAcquire && ops[x].In.Token != holds[k].token {
+			return
+		}
+		tailEnd[k] = min(tailEnd[k], rets[x])
+	}
+	for _, x := range busy {
+		ends(x)
+	}
+	for _, x := range notHolder {
+		ends(x)
+	}
 	// latest is, per gap, the unseen hold the witness placed last in it:
 	// from its point on it is the lock's holder until the next hold, or
 	// until an unseen hold placed after it (no earlier than the busy
@@ -819,7 +846,7 @@ func lockByTokensAt(ops []typedOp[lockInput, lockOutput], calls, rets []int64, e
 		// A tail: hold k (unreleased, of another client) still held
 		// after its last op, before hold k+1 began.
 		for k := max(k0-1, 0); k < len(holds) && holds[k].end <= rb && !placed; k++ {
-			if holds[k].client != c && holds[k].release < 0 && max(cb, holds[k].end) <= min(rb, gapTo(k+1)) {
+			if holds[k].client != c && holds[k].release < 0 && max(cb, holds[k].end) <= min(rb, gapTo(k+1), tailEnd[k]) {
 				put(b, max(cb, holds[k].end), k+1, 5)
 				placed = true
 			}
@@ -898,8 +925,10 @@ func lockByTokensAt(ops []typedOp[lockInput, lockOutput], calls, rets []int64, e
 			put(x, calls[x], -1, 6)
 		case calls[x] <= hd.start:
 			put(x, calls[x], k, 6) // before the hold began
-		case max(calls[x], hd.end) <= rets[x]:
-			put(x, max(calls[x], hd.end), k+1, 6) // after its end
+		case hd.end <= rets[x]:
+			// After its end, as late as it may: the hold's tail may
+			// explain other clients' busy answers until then.
+			put(x, rets[x], k+1, 6)
 		default:
 			return undecided(fmt.Sprintf("%q's not-holder answer for token %d falls inside its own hold", c, t))
 		}
