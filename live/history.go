@@ -402,27 +402,45 @@ func check(h checker.History, r *run) checker.Verdict {
 }
 
 // holderBusyAmbiguous returns ops with every busy acquire made ambiguous
-// (unknown, no return) whose client may hold the resource from an earlier
-// acquire of its that got no answer: the lock API answers a holder's
-// acquire under a new request id "held" (a second acquire, as lockd's),
-// where S7's model expects the holder's own grant; a grant the client
-// never learned of explains the busy answer. An unanswered acquire may
-// take effect at any time after its call — long after the client's later
-// grants and releases (a waiter parked at the leader is granted when the
-// lock frees, whether or not its client still listens: live swarm seed 4
-// caught the old rule, which forgot it at the client's next grant). Ambiguous is weaker than busy, so nothing
-// the service did wrong is made to look right but that answer. ops is
-// not changed (the report shows what the clients saw).
+// (unknown, no return) whose client may hold the resource itself: the
+// lock API answers a holder's acquire under a new request id "held" (a
+// second acquire, as lockd's), where S7's model expects the holder's own
+// grant; a hold of the client's own explains the busy answer. The client
+// may hold it
+//
+//   - from an earlier acquire of its that got no answer: it may take
+//     effect at any time after its call — long after the client's later
+//     grants and releases (a waiter parked at the leader is granted when
+//     the lock frees, whether or not its client still listens: live swarm
+//     seed 4 caught an old rule that forgot it at the client's next
+//     grant);
+//   - from its last grant, when the release (or a renewal) of that grant
+//     got no answer: the release may never have taken effect, and a
+//     renewal may have stretched the lease past the client's belief
+//     (etcd's mutex with quorum lost, the reference with every replica
+//     down: the next acquire, under a new request id, is answered busy
+//     while the lock is still the client's own). That lasts until the
+//     client's next grant, which no service gives while the old hold
+//     lasts.
+//
+// Ambiguous is weaker than busy, so nothing the service did wrong is
+// made to look right but that answer. ops is not changed (the report
+// shows what the clients saw).
 func holderBusyAmbiguous(ops []checker.LockOp) []checker.LockOp {
 	type cr struct{ client, resource string }
-	phantom := map[cr]bool{}
+	phantom := map[cr]bool{} // an unanswered acquire of the client
+	stillHeld := map[cr]bool{}
 	var out []checker.LockOp
 	for i, o := range ops { // in call order: each client's ops are sequential
 		k := cr{o.Client, o.Resource}
 		switch {
 		case o.Kind == checker.LockAcquire && o.Outcome == checker.LockUnknown:
 			phantom[k] = true
-		case o.Kind == checker.LockAcquire && o.Outcome == checker.LockBusy && phantom[k]:
+		case o.Kind == checker.LockAcquire && o.Outcome == checker.LockGranted:
+			stillHeld[k] = false
+		case (o.Kind == checker.LockRelease || o.Kind == checker.LockRenew) && o.Outcome == checker.LockUnknown:
+			stillHeld[k] = true
+		case o.Kind == checker.LockAcquire && o.Outcome == checker.LockBusy && (phantom[k] || stillHeld[k]):
 			if out == nil {
 				out = slices.Clone(ops)
 			}

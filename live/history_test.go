@@ -170,6 +170,40 @@ func TestCheckHolderBusyAfterUnknownAcquire(t *testing.T) {
 	}
 }
 
+// TestCheckHolderBusyAfterUnknownRelease: a holder whose release (or
+// renewal) got no answer may still hold the lock — the release never took
+// effect, or the renewal stretched the lease — so its next acquire under
+// a new request id may be answered busy with nobody else near the lock
+// (etcd's mutex with quorum lost; the reference's restart-all-replicas).
+// Once the client was granted again, its old hold is over, and a busy
+// answer with nobody holding is a violation again.
+func TestCheckHolderBusyAfterUnknownRelease(t *testing.T) {
+	grant := acq(0, "a", "r", 5, 0, 10*ms, checker.LockGranted)
+	unknownRelease := checker.LockOp{ID: 1, Client: "a", Resource: "r", Kind: checker.LockRelease, Token: 5, Call: 50 * ms, Outcome: checker.LockUnknown}
+	unknownRenew := checker.LockOp{ID: 1, Client: "a", Resource: "r", Kind: checker.LockRenew, Token: 5, Call: 50 * ms, Outcome: checker.LockUnknown}
+	busy := acq(2, "a", "r", 0, 80*ms, 90*ms, checker.LockBusy)
+	for _, c := range []struct {
+		name string
+		ops  []checker.LockOp
+		want checker.VerdictKind
+	}{
+		{"busy after the client's unknown release", []checker.LockOp{grant, unknownRelease, busy}, checker.VerdictPass},
+		{"busy after the client's unknown renewal", []checker.LockOp{grant, unknownRenew, busy}, checker.VerdictPass},
+		{"busy after the client's answered release", []checker.LockOp{grant,
+			{ID: 1, Client: "a", Resource: "r", Kind: checker.LockRelease, Token: 5, Call: 50 * ms, Return: 60 * ms, Outcome: checker.LockReleased}, busy}, checker.VerdictViolation},
+		{"busy after the client's unknown release and a later grant and release", []checker.LockOp{grant, unknownRelease,
+			acq(2, "a", "r", 9, 200*ms, 210*ms, checker.LockGranted),
+			{ID: 3, Client: "a", Resource: "r", Kind: checker.LockRelease, Token: 9, Call: 250 * ms, Return: 260 * ms, Outcome: checker.LockReleased},
+			acq(4, "a", "r", 0, 300*ms, 310*ms, checker.LockBusy)}, checker.VerdictViolation},
+	} {
+		h := checker.History{LockOps: c.ops, End: time.Second,
+			Grants: deriveGrants(c.ops, map[string]time.Duration{"a": 100 * ms}, 1000, nil, time.Second)}
+		if v := check(h, &run{}); v.Kind != c.want {
+			t.Errorf("%s: verdict %v %v, want %v", c.name, v.Kind, v.Violations, c.want)
+		}
+	}
+}
+
 // TestSyntheticTokensLeaveRoom: for a target without tokens, a grant
 // leaves room below its synthetic token for an acquire still in flight
 // (or unanswered) that may have taken effect first. The case is the
