@@ -135,7 +135,8 @@ func byTokens[I, O any](ops []typedOp[I, O], decide func(ops []typedOp[I, O], ca
 
 // replayOrder checks a witness: every answered op is placed exactly once,
 // every placed op at a point inside its re-timed interval (so that the
-// order respects real time and program order), and the model, stepping
+// order respects real time) and after the ops it comes After (program
+// order at one instant), and the model, stepping
 // the set of states it may be in (less covered states), accepts the
 // ops in order. Open ops left out take effect never, which the models
 // always allow.
@@ -145,6 +146,15 @@ func replayOrder[S comparable, I, O any](init S, next func([]S, S, I, O) []S, co
 		i := p.op
 		if seen[i] || p.point < calls[i] || p.point > rets[i] {
 			return false
+		}
+		// Program order at one instant: the ops i comes After must be
+		// placed before it. The re-timing orders them strictly, but a
+		// zero-length op between two such pairs is clamped (see
+		// porcupineTimes), so this is checked, not assumed.
+		for _, j := range ops[i].After {
+			if !seen[j] {
+				return false
+			}
 		}
 		seen[i] = true
 	}
