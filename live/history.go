@@ -330,7 +330,7 @@ func (r *run) history() (checker.History, []string) {
 	}
 	for _, ev := range r.faults {
 		op := ev.Planned
-		if ev.Skipped != "" || r.clients[ev.Node] != nil || ev.Node == "store" {
+		if ev.Skipped != "" || r.isClient(ev.Node) || ev.Node == "store" {
 			continue
 		}
 		if op.Kind == nemesis.Jump || op.Kind == nemesis.Drift && (op.PPM > rho || op.PPM < -rho) {

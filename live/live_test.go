@@ -221,6 +221,7 @@ func slicesHasProperty(v checker.Verdict, p string) bool {
 type fakeTarget struct {
 	script string
 	ready  func(ctx context.Context) error
+	client []string // the client program (default fencesim-liveclient)
 }
 
 func (f fakeTarget) Info() TargetInfo { return TargetInfo{Name: "fake", Fenced: true} }
@@ -238,7 +239,11 @@ func (f fakeTarget) Layout(s *Setup) (Layout, error) {
 	if f.ready == nil {
 		srv.ReadyURL = "http://" + addr + "/readyz" // nobody listens
 	}
-	return Layout{Servers: []Server{srv}, Client: ClientProgram{Argv: []string{client}}}, nil
+	argv := []string{client}
+	if f.client != nil {
+		argv = f.client
+	}
+	return Layout{Servers: []Server{srv}, Client: ClientProgram{Argv: argv}}, nil
 }
 
 func shortPlan(t *testing.T) scenarios.Plan {
@@ -286,14 +291,14 @@ func TestHangOnStop(t *testing.T) {
 func TestReplayFile(t *testing.T) {
 	p := plan(t, "swarm", 3)
 	b := NewReplayFile(Result{Target: "reference", Plan: p})
-	target, got, err := ParseReplayFile(b)
+	target, got, _, err := ParseReplayFile(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if target != "reference" || got.Seed != 3 || len(got.Schedule) != len(p.Schedule) || got.Spec.Name != "swarm" {
 		t.Fatalf("got %s %+v", target, got)
 	}
-	if _, _, err := ParseReplayFile([]byte(strings.Replace(string(b), `"live_format": 1`, `"live_format": 9`, 1))); err == nil {
+	if _, _, _, err := ParseReplayFile([]byte(strings.Replace(string(b), `"live_format": 1`, `"live_format": 9`, 1))); err == nil {
 		t.Fatal("a file of another format was accepted")
 	}
 	if err := os.WriteFile(filepath.Join(t.TempDir(), "x"), b, 0o644); err != nil {

@@ -29,6 +29,15 @@ type proc struct {
 	done    chan struct{} // closed when the current incarnation exited
 	exitErr error
 	paused  bool
+	// ending: the harness is ending the current incarnation itself (a
+	// crash of the schedule, the stop at the end), so its exit is
+	// expected; deaths lists the incarnations that exited otherwise.
+	ending bool
+	deaths []string
+	// ready is closed when the current incarnation passed its ready
+	// check (or the check gave up): see markReady, awaitReady.
+	ready     chan struct{}
+	readyDone func()
 }
 
 // errExited is the error of a ready check whose process exited first.
@@ -63,14 +72,23 @@ func (p *proc) start(stdin, stdout *os.File) error {
 		return fmt.Errorf("live: starting %s (%s): %w", p.name, p.argv[0], err)
 	}
 	done := make(chan struct{})
+	ready := make(chan struct{})
 	p.mu.Lock()
-	p.cmd, p.done, p.exitErr, p.paused = cmd, done, nil, false
+	p.cmd, p.done, p.exitErr, p.paused, p.ending = cmd, done, nil, false, false
+	p.ready, p.readyDone = ready, sync.OnceFunc(func() { close(ready) })
 	p.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
 		f.Close()
 		p.mu.Lock()
 		p.exitErr = err
+		if !p.ending {
+			status := "exited with status 0"
+			if err != nil {
+				status = err.Error()
+			}
+			p.deaths = append(p.deaths, status)
+		}
 		p.mu.Unlock()
 		close(done)
 	}()
@@ -131,11 +149,59 @@ func (p *proc) resume() error {
 	return p.signal(syscall.SIGCONT)
 }
 
+// markReady ends the wait of awaitReady for the current incarnation (its
+// ready check passed, or gave up).
+func (p *proc) markReady() {
+	p.mu.Lock()
+	f := p.readyDone
+	p.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// awaitReady waits until the current incarnation is marked ready, at most
+// d or until ctx ends; false if it was not.
+func (p *proc) awaitReady(ctx context.Context, d time.Duration) bool {
+	p.mu.Lock()
+	ch := p.ready
+	p.mu.Unlock()
+	if ch == nil {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// expectExit marks the current incarnation's coming exit as the
+// harness's doing (not a death of its own).
+func (p *proc) expectExit() {
+	p.mu.Lock()
+	p.ending = true
+	p.mu.Unlock()
+}
+
+// unexpectedExits lists how the incarnations that ended on their own
+// (neither crashed by the schedule nor stopped by the harness) ended.
+func (p *proc) unexpectedExits() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.deaths...)
+}
+
 // kill is a crash: SIGKILL to the group, then waited for (bounded).
 func (p *proc) kill() error {
 	if !p.alive() {
 		return nil
 	}
+	p.expectExit()
 	syscall.Kill(-p.pgid(), syscall.SIGKILL)
 	return p.wait(5 * time.Second)
 }
@@ -162,6 +228,7 @@ func (p *proc) stop(grace time.Duration) (hung bool, err error) {
 	if !p.alive() {
 		return false, nil
 	}
+	p.expectExit()
 	pg := p.pgid()
 	sig := p.stopSig
 	if sig == 0 {

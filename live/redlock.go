@@ -29,7 +29,8 @@ type redlockTarget struct{}
 
 func (redlockTarget) Info() TargetInfo {
 	return TargetInfo{Name: "redlock", Doc: "Redlock: redsync over 5 redis-servers (appendfsync always), no fencing tokens (the store runs unfenced)",
-		Binaries: []string{"redis-server", "fencesim-store", "fencesim-live-redlock"}, Options: []string{"prefix"}}
+		Binaries: []string{"redis-server", "fencesim-store", "fencesim-live-redlock"}, Options: []string{"prefix"},
+		Servers: []string{"redis1", "redis2", "redis3", "redis4", "redis5"}}
 }
 
 func (redlockTarget) Layout(s *Setup) (Layout, error) {

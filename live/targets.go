@@ -26,7 +26,8 @@ type referenceTarget struct{}
 
 func (referenceTarget) Info() TargetInfo {
 	return TargetInfo{Name: "reference", Doc: "the reference lock service: 3 fencesim-node replicas (Raft), fencing tokens = log indexes",
-		Fenced: true, ClockFaults: true, DiskFaults: true, Binaries: []string{"fencesim-node", "fencesim-store", "fencesim-liveclient"}}
+		Fenced: true, ClockFaults: true, DiskFaults: true, Binaries: []string{"fencesim-node", "fencesim-store", "fencesim-liveclient"},
+		Servers: []string{"n1", "n2", "n3"}}
 }
 
 func (referenceTarget) Layout(s *Setup) (Layout, error) {
@@ -113,7 +114,8 @@ func (lockdTarget) Info() TargetInfo {
 	// which no endpoint can skew; its own test clock moves only its
 	// admission windows.
 	return TargetInfo{Name: "lockd", Doc: "the Redis lock API: 2 fencesim-lockd instances over one redis-server (appendfsync always), tokens from a Redis counter per resource",
-		Fenced: true, TokensPerResource: true, Binaries: []string{"fencesim-lockd", "redis-server", "fencesim-store", "fencesim-liveclient"}}
+		Fenced: true, TokensPerResource: true, Binaries: []string{"fencesim-lockd", "redis-server", "fencesim-store", "fencesim-liveclient"},
+		Servers: []string{"redis", "l1", "l2"}}
 }
 
 func (lockdTarget) Layout(s *Setup) (Layout, error) {
