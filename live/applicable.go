@@ -169,6 +169,9 @@ func (r *run) checkScripted() error {
 func faultCounts(evs []FaultEvent) FaultCounts {
 	var c FaultCounts
 	for _, ev := range evs {
+		if ev.FinalHeal {
+			continue
+		}
 		switch ev.Outcome {
 		case FaultDone:
 			c.Done++

@@ -95,6 +95,16 @@ func (r *run) recordAt(ev FaultEvent) {
 			ev.Outcome = FaultSkipped
 		}
 	}
+	// The final heal (nemesis.HealAll, at the end of the safety phase
+	// of a scenario with a liveness phase: no scripted fault is that
+	// late) undoes what the schedule did; it is no fault of its own, so
+	// it is not counted, and an undo with nothing to undo is not listed.
+	if r.spec.Liveness != nil && time.Duration(ev.Planned.At) == time.Duration(r.spec.Duration) {
+		if ev.Outcome != FaultDone {
+			return
+		}
+		ev.FinalHeal = true
+	}
 	r.mu.Lock()
 	r.faults = append(r.faults, ev)
 	r.mu.Unlock()

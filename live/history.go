@@ -440,8 +440,13 @@ func (ev FaultEvent) String() string {
 	if ev.Node != "" && ev.Node != ev.Planned.Node {
 		s += " → " + ev.Node
 	}
-	if ev.Skipped != "" {
+	switch {
+	case ev.Outcome == FaultNotApplicable:
+		s += "  (not applicable: " + ev.Skipped + ")"
+	case ev.Skipped != "":
 		s += "  (skipped: " + ev.Skipped + ")"
+	case ev.FinalHeal:
+		s += "  (final heal)"
 	}
 	return s
 }
