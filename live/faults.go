@@ -352,7 +352,9 @@ func (r *run) restart(ctx context.Context, op nemesis.Op, node string) {
 	r.readyWG.Add(1)
 	go func() {
 		defer r.readyWG.Done()
-		sctx, cancel := context.WithTimeout(ctx, r.opt.StartTimeout)
+		// The run's context, not the workload's: a restart late in the
+		// workload is still waited for (bounded), not cut at its end.
+		sctx, cancel := context.WithTimeout(r.ctx, r.opt.StartTimeout)
 		defer cancel()
 		err := p.waitReady(sctx, check)
 		p.markReady()

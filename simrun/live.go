@@ -26,6 +26,7 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simrun live", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	target := fs.String("target", "", "the lock service to run for real: "+targetNames())
+	targetFile := fs.String("target-file", "", "the lock service described in `file.json` (any language: servers' commands, ready checks, the client; docs/live-targets.md)")
 	name := fs.String("scenario", "", "built-in scenario `name` (see simrun list)")
 	specFile := fs.String("spec", "", "run the scenario spec in `file.json`")
 	replayFile := fs.String("replay", "", "run a live replay file's schedule again (live-replay.json of an -out directory)")
@@ -53,9 +54,7 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 		if *name != "" || *specFile != "" {
 			return fail("-replay carries its scenario: leave -scenario and -spec out")
 		}
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if set["seed"] || set["duration"] {
+		if set := setFlags(fs); set["seed"] || set["duration"] {
 			return fail("-replay carries its seed, duration and schedule: leave -seed and -duration out")
 		}
 		b, err := os.ReadFile(*replayFile)
@@ -71,12 +70,24 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 			*target = t
 		}
 	}
-	if *target == "" {
-		return fail("-target is required: %s", targetNames())
-	}
-	t, ok := live.Lookup(*target)
-	if !ok {
-		return fail("unknown -target %q: %s", *target, targetNames())
+	var t live.Target
+	switch {
+	case *targetFile != "":
+		if set := setFlags(fs); set["target"] {
+			return fail("-target and -target-file exclude each other")
+		}
+		tf, err := live.LoadTargetFile(*targetFile)
+		if err != nil {
+			return fail("-target-file: %v", err)
+		}
+		t, *target = tf, tf.Info().Name
+	case *target == "":
+		return fail("-target (%s) or -target-file FILE is required", targetNames())
+	default:
+		var ok bool
+		if t, ok = live.Lookup(*target); !ok {
+			return fail("unknown -target %q: %s", *target, targetNames())
+		}
 	}
 	if *duration < 0 || (*duration > 0 && *duration < 100*time.Millisecond) || *duration > time.Hour {
 		return fail("-duration %v must be 0 (the scenario's) or 100ms..1h", *duration)
@@ -150,7 +161,7 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitCrash
 	}
-	repro := liveRepro(*target, *name, *specFile, *replayFile, plan.Seed, *duration)
+	repro := liveRepro(*target, *targetFile, *name, *specFile, *replayFile, plan.Seed, *duration)
 	code := exitCode(res.Verdict)
 	if res.Interrupted && res.Verdict.Kind != checker.VerdictViolation {
 		// Stopped by a signal: no verdict but a violation already found
@@ -218,6 +229,13 @@ func clientSummary(res live.Result) string {
 	return strings.Join(parts, ",")
 }
 
+// setFlags returns the flags given on the command line.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
 func targetNames() string {
 	var names []string
 	for _, t := range live.Targets() {
@@ -226,9 +244,15 @@ func targetNames() string {
 	return "one of " + strings.Join(names, ", ")
 }
 
-func liveRepro(target, name, specFile, replayFile string, seed uint64, d time.Duration) string {
+func liveRepro(target, targetFile, name, specFile, replayFile string, seed uint64, d time.Duration) string {
 	var what string
+	tflag := "-target " + target
+	if targetFile != "" {
+		tflag = "-target-file " + shellQuote(targetFile)
+	}
 	switch {
+	case replayFile != "" && targetFile != "":
+		return "simrun live -target-file " + shellQuote(targetFile) + " -replay " + shellQuote(replayFile)
 	case replayFile != "":
 		return "simrun live -replay " + shellQuote(replayFile)
 	case specFile != "":
@@ -236,7 +260,7 @@ func liveRepro(target, name, specFile, replayFile string, seed uint64, d time.Du
 	default:
 		what = "-scenario " + name
 	}
-	s := fmt.Sprintf("simrun live -target %s %s -seed %d", target, what, seed)
+	s := fmt.Sprintf("simrun live %s %s -seed %d", tflag, what, seed)
 	if d > 0 {
 		s += " -duration " + d.String()
 	}

@@ -1,0 +1,56 @@
+package live
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func loadTarget(t *testing.T, path string) *TargetFile {
+	t.Helper()
+	f, err := LoadTargetFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestReferenceTargetFile: the reference, described in a target file
+// (peer lists through the proxies, test hooks, the lock API's leader),
+// passes the Kleppmann pause as the built-in target does.
+func TestReferenceTargetFile(t *testing.T) {
+	f := loadTarget(t, "../examples/targets/reference.json")
+	if got := f.Info().Servers; strings.Join(got, ",") != "n1,n2,n3" {
+		t.Fatalf("servers %v", got)
+	}
+	kleppmann(t, f, plan(t, "kleppmann-gc-pause", 1))
+}
+
+func TestLockdTargetFile(t *testing.T) {
+	need(t, "redis-server")
+	kleppmann(t, loadTarget(t, "../examples/targets/lockd.json"), kleppmannPlan(t))
+}
+
+// TestBadTargetFiles: a target file that cannot work is an error naming
+// what to fix.
+func TestBadTargetFiles(t *testing.T) {
+	srv := `{"name":"s1","command":["x"],"ready":{"http":"http://{addr:s1}/readyz"},"endpoint":"http://{addr:s1}"}`
+	for _, c := range []struct{ file, want string }{
+		{`{"name":"t","fenced":true,"servers":[],"client":{"lock_api":true}}`, "servers: none"},
+		{`{"name":"t","servers":[` + srv + `],"client":{}}`, "either"},
+		{`{"name":"t","servers":[` + srv + `],"client":{"lock_api":true},"extra":1}`, "unknown field"},
+		{`{"name":"t","servers":[{"name":"s1","command":["x"],"ready":{},"endpoint":"e"}],"client":{"lock_api":true}}`, "exactly one"},
+		{`{"name":"t","servers":[{"name":"s1","command":["x {nope:a}"],"ready":{"tcp":"a"},"endpoint":"e"}],"client":{"lock_api":true}}`, "unknown placeholder {nope:a}"},
+		{`{"name":"t","servers":[{"name":"s1","command":["x {peers}"],"ready":{"tcp":"a"},"endpoint":"e"}],"client":{"lock_api":true}}`, "without a peers template"},
+		{`{"name":"t","servers":[{"name":"store","command":["x"],"ready":{"tcp":"a"},"endpoint":"e"}],"client":{"lock_api":true}}`, "not \"store\""},
+	} {
+		p := filepath.Join(t.TempDir(), "t.json")
+		if err := os.WriteFile(p, []byte(c.file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadTargetFile(p); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", c.file, err, c.want)
+		}
+	}
+}
