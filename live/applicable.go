@@ -143,26 +143,32 @@ func (r *run) notApplicable(op nemesis.Op) string {
 	return ""
 }
 
-// checkScripted refuses a plan whose scripted faults (the spec's and the
-// target's own, not a swarm's draws) include one the target cannot carry
-// out at all, naming each.
-func (r *run) checkScripted() error {
-	scripted, err := r.opt.Plan.Spec.Faults.Bind(r.opt.Plan.Cluster())
+// inapplicableScripted lists the plan's scripted faults (the spec's and
+// the target's own, not a swarm's draws) the target cannot carry out at
+// all, each with why.
+func (r *run) inapplicableScripted() (bad []string, scripted int) {
+	ops, err := r.opt.Plan.Spec.Faults.Bind(r.opt.Plan.Cluster())
 	if err != nil {
-		scripted = r.opt.Plan.Spec.Faults
+		ops = r.opt.Plan.Spec.Faults
 	}
-	scripted = append(slices.Clone(scripted), r.opt.TargetFaults...)
-	var bad []string
-	for _, op := range scripted {
+	ops = append(slices.Clone(ops), r.opt.TargetFaults...)
+	for _, op := range ops {
 		if why := r.notApplicable(op); why != "" {
 			bad = append(bad, fmt.Sprintf("%s: %s", op, why))
 		}
 	}
+	return bad, len(ops)
+}
+
+// checkScripted refuses a plan whose scripted faults include one the
+// target cannot carry out at all, naming each.
+func (r *run) checkScripted() error {
+	bad, n := r.inapplicableScripted()
 	if len(bad) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: target %s, scenario %s, %d of %d scripted: %s (simrun live -allow-inapplicable runs it anyway, listing them as not applicable)",
-		ErrInapplicable, r.info.Name, r.spec.Name, len(bad), len(scripted), strings.Join(bad, "; "))
+	return fmt.Errorf("%w: target %s, scenario %s, %d of %d scripted: %s (simrun live -allow-inapplicable runs it anyway; they count as faults not done)",
+		ErrInapplicable, r.info.Name, r.spec.Name, len(bad), n, strings.Join(bad, "; "))
 }
 
 // faultCounts sums the run's fault events by outcome.
@@ -219,14 +225,29 @@ func (r *run) clientCounts(h checker.History) map[string]ClientCounts {
 // crashing it (its operations were never made), no lock was granted, or
 // fewer than the spec's fraction (DefaultMinFaultsDone unless
 // live.min_faults_done) of the applicable fault operations were carried
-// out — or none at all of a schedule that had some.
+// out — or none at all of a schedule that had some. The applicable
+// operations are those done or skipped, and the scripted faults the
+// target could not carry out (run with -allow-inapplicable): a scenario
+// written for these faults did not get them. A swarm's draws the target
+// cannot carry out (duplication over TCP, a client's clock) are left out.
 func (r *run) vacuous(clients map[string]ClientCounts, faults FaultCounts, grants int) string {
 	var why []string
 	var dead []string
 	for _, c := range r.spec.Clients {
-		if d := clients[c.Name].Died; len(d) > 0 {
-			dead = append(dead, fmt.Sprintf("%s (%s; its log: %s)", c.Name, strings.Join(d, ", "), logPath(r.dir, "client-"+c.Name)))
+		d := clients[c.Name].Died
+		if len(d) == 0 {
+			continue
 		}
+		what := fmt.Sprintf("%s (%s", c.Name, strings.Join(d, ", "))
+		if cp := r.clients[c.Name]; cp != nil {
+			if last := lastLine(cp.tail(400)); last != "" {
+				what += fmt.Sprintf(", its last words %q", last)
+			}
+		}
+		if r.opt.Keep || r.opt.Dir != "" {
+			what += "; its log: " + logPath(r.dir, "client-"+c.Name)
+		}
+		dead = append(dead, what+")")
 	}
 	if len(dead) > 0 {
 		why = append(why, "client processes died without the schedule crashing them: "+strings.Join(dead, "; "))
@@ -238,14 +259,25 @@ func (r *run) vacuous(clients map[string]ClientCounts, faults FaultCounts, grant
 	if l := r.spec.Live; l != nil && l.MinFaultsDone != nil {
 		min = *l.MinFaultsDone
 	}
-	applicable := faults.Done + faults.Skipped
+	bad, _ := r.inapplicableScripted()
+	applicable := faults.Done + faults.Skipped + len(bad)
 	need := int(math.Ceil(min * float64(applicable)))
 	switch {
 	case faults.Done < need:
-		why = append(why, fmt.Sprintf("only %d of the schedule's %d applicable fault operations were carried out (the rule: at least %.0f%%, %d; live.min_faults_done in the spec lowers it)",
-			faults.Done, applicable, 100*min, need))
+		what := ""
+		if len(bad) > 0 {
+			what = fmt.Sprintf(" (%d of them scripted faults the target cannot carry out)", len(bad))
+		}
+		why = append(why, fmt.Sprintf("only %d of the schedule's %d fault operations%s were carried out (the rule: at least %.0f%%, %d; live.min_faults_done in the spec lowers it)",
+			faults.Done, applicable, what, 100*min, need))
 	case faults.Done == 0 && faults.NotApplicable > 0 && min > 0:
 		why = append(why, fmt.Sprintf("none of the schedule's %d fault operations could be carried out on target %s", faults.NotApplicable, r.info.Name))
 	}
 	return strings.Join(why, "; ")
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }

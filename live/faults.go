@@ -34,7 +34,7 @@ type clockSetting struct {
 // the machine's.
 func (r *run) runSchedule(ctx context.Context) {
 	r.fs = &faultState{paused: map[string]bool{}, crashed: map[string]bool{}, clock: map[string]clockSetting{}}
-	ops, triggers := liveOps(append(r.opt.Plan.Installed(), r.opt.TargetFaults...))
+	ops, triggers := liveOps(append(r.opt.Plan.Installed(), r.opt.TargetFaults...), func(op nemesis.Op) bool { return r.notApplicable(op) != "" })
 	for _, op := range triggers {
 		r.recordNA(op, r.notApplicable(op))
 	}
@@ -51,15 +51,16 @@ func (r *run) runSchedule(ctx context.Context) {
 // simulator observes). A crash or isolation with a duration undoes itself
 // in the simulator; here it is followed by the operation that undoes it:
 // a restart of the node (of every crashed node, for @leader), and a heal
-// (which reopens every link, not only the isolated node's).
-func liveOps(s nemesis.Schedule) (ops, triggers nemesis.Schedule) {
+// (which reopens every link, not only the isolated node's). An operation
+// na reports not applicable gets no undo: there is nothing to undo.
+func liveOps(s nemesis.Schedule, na func(nemesis.Op) bool) (ops, triggers nemesis.Schedule) {
 	for _, op := range s {
 		if op.When != "" {
 			triggers = append(triggers, op)
 			continue
 		}
 		ops = append(ops, op)
-		if op.Duration <= 0 {
+		if op.Duration <= 0 || na != nil && na(op) {
 			continue
 		}
 		end := op.At + op.Duration

@@ -31,7 +31,7 @@ func TestDeadClientIsUnknown(t *testing.T) {
 	if res.Verdict.Kind != checker.VerdictUnknown {
 		t.Fatalf("verdict %v, want unknown: %+v", res.Verdict.Kind, res.Verdict)
 	}
-	for _, want := range []string{"client processes died", "a (exit status 3", "b (exit status 3", "no lock was granted"} {
+	for _, want := range []string{"client processes died", "a (exit status 3, its last words \"broken-client\"", "b (exit status 3", "no lock was granted"} {
 		if !strings.Contains(res.Verdict.Unknown, want) {
 			t.Errorf("unknown reason %q lacks %q", res.Verdict.Unknown, want)
 		}
@@ -57,7 +57,7 @@ func TestTooFewFaultsIsUnknown(t *testing.T) {
 	if res.FaultCounts != (FaultCounts{Done: 1, Skipped: 3}) {
 		t.Fatalf("fault counts %+v, want 1 done, 3 skipped: %v", res.FaultCounts, res.Faults)
 	}
-	if !strings.Contains(res.Verdict.Unknown, "only 1 of the schedule's 4 applicable fault operations") {
+	if !strings.Contains(res.Verdict.Unknown, "only 1 of the schedule's 4 fault operations") {
 		t.Errorf("unknown reason %q does not name the faults", res.Verdict.Unknown)
 	}
 }
