@@ -69,11 +69,11 @@ func wantPass(t *testing.T, res Result) {
 // release timed out while Redis was down can fail S7 here.
 func TestLockdRedisFaults(t *testing.T) {
 	need(t, "redis-server")
-	p, tf := specPlan(t, "testdata/lockd-redis-faults.json", 1, lockdTarget{})
+	p, tf := specPlan(t, "testdata/lockd-redis-faults.json", 1, builtin(t, "lockd"))
 	if len(tf) != 5 || len(p.Spec.Faults) != 2 {
 		t.Fatalf("target faults %v, simulator faults %v: want the 5 aimed at lockd's servers apart from the 2 heals", tf, p.Spec.Faults)
 	}
-	res := runPlan(t, lockdTarget{}, p, tf)
+	res := runPlan(t, builtin(t, "lockd"), p, tf)
 	allDone(t, res, 7)
 	for _, ev := range res.Faults {
 		if !ev.FinalHeal && ev.Planned.Kind != nemesis.Heal && !strings.Contains(ev.Node, "redis") {
@@ -108,7 +108,7 @@ func TestEtcdQuorumLoss(t *testing.T) {
 func TestReferenceRestartAllReplicas(t *testing.T) {
 	p := plan(t, "restart-all-replicas", 1)
 	p.Spec.Duration = scenarios.Duration(8 * time.Second)
-	res := runPlan(t, referenceTarget{}, p, nil)
+	res := runPlan(t, builtin(t, "reference"), p, nil)
 	// 6 crashes and 2 restarts of @crashed, each of three replicas.
 	allDone(t, res, 12)
 	for _, ev := range res.Faults {

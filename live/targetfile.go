@@ -111,19 +111,29 @@ func LoadTargetFile(path string) (*TargetFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	var f TargetFile
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("target file %s: %v", path, err)
-	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
-	f.dir = filepath.Dir(abs)
-	if err := f.check(); err != nil {
+	f, err := parseTargetFile(b, filepath.Dir(abs))
+	if err != nil {
 		return nil, fmt.Errorf("target file %s: %v", path, err)
+	}
+	return f, nil
+}
+
+// parseTargetFile reads a target file's JSON strictly; dir is what
+// {here} stands for.
+func parseTargetFile(b []byte, dir string) (*TargetFile, error) {
+	var f TargetFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, err
+	}
+	f.dir = dir
+	if err := f.check(); err != nil {
+		return nil, err
 	}
 	return &f, nil
 }
@@ -208,16 +218,32 @@ func (s FileServer) fields() []string {
 // Info is the file's TargetInfo.
 func (f *TargetFile) Info() TargetInfo {
 	info := TargetInfo{Name: f.Name, Doc: f.Doc, Fenced: f.Fenced, TokensPerResource: f.TokensPerResource,
-		ClockFaults: f.ClockFaults, DiskFaults: f.DiskFaults, Options: f.Options, Binaries: []string{"fencesim-store"}}
+		ClockFaults: f.ClockFaults, DiskFaults: f.DiskFaults, Options: f.Options}
 	if f.Doc == "" {
 		info.Doc = "the target described in " + filepath.Join(f.dir, f.Name)
 	}
+	// The executables it names: each command's first word and {bin:…}.
+	bin := func(argv []string) {
+		for i, a := range argv {
+			for _, m := range placeholder.FindAllStringSubmatch(a, -1) {
+				if m[1] == "bin" && !slices.Contains(info.Binaries, m[2]) {
+					info.Binaries = append(info.Binaries, m[2])
+				}
+			}
+			if i == 0 && !strings.ContainsAny(a, "/{") && !slices.Contains(info.Binaries, a) {
+				info.Binaries = append(info.Binaries, a)
+			}
+		}
+	}
 	for _, s := range f.Servers {
 		info.Servers = append(info.Servers, s.Name)
+		bin(s.Command)
 	}
+	info.Binaries = append(info.Binaries, "fencesim-store")
 	if f.Client.LockAPI {
 		info.Binaries = append(info.Binaries, "fencesim-liveclient")
 	}
+	bin(f.Client.Command)
 	return info
 }
 

@@ -17,20 +17,21 @@ func loadTarget(t *testing.T, path string) *TargetFile {
 	return f
 }
 
-// TestReferenceTargetFile: the reference, described in a target file
-// (peer lists through the proxies, test hooks, the lock API's leader),
-// passes the Kleppmann pause as the built-in target does.
-func TestReferenceTargetFile(t *testing.T) {
-	f := loadTarget(t, "../examples/targets/reference.json")
-	if got := f.Info().Servers; strings.Join(got, ",") != "n1,n2,n3" {
-		t.Fatalf("servers %v", got)
+// TestBuiltinTargetFiles: the reference and lockd are target files
+// (targets/*.json); their declared servers are what they lay out.
+func TestBuiltinTargetFiles(t *testing.T) {
+	for name, servers := range map[string]string{"reference": "n1,n2,n3", "lockd": "redis,l1,l2"} {
+		f, ok := builtin(t, name).(*TargetFile)
+		if !ok {
+			t.Fatalf("target %s is not a target file", name)
+		}
+		if got := strings.Join(f.Info().Servers, ","); got != servers {
+			t.Errorf("%s: servers %s, want %s", name, got, servers)
+		}
 	}
-	kleppmann(t, f, plan(t, "kleppmann-gc-pause", 1))
-}
-
-func TestLockdTargetFile(t *testing.T) {
-	need(t, "redis-server")
-	kleppmann(t, loadTarget(t, "../examples/targets/lockd.json"), kleppmannPlan(t))
+	if b := builtin(t, "reference").Info().Binaries; strings.Join(b, ",") != "fencesim-node,fencesim-store,fencesim-liveclient" {
+		t.Errorf("reference binaries %v", b)
+	}
 }
 
 // TestBadTargetFiles: a target file that cannot work is an error naming
