@@ -18,8 +18,16 @@ import (
 // redis-server that keeps an fsynced append-only file, so that a crash
 // and restart keep the fencing counter; each instance's Redis connection
 // through its own proxy; no clock faults: lockd's leases live on Redis's
-// clock, which no endpoint can skew). etcd's and Redlock's targets are Go
-// (etcd.go, redlock.go).
+// clock, which no endpoint can skew) and redlock (redsync,
+// github.com/go-redsync/redsync/v4, in each client process,
+// fencesim-live-redlock, over five independent redis-servers, each
+// client's connection to each node through its own proxy; Redlock issues
+// no fencing token, so the harness numbers grants and the store runs
+// unfenced; the nodes keep an fsynced append-only file, the persistence
+// Redlock's description asks for so that a crashed node does not forget a
+// key it granted; Redis takes no clock endpoint, so clock and disk faults
+// are not applicable). etcd's target is Go (etcd.go): its members' flags
+// and its leader come from internal/etcdcluster and etcd's status API.
 //
 //go:embed targets/*.json
 var builtinFiles embed.FS
