@@ -86,7 +86,7 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 	default:
 		var ok bool
 		if t, ok = live.Lookup(*target); !ok {
-			return fail("unknown -target %q: %s", *target, targetNames())
+			return fail("unknown -target %q: %s (a target described in a file: -target-file FILE)", *target, targetNames())
 		}
 	}
 	if *duration < 0 || (*duration > 0 && *duration < 100*time.Millisecond) || *duration > time.Hour {
