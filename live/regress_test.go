@@ -13,6 +13,20 @@ import (
 	"github.com/fencesim/fencesim/scenarios"
 )
 
+// raceEnabled: the tests run under the race detector (race_test.go).
+var raceEnabled bool
+
+// targetTest skips a test of a target's behaviour under the race
+// detector: it runs the same harness code as the faster tests that stay
+// (.ci/run runs go test ./live/ without it too), and a live run under
+// -race only takes longer.
+func targetTest(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("a target's behaviour, not the harness's concurrency: run without -race")
+	}
+}
+
 // specPlan reads a live spec from testdata and plans it for target.
 func specPlan(t *testing.T, file string, seed uint64, target Target) (scenarios.Plan, nemesis.Schedule) {
 	t.Helper()
@@ -68,6 +82,7 @@ func wantPass(t *testing.T, res Result) {
 // release as ambiguous (issue 21 item 3, in checker/), a run whose
 // release timed out while Redis was down can fail S7 here.
 func TestLockdRedisFaults(t *testing.T) {
+	targetTest(t)
 	need(t, "redis-server")
 	p, tf := specPlan(t, "testdata/lockd-redis-faults.json", 1, builtin(t, "lockd"))
 	if len(tf) != 5 || len(p.Spec.Faults) != 2 {
@@ -90,6 +105,7 @@ func TestLockdRedisFaults(t *testing.T) {
 // effect. Regression of issue 21's false S7 (it needs the checker's rule
 // that such a busy answer is ambiguous).
 func TestEtcdQuorumLoss(t *testing.T) {
+	targetTest(t)
 	need(t, "etcd")
 	needClient(t, "fencesim-live-etcd", "../live/etcdclient", true)
 	target := etcdTarget{fenced: true}

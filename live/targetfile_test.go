@@ -77,6 +77,7 @@ func needPythonRedis(t *testing.T) {
 // S3. With its own client in Python (client.py, the JSON-lines protocol
 // instead of the Go client of the lock API) it passes as well.
 func TestPythonExample(t *testing.T) {
+	targetTest(t)
 	needPythonRedis(t)
 	kleppmann(t, loadTarget(t, "../examples/pylock/target.json"), kleppmannPlan(t))
 	kleppmann(t, loadTarget(t, "../examples/pylock/target-own-client.json"), kleppmannPlan(t))
