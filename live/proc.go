@@ -207,24 +207,34 @@ func (p *proc) kill() error {
 }
 
 func (p *proc) wait(d time.Duration) error {
+	return p.waitCtx(context.Background(), d)
+}
+
+// waitCtx waits for the current incarnation to exit, at most d or until
+// ctx ends.
+func (p *proc) waitCtx(ctx context.Context, d time.Duration) error {
 	p.mu.Lock()
 	done := p.done
 	p.mu.Unlock()
 	if done == nil {
 		return nil
 	}
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-done:
 		return nil
-	case <-time.After(d):
-		return fmt.Errorf("live: %s did not exit within %v", p.name, d)
+	case <-t.C:
+	case <-ctx.Done():
 	}
+	return fmt.Errorf("live: %s did not exit within %v", p.name, d)
 }
 
 // stop ends the process whatever its state: SIGCONT (a paused process
-// cannot handle SIGTERM), SIGTERM to the group, and SIGKILL after grace.
-// hung reports that SIGTERM was not enough.
-func (p *proc) stop(grace time.Duration) (hung bool, err error) {
+// cannot handle SIGTERM), SIGTERM to the group, and SIGKILL after grace,
+// or at once when ctx ends (the user interrupted the run and waits).
+// hung reports that SIGTERM was not enough in time.
+func (p *proc) stop(ctx context.Context, grace time.Duration) (hung bool, err error) {
 	if !p.alive() {
 		return false, nil
 	}
@@ -236,7 +246,7 @@ func (p *proc) stop(grace time.Duration) (hung bool, err error) {
 	}
 	syscall.Kill(-pg, syscall.SIGCONT)
 	syscall.Kill(-pg, sig)
-	if p.wait(grace) == nil {
+	if p.waitCtx(ctx, grace) == nil {
 		reapGroup(pg)
 		return false, nil
 	}

@@ -405,7 +405,7 @@ func (r *run) stopAll() error {
 	var mu sync.Mutex
 	stop := func(p *proc) {
 		defer wg.Done()
-		if h, _ := p.stop(r.opt.StopGrace); h {
+		if h, _ := p.stop(r.ctx, r.opt.StopGrace); h {
 			mu.Lock()
 			hung = append(hung, p.name)
 			mu.Unlock()
