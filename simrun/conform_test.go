@@ -2,6 +2,12 @@ package simrun
 
 import (
 	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +77,78 @@ func TestConformBadFlags(t *testing.T) {
 		var out, errb bytes.Buffer
 		if code := run(c.args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+// freeAddr is a free loopback host:port.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startProc starts argv until the test ends.
+func startProc(t *testing.T, argv ...string) {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+}
+
+// waitHTTP polls url until it answers 200.
+func waitHTTP(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never answered 200", url)
+}
+
+// pylockPath is the Python example's service, found before TestMain
+// moves the tests into a temporary directory.
+var pylockPath, _ = filepath.Abs("../examples/pylock/pylock.py")
+
+// TestConformPythonExample: examples/pylock, a lock service in Python,
+// passes the contract; with --no-fencing (no tokens) conform reports the
+// cases that need them failed.
+func TestConformPythonExample(t *testing.T) {
+	_, rerr := exec.LookPath("redis-server")
+	perr := exec.Command("/usr/bin/python3", "-c", "import redis").Run()
+	if rerr != nil || perr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("redis-server (%v) and python3-redis (%v) are required in CI", rerr, perr)
+		}
+		t.Skip("skipping: needs redis-server and python3-redis (apt-get install redis-server python3-redis)")
+	}
+	raddr := freeAddr(t)
+	_, rport, _ := net.SplitHostPort(raddr)
+	startProc(t, "redis-server", "--bind", "127.0.0.1", "--port", rport, "--save", "", "--appendonly", "no")
+	for i, flags := range [][]string{nil, {"--no-fencing"}} {
+		addr := freeAddr(t)
+		startProc(t, append([]string{"/usr/bin/python3", pylockPath, "--listen", addr, "--redis", raddr,
+			"--prefix", fmt.Sprintf("t%d:", i)}, flags...)...)
+		waitHTTP(t, "http://"+addr+"/readyz")
+		var out, errb bytes.Buffer
+		code := run([]string{"conform", "-url", "http://" + addr}, &out, &errb)
+		if flags == nil && (code != exitPass || !strings.Contains(out.String(), "6 passed, 0 failed, 1 not run")) {
+			t.Errorf("pylock: exit %d, want 0 with every case it can run passed:\n%s%s", code, out.String(), errb.String())
+		}
+		if flags != nil && (code != exitViolation || !strings.Contains(out.String(), "FAIL     grant-held-renew-release")) {
+			t.Errorf("pylock --no-fencing: exit %d, want 1 with the token cases failed:\n%s%s", code, out.String(), errb.String())
 		}
 	}
 }
