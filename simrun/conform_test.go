@@ -12,8 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencesim/fencesim/internal/redistest"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockapi/lockapitest"
+	"github.com/fencesim/fencesim/lockd"
+	"github.com/fencesim/fencesim/nodesvc/nodesvctest"
 )
 
 // memServer serves lockapitest's in-memory backend over HTTP; with
@@ -150,5 +155,35 @@ func TestConformPythonExample(t *testing.T) {
 		if flags != nil && (code != exitViolation || !strings.Contains(out.String(), "FAIL     grant-held-renew-release")) {
 			t.Errorf("pylock --no-fencing: exit %d, want 1 with the token cases failed:\n%s%s", code, out.String(), errb.String())
 		}
+	}
+}
+
+// TestConformFencesimServers: fencesim-node (three replicas, tokens above
+// 2^53 so that the large-token case runs too; a follower's redirect
+// followed to the leader) and fencesim-lockd (two instances over one real
+// redis-server) pass the contract through simrun conform, as their
+// backends pass it in go test.
+func TestConformFencesimServers(t *testing.T) {
+	c := nodesvctest.New(t, 1<<53)
+	lead := c.Leader()
+	follower := (lead + 1) % 3
+	var out, errb bytes.Buffer
+	code := run([]string{"conform", "-url", c.Peers[follower].HTTP, "-global-tokens", "-remembers-grants", "-token-offset", fmt.Sprint(uint64(1 << 53))}, &out, &errb)
+	if code != exitPass || !strings.Contains(out.String(), "7 passed, 0 failed, 0 not run") || !strings.Contains(errb.String(), "redirects to its leader") {
+		t.Errorf("fencesim-node: exit %d:\n%s%s", code, out.String(), errb.String())
+	}
+
+	addr := redistest.Start(t).Addr
+	var urls []string
+	for range 2 {
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { rdb.Close() })
+		_, u := lockapitest.Serve(t, lockd.New(rdb, lockd.Options{}), lockapi.Config{})
+		urls = append(urls, u)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"conform", "-url", urls[0], "-url2", urls[1]}, &out, &errb); code != exitPass || !strings.Contains(out.String(), "6 passed, 0 failed, 1 not run") {
+		t.Errorf("fencesim-lockd: exit %d:\n%s%s", code, out.String(), errb.String())
 	}
 }
