@@ -436,6 +436,10 @@ func (f *TargetFile) Layout(s *Setup) (Layout, error) {
 			l.Client.Argv = append(l.Client.Argv, v)
 		}
 		for k, v := range f.Client.Env {
+			v, err := e.expand(v, "")
+			if err != nil {
+				return Layout{}, fmt.Errorf("client: env %s: %w", k, err)
+			}
 			l.Client.Env = append(l.Client.Env, k+"="+v)
 		}
 		slices.Sort(l.Client.Env)
