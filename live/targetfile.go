@@ -171,25 +171,38 @@ func (f *TargetFile) check() error {
 		if s.Endpoint != "" {
 			endpoints++
 		}
-		for _, v := range s.fields() {
-			for _, m := range placeholder.FindAllStringSubmatch(v, -1) {
-				switch m[1] {
-				case "addr", "port", "link", "bin":
-					if m[2] == "" {
-						return fmt.Errorf("%s: %s needs a name: {%s:NAME}", what, m[0], m[1])
-					}
-				case "dir", "here", "peers", "i", "name":
-				default:
-					return fmt.Errorf("%s: unknown placeholder %s (known: addr, port, link, dir, here, bin, peers)", what, m[0])
-				}
-				if m[1] == "peers" && s.Peers == nil {
-					return fmt.Errorf("%s: {peers} without a peers template", what)
-				}
-			}
+		if err := checkPlaceholders(what, s.fields(), s.Peers != nil); err != nil {
+			return err
 		}
 	}
 	if endpoints == 0 {
 		return fmt.Errorf("no server has an endpoint for the clients")
+	}
+	client := slices.Clone(f.Client.Command)
+	for _, v := range f.Client.Env {
+		client = append(client, v)
+	}
+	return checkPlaceholders("client", client, false)
+}
+
+// checkPlaceholders refuses an unknown placeholder, one without the name
+// it needs, and {peers} where there is no template.
+func checkPlaceholders(what string, values []string, peers bool) error {
+	for _, v := range values {
+		for _, m := range placeholder.FindAllStringSubmatch(v, -1) {
+			switch m[1] {
+			case "addr", "port", "link", "bin":
+				if m[2] == "" {
+					return fmt.Errorf("%s: %s needs a name: {%s:NAME}", what, m[0], m[1])
+				}
+			case "dir", "here", "peers", "i", "name":
+			default:
+				return fmt.Errorf("%s: unknown placeholder %s (known: addr, port, link, dir, here, bin, peers)", what, m[0])
+			}
+			if m[1] == "peers" && !peers {
+				return fmt.Errorf("%s: {peers} without a peers template", what)
+			}
+		}
 	}
 	return nil
 }
