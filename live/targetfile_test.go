@@ -42,6 +42,7 @@ func TestBadTargetFiles(t *testing.T) {
 		{`{"name":"t","fenced":true,"servers":[],"client":{"lock_api":true}}`, "servers: none"},
 		{`{"name":"t","servers":[` + srv + `],"client":{}}`, "either"},
 		{`{"name":"t","servers":[` + srv + `],"client":{"lock_api":true},"extra":1}`, "unknown field"},
+		{`{"name":"t","servers":[` + srv + `],"client":{"command":["x {nope}"]}}`, "client: unknown placeholder {nope}"},
 		{`{"name":"t","servers":[{"name":"s1","command":["x"],"ready":{},"endpoint":"e"}],"client":{"lock_api":true}}`, "exactly one"},
 		{`{"name":"t","servers":[{"name":"s1","command":["x {nope:a}"],"ready":{"tcp":"a"},"endpoint":"e"}],"client":{"lock_api":true}}`, "unknown placeholder {nope:a}"},
 		{`{"name":"t","servers":[{"name":"s1","command":["x {peers}"],"ready":{"tcp":"a"},"endpoint":"e"}],"client":{"lock_api":true}}`, "without a peers template"},
