@@ -2,6 +2,7 @@ package live
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -84,10 +85,11 @@ func (c *clientProc) closeStdin() {
 	}
 }
 
-// call sends cmd and waits up to timeout for its reply. It returns the
-// call and return instants on the monotonic base, and ok false when no
-// reply came (the outcome is unknown).
-func (c *clientProc) call(cmd liveclient.Command, timeout time.Duration) (r liveclient.Reply, call, ret time.Duration, ok bool) {
+// call sends cmd and waits up to timeout for its reply, or until ctx ends
+// (the run is interrupted). It returns the call and return instants on
+// the monotonic base, and ok false when no reply came (the outcome is
+// unknown).
+func (c *clientProc) call(ctx context.Context, cmd liveclient.Command, timeout time.Duration) (r liveclient.Reply, call, ret time.Duration, ok bool) {
 	ch := make(chan liveclient.Reply, 1)
 	c.mu.Lock()
 	c.nextID++
@@ -114,9 +116,10 @@ func (c *clientProc) call(cmd liveclient.Command, timeout time.Duration) (r live
 	case r = <-ch:
 		return r, call, monoNow(), true
 	case <-t.C:
-		c.forget(cmd.ID)
-		return r, call, 0, false
+	case <-ctx.Done():
 	}
+	c.forget(cmd.ID)
+	return r, call, 0, false
 }
 
 func (c *clientProc) forget(id uint64) {

@@ -51,7 +51,8 @@ type etcdTarget struct{ fenced bool }
 func (t etcdTarget) Info() TargetInfo {
 	info := TargetInfo{Name: "etcd-mutex", Fenced: t.fenced,
 		Doc:      "etcd's concurrency.Mutex on 3 etcd-server members, used as a plain mutex (the store runs unfenced)",
-		Binaries: []string{"etcd", "fencesim-store", "fencesim-live-etcd"}, Options: []string{"prefix"}}
+		Binaries: []string{"etcd", "fencesim-store", "fencesim-live-etcd"}, Options: []string{"prefix"},
+		Servers: []string{"etcd1", "etcd2", "etcd3"}}
 	if t.fenced {
 		info.Name = "etcd-mutex-fenced"
 		info.Doc = "etcd's concurrency.Mutex on 3 etcd-server members, the lock key's create revision as the fencing token"
@@ -96,9 +97,10 @@ func (t etcdTarget) Layout(s *Setup) (Layout, error) {
 		url := m.ClientURL
 		l.Servers = append(l.Servers, Server{
 			Name: name(i), Replica: true, Dir: m.DataDir,
-			Argv:     append([]string{bin}, m.Args...),
-			Ready:    func(ctx context.Context) error { return etcdcluster.Healthy(ctx, hc, url) },
-			Endpoint: url,
+			Argv:           append([]string{bin}, m.Args...),
+			Ready:          func(ctx context.Context) error { return etcdcluster.Healthy(ctx, hc, url) },
+			Endpoint:       url,
+			UnproxiedPeers: true,
 			// A member's data is fsynced; a graceful stop would only
 			// wait for a leadership hand-over to peers stopping too.
 			StopSignal: syscall.SIGKILL,

@@ -34,9 +34,9 @@ type clockSetting struct {
 // the machine's.
 func (r *run) runSchedule(ctx context.Context) {
 	r.fs = &faultState{paused: map[string]bool{}, crashed: map[string]bool{}, clock: map[string]clockSetting{}}
-	ops, triggers := liveOps(r.opt.Plan.Installed())
+	ops, triggers := liveOps(append(r.opt.Plan.Installed(), r.opt.TargetFaults...), func(op nemesis.Op) bool { return r.notApplicable(op) != "" })
 	for _, op := range triggers {
-		r.record(op, op.Node, "a trigger fires at a protocol moment the simulator observes; a live run does not see them")
+		r.recordNA(op, r.notApplicable(op))
 	}
 	for _, op := range ops {
 		if !sleepCtx(ctx, r.base+time.Duration(op.At)-monoNow()) {
@@ -51,15 +51,16 @@ func (r *run) runSchedule(ctx context.Context) {
 // simulator observes). A crash or isolation with a duration undoes itself
 // in the simulator; here it is followed by the operation that undoes it:
 // a restart of the node (of every crashed node, for @leader), and a heal
-// (which reopens every link, not only the isolated node's).
-func liveOps(s nemesis.Schedule) (ops, triggers nemesis.Schedule) {
+// (which reopens every link, not only the isolated node's). An operation
+// na reports not applicable gets no undo: there is nothing to undo.
+func liveOps(s nemesis.Schedule, na func(nemesis.Op) bool) (ops, triggers nemesis.Schedule) {
 	for _, op := range s {
 		if op.When != "" {
 			triggers = append(triggers, op)
 			continue
 		}
 		ops = append(ops, op)
-		if op.Duration <= 0 {
+		if op.Duration <= 0 || na != nil && na(op) {
 			continue
 		}
 		end := op.At + op.Duration
@@ -77,9 +78,34 @@ func liveOps(s nemesis.Schedule) (ops, triggers nemesis.Schedule) {
 	return ops.Sorted(), triggers
 }
 
-// record adds a fault event at the present instant.
+// record adds a fault event at the present instant: done, or skipped
+// for the reason given.
 func (r *run) record(op nemesis.Op, node, skipped string) {
-	ev := FaultEvent{Planned: op, At: monoNow() - r.base, Node: node, Skipped: skipped}
+	r.recordAt(FaultEvent{Planned: op, At: monoNow() - r.base, Node: node, Skipped: skipped})
+}
+
+// recordNA adds a fault event the target cannot carry out at all.
+func (r *run) recordNA(op nemesis.Op, why string) {
+	r.recordAt(FaultEvent{Planned: op, At: monoNow() - r.base, Skipped: why, Outcome: FaultNotApplicable})
+}
+
+func (r *run) recordAt(ev FaultEvent) {
+	if ev.Outcome == "" {
+		ev.Outcome = FaultDone
+		if ev.Skipped != "" {
+			ev.Outcome = FaultSkipped
+		}
+	}
+	// The final heal (nemesis.HealAll, at the end of the safety phase
+	// of a scenario with a liveness phase: no scripted fault is that
+	// late) undoes what the schedule did; it is no fault of its own, so
+	// it is not counted, and an undo with nothing to undo is not listed.
+	if r.spec.Liveness != nil && time.Duration(ev.Planned.At) == time.Duration(r.spec.Duration) {
+		if ev.Outcome != FaultDone {
+			return
+		}
+		ev.FinalHeal = true
+	}
 	r.mu.Lock()
 	r.faults = append(r.faults, ev)
 	r.mu.Unlock()
@@ -88,7 +114,8 @@ func (r *run) record(op nemesis.Op, node, skipped string) {
 
 // resolve maps a schedule's node name to the run's process: the
 // scenario's n-th service node to the layout's n-th replica, the store,
-// a client, or a layout server named directly. @leader asks the target.
+// a client, or a layout server named directly or as @name. @leader asks
+// the target.
 func (r *run) resolve(ctx context.Context, name string) (string, string) {
 	if name == nemesis.Leader {
 		if r.layout.Leader == nil {
@@ -101,8 +128,13 @@ func (r *run) resolve(ctx context.Context, name string) (string, string) {
 		}
 		return "", "no server leads now"
 	}
-	if name == "store" || r.clients[name] != nil {
-		return name, ""
+	return r.resolveFixed(name)
+}
+
+// resolveFixed is resolve for every name but @leader.
+func (r *run) resolveFixed(name string) (string, string) {
+	if name == "store" || name == nemesis.StoreNode || r.isClient(name) {
+		return strings.TrimPrefix(name, "@"), ""
 	}
 	if i := slices.Index(r.opt.Plan.Cluster().Servers, name); i >= 0 {
 		if i < len(r.replicas) {
@@ -110,8 +142,8 @@ func (r *run) resolve(ctx context.Context, name string) (string, string) {
 		}
 		return "", fmt.Sprintf("the target has %d replicas, the scenario's %s is its %d-th service node", len(r.replicas), name, i+1)
 	}
-	if _, ok := r.servers[name]; ok {
-		return name, ""
+	if _, ok := r.servers[strings.TrimPrefix(name, "@")]; ok {
+		return strings.TrimPrefix(name, "@"), ""
 	}
 	return "", fmt.Sprintf("no process is called %q", name)
 }
@@ -127,6 +159,10 @@ func (r *run) after(d time.Duration, f func()) {
 
 // apply carries out one operation and records what it did.
 func (r *run) apply(ctx context.Context, op nemesis.Op) {
+	if why := r.notApplicable(op); why != "" {
+		r.recordNA(op, why)
+		return
+	}
 	switch op.Kind {
 	case nemesis.Heal:
 		r.links.heal()
@@ -175,7 +211,7 @@ func (r *run) apply(ctx context.Context, op nemesis.Op) {
 			r.record(op, "", "nothing is crashed")
 		}
 		for _, n := range names {
-			r.restart(op, n)
+			r.restart(ctx, op, n)
 		}
 		return
 	}
@@ -183,6 +219,14 @@ func (r *run) apply(ctx context.Context, op nemesis.Op) {
 	if why != "" {
 		r.record(op, "", why)
 		return
+	}
+	if op.Kind != nemesis.Isolate && op.Kind != nemesis.Block && op.Kind != nemesis.Restart {
+		// A process restarted by the schedule takes faults once it is
+		// ready again, as a fresh one does.
+		if p, ok := r.proc(node); ok && !p.awaitReady(ctx, r.opt.StartTimeout) {
+			r.record(op, node, "not ready again after its restart")
+			return
+		}
 	}
 	switch op.Kind {
 	case nemesis.Pause:
@@ -225,7 +269,7 @@ func (r *run) apply(ctx context.Context, op nemesis.Op) {
 		}
 		r.record(op, node, skipped)
 	case nemesis.Restart:
-		r.restart(op, node)
+		r.restart(ctx, op, node)
 	case nemesis.Isolate:
 		r.links.cut(func(n string) bool { return n == node })
 		r.record(op, node, "")
@@ -275,15 +319,19 @@ func (r *run) setPaused(node string, on bool) {
 	}
 }
 
-// restart starts a crashed process again on its data directory.
-func (r *run) restart(op nemesis.Op, node string) {
+// restart starts a crashed process again on its data directory. It is
+// done once the process is ready again (its ready check passes, checked
+// in the background so that the schedule goes on): a server that never
+// becomes ready, or exits first, is a restart skipped, with the reason.
+func (r *run) restart(ctx context.Context, op nemesis.Op, node string) {
 	p, _ := r.proc(node)
 	if p.alive() {
 		r.record(op, node, "not crashed")
 		return
 	}
+	at := monoNow() - r.base
 	var err error
-	if c, ok := r.clients[node]; ok {
+	if c := r.clients[node]; c != nil {
 		err = c.launch()
 	} else {
 		err = p.start(nil, nil)
@@ -296,10 +344,53 @@ func (r *run) restart(op nemesis.Op, node string) {
 	delete(r.fs.crashed, node)
 	r.pids = append(r.pids, p.pgid())
 	r.mu.Unlock()
-	if node == "store" {
-		r.rec.storeRestarted(monoNow())
+	check := r.readyCheck(node)
+	if check == nil { // a client: ready once launched
+		p.markReady()
+		r.recordAt(FaultEvent{Planned: op, At: at, Node: node})
+		return
 	}
-	r.record(op, node, "")
+	r.readyWG.Add(1)
+	go func() {
+		defer r.readyWG.Done()
+		// The run's context, not the workload's: a restart late in the
+		// workload is still waited for (bounded), not cut at its end.
+		sctx, cancel := context.WithTimeout(r.ctx, r.opt.StartTimeout)
+		defer cancel()
+		err := p.waitReady(sctx, check)
+		p.markReady()
+		ev := FaultEvent{Planned: op, At: at, Node: node}
+		if node == "store" {
+			r.rec.storeRestarted(at + r.base)
+		}
+		if err != nil {
+			ev.Skipped = "restarted, but not ready again: " + firstLine(err.Error())
+		}
+		ev.ReadyAt = monoNow() - r.base
+		r.recordAt(ev)
+	}()
+}
+
+// readyCheck is the ready check of the store or a server (nil: a client).
+func (r *run) readyCheck(node string) func(context.Context) error {
+	if node == "store" {
+		return httpReady(r.storeURL + "/readyz")
+	}
+	s, ok := r.srvSpec[node]
+	if !ok {
+		return nil
+	}
+	if s.Ready != nil {
+		return s.Ready
+	}
+	return httpReady(s.ReadyURL)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // testURL is the base URL of node's test hooks, or why there is none.
@@ -307,7 +398,7 @@ func (r *run) testURL(node string, targetTakes bool) (string, string) {
 	if node == "store" {
 		return r.storeURL, ""
 	}
-	if r.clients[node] != nil {
+	if r.isClient(node) {
 		return "", "a client's clock and disk are the harness's"
 	}
 	s := r.srvSpec[node]

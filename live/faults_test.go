@@ -19,7 +19,7 @@ func TestLiveOpsUndoWhatUndoesItself(t *testing.T) {
 		{At: d(400), Kind: nemesis.Pause, Node: nemesis.Subject, Duration: d(10), When: nemesis.MomentAcquired, Within: d(100)},
 		{At: d(500), Kind: nemesis.Crash, Node: "n3"},
 	}
-	ops, triggers := liveOps(s)
+	ops, triggers := liveOps(s, nil)
 	if len(triggers) != 1 || triggers[0].When != nemesis.MomentAcquired {
 		t.Fatalf("triggers %v, want the pause", triggers)
 	}

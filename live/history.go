@@ -330,7 +330,7 @@ func (r *run) history() (checker.History, []string) {
 	}
 	for _, ev := range r.faults {
 		op := ev.Planned
-		if ev.Skipped != "" || r.clients[ev.Node] != nil || ev.Node == "store" {
+		if ev.Skipped != "" || r.isClient(ev.Node) || ev.Node == "store" {
 			continue
 		}
 		if op.Kind == nemesis.Jump || op.Kind == nemesis.Drift && (op.PPM > rho || op.PPM < -rho) {
@@ -458,8 +458,13 @@ func (ev FaultEvent) String() string {
 	if ev.Node != "" && ev.Node != ev.Planned.Node {
 		s += " → " + ev.Node
 	}
-	if ev.Skipped != "" {
+	switch {
+	case ev.Outcome == FaultNotApplicable:
+		s += "  (not applicable: " + ev.Skipped + ")"
+	case ev.Skipped != "":
 		s += "  (skipped: " + ev.Skipped + ")"
+	case ev.FinalHeal:
+		s += "  (final heal)"
 	}
 	return s
 }

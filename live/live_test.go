@@ -64,6 +64,16 @@ func need(t *testing.T, bin string) {
 	}
 }
 
+// builtin returns the registered target called name.
+func builtin(t *testing.T, name string) Target {
+	t.Helper()
+	tg, ok := Lookup(name)
+	if !ok {
+		t.Fatalf("no target %s", name)
+	}
+	return tg
+}
+
 func plan(t *testing.T, name string, seed uint64) scenarios.Plan {
 	t.Helper()
 	s, ok := scenarios.Lookup(name)
@@ -178,20 +188,20 @@ func kleppmann(t *testing.T, target Target, p scenarios.Plan) {
 // ms, A's acquire at 600 ms) lands in A's 100 ms of work, or on a loaded
 // machine on its acquire in flight, which the reference must pass too.
 func TestReferenceKleppmann(t *testing.T) {
-	kleppmann(t, referenceTarget{}, plan(t, "kleppmann-gc-pause", 1))
+	kleppmann(t, builtin(t, "reference"), plan(t, "kleppmann-gc-pause", 1))
 }
 
 func TestLockdKleppmann(t *testing.T) {
 	need(t, "redis-server")
-	kleppmann(t, lockdTarget{}, kleppmannPlan(t))
+	kleppmann(t, builtin(t, "lockd"), kleppmannPlan(t))
 }
 
 // unfencedReference is the reference lock service in front of a store
 // that accepts every write: the canary.
-type unfencedReference struct{ referenceTarget }
+type unfencedReference struct{ Target }
 
 func (u unfencedReference) Info() TargetInfo {
-	i := u.referenceTarget.Info()
+	i := u.Target.Info()
 	i.Name, i.Fenced = "reference-unfenced", false
 	return i
 }
@@ -204,7 +214,7 @@ func (u unfencedReference) Info() TargetInfo {
 // only after its pause began is not the case and is run again
 // (staleWriteLanded): on a loaded machine that happens.
 func TestUnfencedCanary(t *testing.T) {
-	staleWriteLanded(t, unfencedReference{})
+	staleWriteLanded(t, unfencedReference{builtin(t, "reference")})
 }
 
 func slicesHasProperty(v checker.Verdict, p string) bool {
@@ -221,6 +231,7 @@ func slicesHasProperty(v checker.Verdict, p string) bool {
 type fakeTarget struct {
 	script string
 	ready  func(ctx context.Context) error
+	client []string // the client program (default fencesim-liveclient)
 }
 
 func (f fakeTarget) Info() TargetInfo { return TargetInfo{Name: "fake", Fenced: true} }
@@ -238,7 +249,11 @@ func (f fakeTarget) Layout(s *Setup) (Layout, error) {
 	if f.ready == nil {
 		srv.ReadyURL = "http://" + addr + "/readyz" // nobody listens
 	}
-	return Layout{Servers: []Server{srv}, Client: ClientProgram{Argv: []string{client}}}, nil
+	argv := []string{client}
+	if f.client != nil {
+		argv = f.client
+	}
+	return Layout{Servers: []Server{srv}, Client: ClientProgram{Argv: argv}}, nil
 }
 
 func shortPlan(t *testing.T) scenarios.Plan {
@@ -286,14 +301,14 @@ func TestHangOnStop(t *testing.T) {
 func TestReplayFile(t *testing.T) {
 	p := plan(t, "swarm", 3)
 	b := NewReplayFile(Result{Target: "reference", Plan: p})
-	target, got, err := ParseReplayFile(b)
+	target, got, _, err := ParseReplayFile(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if target != "reference" || got.Seed != 3 || len(got.Schedule) != len(p.Schedule) || got.Spec.Name != "swarm" {
 		t.Fatalf("got %s %+v", target, got)
 	}
-	if _, _, err := ParseReplayFile([]byte(strings.Replace(string(b), `"live_format": 1`, `"live_format": 9`, 1))); err == nil {
+	if _, _, _, err := ParseReplayFile([]byte(strings.Replace(string(b), `"live_format": 1`, `"live_format": 9`, 1))); err == nil {
 		t.Fatal("a file of another format was accepted")
 	}
 	if err := os.WriteFile(filepath.Join(t.TempDir(), "x"), b, 0o644); err != nil {
@@ -335,7 +350,7 @@ func TestFaultKinds(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	res := runLive(t, referenceTarget{}, p)
+	res := runLive(t, builtin(t, "reference"), p)
 	if len(res.Faults) != len(p.Schedule) {
 		t.Fatalf("%d faults carried out, want %d: %v", len(res.Faults), len(p.Schedule), res.Faults)
 	}
@@ -381,7 +396,7 @@ func TestInterruptedRunJudgesNoLiveness(t *testing.T) {
 	p.Spec.Duration = scenarios.Duration(4 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := Run(ctx, Options{Target: referenceTarget{}, Plan: p, BinDirs: []string{binDir}, Dir: t.TempDir(),
+	res, err := Run(ctx, Options{Target: builtin(t, "reference"), Plan: p, BinDirs: []string{binDir}, Dir: t.TempDir(),
 		StopGrace: 2 * time.Second, Log: cancelOnStart{cancel: cancel, after: time.Second}})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fencesim/fencesim/nemesis"
@@ -26,33 +28,40 @@ type ReplayFile struct {
 	Format int             `json:"live_format"`
 	Target string          `json:"target"`
 	Plan   json.RawMessage `json:"plan"` // a scenarios.Replay
+	// TargetFaults are the scripted faults aimed at the target's own
+	// servers, which the simulator's plan cannot hold (NewPlan).
+	TargetFaults nemesis.Schedule `json:"target_faults,omitempty"`
 }
 
 // NewReplayFile records res's plan for target.
 func NewReplayFile(res Result) []byte {
 	rp := scenarios.Replay{Program: scenarios.ProgramVersion, Seed: res.Plan.Seed, Spec: res.Plan.Spec, Options: res.Plan.Options, Schedule: res.Plan.Schedule,
 		Verdict: res.Verdict.Kind.String(), Property: res.Verdict.Property(), TraceHash: "live"}
-	rf := ReplayFile{Format: ReplayFormat, Target: res.Target, Plan: rp.Marshal()}
+	rf := ReplayFile{Format: ReplayFormat, Target: res.Target, Plan: rp.Marshal(), TargetFaults: res.TargetFaults}
 	b, _ := json.MarshalIndent(rf, "", "  ")
 	return append(b, '\n')
 }
 
-// ParseReplayFile reads a live replay file strictly.
-func ParseReplayFile(b []byte) (target string, plan scenarios.Plan, err error) {
+// ParseReplayFile reads a live replay file strictly: its target, its
+// plan and the faults aimed at the target's own servers.
+func ParseReplayFile(b []byte) (target string, plan scenarios.Plan, targetFaults nemesis.Schedule, err error) {
 	var rf ReplayFile
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rf); err != nil {
-		return "", scenarios.Plan{}, fmt.Errorf("live replay file: %v", err)
+		return "", scenarios.Plan{}, nil, fmt.Errorf("live replay file: %v", err)
 	}
 	if rf.Format != ReplayFormat {
-		return "", scenarios.Plan{}, fmt.Errorf("live replay file: live_format %d is not supported (this build reads %d); a simulator replay file runs with simrun replay", rf.Format, ReplayFormat)
+		return "", scenarios.Plan{}, nil, fmt.Errorf("live replay file: live_format %d is not supported (this build reads %d); a simulator replay file runs with simrun replay", rf.Format, ReplayFormat)
 	}
 	rp, err := scenarios.ParseReplay(rf.Plan)
 	if err != nil {
-		return "", scenarios.Plan{}, fmt.Errorf("live replay file: %v", err)
+		return "", scenarios.Plan{}, nil, fmt.Errorf("live replay file: %v", err)
 	}
-	return rf.Target, rp.Plan(), nil
+	if err := rf.TargetFaults.Check(); err != nil {
+		return "", scenarios.Plan{}, nil, fmt.Errorf("live replay file: target_faults: %v", err)
+	}
+	return rf.Target, rp.Plan(), rf.TargetFaults, nil
 }
 
 // ReportInput is what the HTML report shows of a live run: the history
@@ -108,20 +117,72 @@ func WriteOut(dir string, res Result, repro string) (string, error) {
 }
 
 // Describe is the header a live run prints before it starts: the seed,
-// the options and the schedule, and that a live run reproduces its
-// schedule, not its timing.
-func Describe(target string, plan scenarios.Plan) string {
+// the options and the schedule (with the faults aimed at the target's
+// own servers), and that a live run reproduces its schedule, not its
+// timing.
+func Describe(target string, plan scenarios.Plan, targetFaults nemesis.Schedule) string {
 	var b strings.Builder
 	spec, _ := json.Marshal(plan.Spec)
 	fmt.Fprintf(&b, "live target=%s scenario=%s seed=%d\noptions=%s\n", target, plan.Spec.Name, plan.Seed, spec)
 	if plan.Options != nil {
 		fmt.Fprintf(&b, "swarm options (drawn from the seed):\n  %s\n", strings.ReplaceAll(strings.TrimSpace(plan.Options.String()), "\n", "\n  "))
 	}
-	sched := plan.Installed().Sorted()
-	fmt.Fprintf(&b, "schedule (%d operations, the simulator's for this seed):\n", len(sched))
+	sched := append(plan.Installed(), targetFaults...).Sorted()
+	fmt.Fprintf(&b, "schedule (%d operations, the simulator's for this seed", len(sched))
+	if len(targetFaults) > 0 {
+		fmt.Fprintf(&b, ", and %d aimed at the target's own servers", len(targetFaults))
+	}
+	b.WriteString("):\n")
 	for _, op := range sched {
 		fmt.Fprintf(&b, "  %8v  %s\n", time.Duration(op.At), op.String())
 	}
 	b.WriteString("note: a live run reproduces its schedule, not its timing: the same seed fires the same faults at the same offsets, but real processes interleave as the machine runs them, so two runs of one seed can see different histories.\n")
 	return b.String()
+}
+
+// ErrOutInUse matches LockOut's error for a directory another run holds.
+var ErrOutInUse = errors.New("live: the -out directory is in use by another run")
+
+// LockOut takes dir (created if need be) for one run: an exclusive,
+// non-blocking flock on DIR/.lock, holding the run's pid. A second run
+// given the same directory is refused while the first holds it, so it
+// cannot delete the first's data directories under its feet; the lock
+// ends with the process, however it ends. unlock releases it.
+func LockOut(dir string) (unlock func(), err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("live: -out: %w", err)
+	}
+	path := filepath.Join(dir, ".lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("live: -out: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(path)
+		f.Close()
+		holder := strings.TrimSpace(string(b))
+		if holder == "" {
+			holder = "?"
+		}
+		return nil, fmt.Errorf("%w: %s (pid %s holds %s); give this run another -out", ErrOutInUse, dir, holder, path)
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() { f.Close() }, nil
+}
+
+// ParseSpec reads a scenario spec strictly (unknown fields are errors)
+// without validating its faults' node names: NewPlan checks them against
+// the simulator's design and the target's servers.
+func ParseSpec(b []byte) (scenarios.Spec, error) {
+	var s scenarios.Spec
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return scenarios.Spec{}, fmt.Errorf("scenario: %v", err)
+	}
+	if dec.More() {
+		return scenarios.Spec{}, fmt.Errorf("scenario: trailing data after the JSON object")
+	}
+	return s, nil
 }

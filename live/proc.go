@@ -29,6 +29,15 @@ type proc struct {
 	done    chan struct{} // closed when the current incarnation exited
 	exitErr error
 	paused  bool
+	// ending: the harness is ending the current incarnation itself (a
+	// crash of the schedule, the stop at the end), so its exit is
+	// expected; deaths lists the incarnations that exited otherwise.
+	ending bool
+	deaths []string
+	// ready is closed when the current incarnation passed its ready
+	// check (or the check gave up): see markReady, awaitReady.
+	ready     chan struct{}
+	readyDone func()
 }
 
 // errExited is the error of a ready check whose process exited first.
@@ -63,14 +72,23 @@ func (p *proc) start(stdin, stdout *os.File) error {
 		return fmt.Errorf("live: starting %s (%s): %w", p.name, p.argv[0], err)
 	}
 	done := make(chan struct{})
+	ready := make(chan struct{})
 	p.mu.Lock()
-	p.cmd, p.done, p.exitErr, p.paused = cmd, done, nil, false
+	p.cmd, p.done, p.exitErr, p.paused, p.ending = cmd, done, nil, false, false
+	p.ready, p.readyDone = ready, sync.OnceFunc(func() { close(ready) })
 	p.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
 		f.Close()
 		p.mu.Lock()
 		p.exitErr = err
+		if !p.ending {
+			status := "exited with status 0"
+			if err != nil {
+				status = err.Error()
+			}
+			p.deaths = append(p.deaths, status)
+		}
 		p.mu.Unlock()
 		close(done)
 	}()
@@ -131,37 +149,96 @@ func (p *proc) resume() error {
 	return p.signal(syscall.SIGCONT)
 }
 
+// markReady ends the wait of awaitReady for the current incarnation (its
+// ready check passed, or gave up).
+func (p *proc) markReady() {
+	p.mu.Lock()
+	f := p.readyDone
+	p.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// awaitReady waits until the current incarnation is marked ready, at most
+// d or until ctx ends; false if it was not.
+func (p *proc) awaitReady(ctx context.Context, d time.Duration) bool {
+	p.mu.Lock()
+	ch := p.ready
+	p.mu.Unlock()
+	if ch == nil {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// expectExit marks the current incarnation's coming exit as the
+// harness's doing (not a death of its own).
+func (p *proc) expectExit() {
+	p.mu.Lock()
+	p.ending = true
+	p.mu.Unlock()
+}
+
+// unexpectedExits lists how the incarnations that ended on their own
+// (neither crashed by the schedule nor stopped by the harness) ended.
+func (p *proc) unexpectedExits() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.deaths...)
+}
+
 // kill is a crash: SIGKILL to the group, then waited for (bounded).
 func (p *proc) kill() error {
 	if !p.alive() {
 		return nil
 	}
+	p.expectExit()
 	syscall.Kill(-p.pgid(), syscall.SIGKILL)
 	return p.wait(5 * time.Second)
 }
 
 func (p *proc) wait(d time.Duration) error {
+	return p.waitCtx(context.Background(), d)
+}
+
+// waitCtx waits for the current incarnation to exit, at most d or until
+// ctx ends.
+func (p *proc) waitCtx(ctx context.Context, d time.Duration) error {
 	p.mu.Lock()
 	done := p.done
 	p.mu.Unlock()
 	if done == nil {
 		return nil
 	}
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-done:
 		return nil
-	case <-time.After(d):
-		return fmt.Errorf("live: %s did not exit within %v", p.name, d)
+	case <-t.C:
+	case <-ctx.Done():
 	}
+	return fmt.Errorf("live: %s did not exit within %v", p.name, d)
 }
 
 // stop ends the process whatever its state: SIGCONT (a paused process
-// cannot handle SIGTERM), SIGTERM to the group, and SIGKILL after grace.
-// hung reports that SIGTERM was not enough.
-func (p *proc) stop(grace time.Duration) (hung bool, err error) {
+// cannot handle SIGTERM), SIGTERM to the group, and SIGKILL after grace,
+// or at once when ctx ends (the user interrupted the run and waits).
+// hung reports that SIGTERM was not enough in time.
+func (p *proc) stop(ctx context.Context, grace time.Duration) (hung bool, err error) {
 	if !p.alive() {
 		return false, nil
 	}
+	p.expectExit()
 	pg := p.pgid()
 	sig := p.stopSig
 	if sig == 0 {
@@ -169,7 +246,7 @@ func (p *proc) stop(grace time.Duration) (hung bool, err error) {
 	}
 	syscall.Kill(-pg, syscall.SIGCONT)
 	syscall.Kill(-pg, sig)
-	if p.wait(grace) == nil {
+	if p.waitCtx(ctx, grace) == nil {
 		reapGroup(pg)
 		return false, nil
 	}

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,13 @@ type Options struct {
 	Keep bool
 	// BinDirs are searched for binaries before $PATH.
 	BinDirs []string
+	// TargetFaults are scripted faults aimed at the target's own servers
+	// (NewPlan), run beside the plan's schedule.
+	TargetFaults nemesis.Schedule
+	// AllowInapplicable runs a plan whose scripted faults include some
+	// the target cannot carry out at all (they are listed as not
+	// applicable); without it Run refuses it (ErrInapplicable).
+	AllowInapplicable bool
 	// TargetOptions are passed to the target (Setup.Options) and to every
 	// client process (-opt).
 	TargetOptions map[string]string
@@ -51,6 +59,13 @@ type FaultEvent struct {
 	Node string `json:"node,omitempty"`
 	// Skipped says why the operation did nothing ("" if applied).
 	Skipped string `json:"skipped,omitempty"`
+	// Outcome is FaultDone, FaultSkipped or FaultNotApplicable.
+	Outcome string `json:"outcome"`
+	// ReadyAt, for a restart, is when the process was ready again.
+	ReadyAt time.Duration `json:"ready_at,omitempty"`
+	// FinalHeal: one of the operations that undo every fault at the end
+	// of the safety phase (not counted in FaultCounts).
+	FinalHeal bool `json:"final_heal,omitempty"`
 }
 
 // Result is what one live run produced.
@@ -69,7 +84,14 @@ type Result struct {
 	Options  *nemesis.Options `json:"options,omitempty"`
 	Plan     scenarios.Plan   `json:"-"`
 	Counts   map[string]int   `json:"counts"`
-	PIDs     []int            `json:"-"`
+	// FaultCounts sums Faults by outcome; Clients is what each workload
+	// client did.
+	FaultCounts FaultCounts             `json:"fault_counts"`
+	Clients     map[string]ClientCounts `json:"clients"`
+	// TargetFaults are the scripted faults aimed at the target's own
+	// servers (Options.TargetFaults).
+	TargetFaults nemesis.Schedule `json:"target_faults,omitempty"`
+	PIDs         []int            `json:"-"`
 	// Interrupted: the run's context ended (SIGINT, SIGTERM) before the
 	// workload did. The history is checked for safety as far as it goes,
 	// but the liveness phase is not judged: a run cut short has not
@@ -80,6 +102,7 @@ type Result struct {
 // run is one live run's state.
 type run struct {
 	opt    Options
+	ctx    context.Context // the caller's: ends when the run is interrupted
 	spec   scenarios.Spec
 	info   TargetInfo
 	dir    string
@@ -99,6 +122,9 @@ type run struct {
 	rec     *recorder
 	fs      *faultState
 	applies *appliesLog
+
+	// readyWG waits for the ready checks of restarted processes.
+	readyWG sync.WaitGroup
 
 	mu     sync.Mutex
 	faults []FaultEvent
@@ -129,7 +155,7 @@ func Run(ctx context.Context, opt Options) (res Result, err error) {
 	if opt.StopGrace <= 0 {
 		opt.StopGrace = 5 * time.Second
 	}
-	r := &run{opt: opt, spec: opt.Plan.Spec, info: opt.Target.Info(), servers: map[string]*proc{},
+	r := &run{opt: opt, ctx: ctx, spec: opt.Plan.Spec, info: opt.Target.Info(), servers: map[string]*proc{},
 		srvSpec: map[string]Server{}, clients: map[string]*clientProc{}}
 	r.logf = func(format string, args ...any) {
 		if opt.Log != nil {
@@ -153,19 +179,31 @@ func Run(ctx context.Context, opt Options) (res Result, err error) {
 	start := time.Now()
 	defer func() {
 		// Whatever happened, nothing the run started survives it.
-		if serr := r.stopAll(); serr != nil && err == nil {
+		if ctx.Err() != nil {
+			// Interrupted: the user waits; nothing is judged on how
+			// the servers stop.
+			r.opt.StopGrace = min(r.opt.StopGrace, 200*time.Millisecond)
+		}
+		if serr := r.stopAll(); serr != nil && err == nil && ctx.Err() == nil {
 			err = serr
 		}
 		r.links.close()
 		res.PIDs = r.pids
 		res.Wall = time.Since(start)
 	}()
-	err = r.startAll(ctx)
+	if err = r.lay(); err == nil {
+		err = r.startAll(ctx)
+	}
 	r.setup.release() // on every path: a failed layout holds no port
 	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (interrupted during start-up: %v)", ErrInterrupted, err)
+		}
 		return Result{}, err
 	}
 	r.workload(ctx)
+	r.readyWG.Wait()
+	slices.SortStableFunc(r.faults, func(a, b FaultEvent) int { return cmp.Compare(a.At, b.At) })
 	interrupted := ctx.Err() != nil
 	h, notes := r.history()
 	r.notes = append(r.notes, notes...)
@@ -176,17 +214,65 @@ func Run(ctx context.Context, opt Options) (res Result, err error) {
 	if r.spec.Liveness != nil && !interrupted {
 		v = checker.Combine(v, checker.CheckLiveness(h, r.healAt(), time.Duration(r.spec.Liveness.Bound), r.progressing()))
 	}
+	fc, clients := faultCounts(r.faults), r.clientCounts(h)
+	grants := 0
+	for _, c := range clients {
+		grants += c.Grants
+	}
+	if why := r.vacuous(clients, fc, grants); why != "" && v.Kind == checker.VerdictPass {
+		// Never a pass on nothing: what did not happen was not tested.
+		v.Kind, v.Unknown = checker.VerdictUnknown, "the run tested too little to pass: "+why
+	}
 	res = Result{
 		Target: r.info.Name, Scenario: r.spec.Name, Seed: opt.Plan.Seed, Expect: r.spec.Expect.String(),
 		Met: r.spec.Expect.Met(v), Verdict: v, Faults: r.faults, History: h, Notes: r.notes,
 		Options: opt.Plan.Options, Plan: opt.Plan, Interrupted: interrupted, Counts: map[string]int{
 			"lock_ops": len(h.LockOps), "store_ops": len(h.Ops), "grants": len(h.Grants), "applies": len(h.Applies),
 		},
+		FaultCounts: fc, Clients: clients, TargetFaults: opt.TargetFaults,
 	}
 	if opt.Keep || opt.Dir != "" {
 		res.Dir = r.dir
 	}
 	return res, nil
+}
+
+// ErrInterrupted matches Run's error when its context ended (SIGINT,
+// SIGTERM) before the run could start.
+var ErrInterrupted = errors.New("live: interrupted")
+
+// lay asks the target for its layout and checks it: server names, the
+// names the target declared (TargetInfo.Servers), and that the scripted
+// faults can run on it (checkScripted).
+func (r *run) lay() error {
+	var err error
+	if r.layout, err = r.opt.Target.Layout(r.setup); err != nil {
+		return fmt.Errorf("live: target %s: %w", r.info.Name, err)
+	}
+	if len(r.layout.Client.Argv) == 0 {
+		return fmt.Errorf("live: target %s lays out no client program", r.info.Name)
+	}
+	var names []string
+	for _, s := range r.layout.Servers {
+		if s.Name == "store" || r.servers[s.Name] != nil || slices.ContainsFunc(r.spec.Clients, func(c scenarios.ClientSpec) bool { return c.Name == s.Name }) {
+			return fmt.Errorf("live: target %s: server name %q is taken", r.info.Name, s.Name)
+		}
+		r.servers[s.Name] = &proc{name: s.Name, argv: s.Argv, env: s.Env, log: logPath(r.dir, s.Name), stopSig: s.StopSignal}
+		r.srvSpec[s.Name] = s
+		if s.Replica {
+			r.replicas = append(r.replicas, s.Name)
+		}
+		names = append(names, s.Name)
+	}
+	if r.info.Servers != nil && !slices.Equal(names, r.info.Servers) {
+		return fmt.Errorf("live: target %s lays out servers %v but declares %v (TargetInfo.Servers)", r.info.Name, names, r.info.Servers)
+	}
+	if !r.opt.AllowInapplicable {
+		if err := r.checkScripted(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // startAll starts the store, the target's servers and the clients, and
@@ -211,22 +297,6 @@ func (r *run) startAll(ctx context.Context) error {
 		env = append(env, "FENCESIM_STORE_UNFENCED=true")
 	}
 	r.store = &proc{name: "store", argv: []string{bin, "-listen", addr, "-data", dir}, env: env, log: logPath(r.dir, "store")}
-	if r.layout, err = r.opt.Target.Layout(r.setup); err != nil {
-		return fmt.Errorf("live: target %s: %w", r.info.Name, err)
-	}
-	if len(r.layout.Client.Argv) == 0 {
-		return fmt.Errorf("live: target %s lays out no client program", r.info.Name)
-	}
-	for _, s := range r.layout.Servers {
-		if s.Name == "store" || r.servers[s.Name] != nil || slices.ContainsFunc(r.spec.Clients, func(c scenarios.ClientSpec) bool { return c.Name == s.Name }) {
-			return fmt.Errorf("live: target %s: server name %q is taken", r.info.Name, s.Name)
-		}
-		r.servers[s.Name] = &proc{name: s.Name, argv: s.Argv, env: s.Env, log: logPath(r.dir, s.Name), stopSig: s.StopSignal}
-		r.srvSpec[s.Name] = s
-		if s.Replica {
-			r.replicas = append(r.replicas, s.Name)
-		}
-	}
 	r.setup.release()
 	all := append([]*proc{r.store}, r.serverProcs()...)
 	for _, p := range all {
@@ -240,6 +310,7 @@ func (r *run) startAll(ctx context.Context) error {
 	if err := r.store.waitReady(sctx, httpReady(r.storeURL+"/readyz")); err != nil {
 		return err
 	}
+	r.store.markReady()
 	for _, s := range r.layout.Servers {
 		check := s.Ready
 		if check == nil {
@@ -251,6 +322,7 @@ func (r *run) startAll(ctx context.Context) error {
 		if err := r.servers[s.Name].waitReady(sctx, check); err != nil {
 			return err
 		}
+		r.servers[s.Name].markReady()
 	}
 	r.logf("live: %d servers and the store are ready", len(r.layout.Servers))
 	for _, c := range r.spec.Clients {
@@ -258,11 +330,12 @@ func (r *run) startAll(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		r.clients[c.Name] = cp
 		if err := cp.launch(); err != nil {
 			return err
 		}
+		cp.markReady()
 		r.pids = append(r.pids, cp.pgid())
-		r.clients[c.Name] = cp
 	}
 	return nil
 }
@@ -332,13 +405,17 @@ func (r *run) stopAll() error {
 	var mu sync.Mutex
 	stop := func(p *proc) {
 		defer wg.Done()
-		if h, _ := p.stop(r.opt.StopGrace); h {
+		if h, _ := p.stop(r.ctx, r.opt.StopGrace); h {
 			mu.Lock()
 			hung = append(hung, p.name)
 			mu.Unlock()
 		}
 	}
 	for _, c := range r.clients {
+		if c == nil {
+			continue
+		}
+		c.expectExit()
 		c.closeStdin()
 		wg.Add(1)
 		go stop(c.proc)
@@ -370,10 +447,15 @@ func (r *run) proc(name string) (*proc, bool) {
 	if p, ok := r.servers[name]; ok {
 		return p, true
 	}
-	if c, ok := r.clients[name]; ok {
+	if c := r.clients[name]; c != nil {
 		return c.proc, true
 	}
 	return nil, false
+}
+
+// isClient reports whether name is one of the scenario's clients.
+func (r *run) isClient(name string) bool {
+	return slices.ContainsFunc(r.spec.Clients, func(c scenarios.ClientSpec) bool { return c.Name == name })
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -50,6 +50,10 @@ type TargetInfo struct {
 	// Binaries are the executables the target needs, for the message of
 	// a run (or a test) that cannot find them.
 	Binaries []string
+	// Servers are the names of the servers Layout lays out, in order, so
+	// that a spec can aim faults at them (by name, or as @name) before
+	// the run; the run checks that Layout gives exactly these.
+	Servers []string
 	// Options are the keys of the target-specific options a run may set
 	// (simrun live -opt key=value); Run refuses any other key, so that a
 	// misspelt option cannot silently run another experiment, nor a user
@@ -124,6 +128,12 @@ type Server struct {
 	// TestURL is the base URL of the test hooks (/test/clock,
 	// /test/disk), reached directly; "": the server has none.
 	TestURL string
+	// UnproxiedPeers: the server talks to other servers over links the
+	// harness does not proxy (an etcd member dials each peer at one
+	// advertised URL), so network faults cannot cut it from them; an
+	// isolation, partition or block that would have to is not applicable
+	// to it.
+	UnproxiedPeers bool
 	// StopSignal ends the server when the run is over (0: SIGTERM, then
 	// SIGKILL after the grace). SIGKILL suits a server whose graceful
 	// stop waits on peers that are stopping too: an etcd leader hands

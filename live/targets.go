@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"embed"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,75 +10,46 @@ import (
 	"time"
 )
 
+// The built-in targets that a target file describes (targets/*.json):
+// the reference (three fencesim-node replicas, each Raft link through
+// its own proxy: realrt's transport sends a node's frames only on
+// connections it dialled, so the link from→to is the proxy from dials for
+// to's Raft port) and lockd (two fencesim-lockd instances over one
+// redis-server that keeps an fsynced append-only file, so that a crash
+// and restart keep the fencing counter; each instance's Redis connection
+// through its own proxy; no clock faults: lockd's leases live on Redis's
+// clock, which no endpoint can skew) and redlock (redsync,
+// github.com/go-redsync/redsync/v4, in each client process,
+// fencesim-live-redlock, over five independent redis-servers, each
+// client's connection to each node through its own proxy; Redlock issues
+// no fencing token, so the harness numbers grants and the store runs
+// unfenced; the nodes keep an fsynced append-only file, the persistence
+// Redlock's description asks for so that a crashed node does not forget a
+// key it granted; Redis takes no clock endpoint, so clock and disk faults
+// are not applicable). etcd's target is Go (etcd.go): its members' flags
+// and its leader come from internal/etcdcluster and etcd's status API.
+//
+//go:embed targets/*.json
+var builtinFiles embed.FS
+
 func init() {
-	for _, t := range []Target{referenceTarget{}, lockdTarget{}} {
-		if err := Register(t); err != nil {
+	entries, err := builtinFiles.ReadDir("targets")
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range entries {
+		b, err := builtinFiles.ReadFile("targets/" + e.Name())
+		if err != nil {
+			panic(err)
+		}
+		f, err := parseTargetFile(b, "")
+		if err != nil {
+			panic(fmt.Sprintf("built-in target %s: %v", e.Name(), err))
+		}
+		if err := Register(f); err != nil {
 			panic(err)
 		}
 	}
-}
-
-// referenceTarget is the reference lock service for real: three
-// fencesim-node replicas (Raft + lock table, tokens are log indexes),
-// each Raft link through its own proxy. realrt's transport sends a
-// node's frames only on connections it dialled, so the link from→to is
-// the proxy from dials for to's Raft port.
-type referenceTarget struct{}
-
-func (referenceTarget) Info() TargetInfo {
-	return TargetInfo{Name: "reference", Doc: "the reference lock service: 3 fencesim-node replicas (Raft), fencing tokens = log indexes",
-		Fenced: true, ClockFaults: true, DiskFaults: true, Binaries: []string{"fencesim-node", "fencesim-store", "fencesim-liveclient"}}
-}
-
-func (referenceTarget) Layout(s *Setup) (Layout, error) {
-	const n = 3
-	node, err := s.Bin("fencesim-node")
-	if err != nil {
-		return Layout{}, err
-	}
-	client, err := s.Bin("fencesim-liveclient")
-	if err != nil {
-		return Layout{}, err
-	}
-	raft := make([]string, n)
-	httpAddr := make([]string, n)
-	for i := range n {
-		if raft[i], err = s.Free(); err != nil {
-			return Layout{}, err
-		}
-		if httpAddr[i], err = s.Free(); err != nil {
-			return Layout{}, err
-		}
-	}
-	name := func(i int) string { return fmt.Sprintf("n%d", i+1) }
-	var l Layout
-	for i := range n {
-		var peers []string
-		for j := range n {
-			addr := raft[j]
-			if j != i {
-				if addr, err = s.Link(name(i), name(j), raft[j]); err != nil {
-					return Layout{}, err
-				}
-			}
-			peers = append(peers, fmt.Sprintf("%d=%s=%s", j, addr, httpAddr[j]))
-		}
-		dir, err := s.Dir(name(i))
-		if err != nil {
-			return Layout{}, err
-		}
-		base := "http://" + httpAddr[i]
-		l.Servers = append(l.Servers, Server{
-			Name: name(i), Replica: true, Dir: dir,
-			Argv: []string{node, "-id", fmt.Sprint(i), "-data", dir, "-listen", httpAddr[i], "-peer-listen", raft[i],
-				"-peers", strings.Join(peers, ","), "-drain-timeout", "1s", "-handover-timeout", "0s"},
-			Env:      []string{"FENCESIM_TEST_HOOKS=1"},
-			ReadyURL: base + "/readyz", Endpoint: base, TestURL: base,
-		})
-	}
-	l.Client = ClientProgram{Argv: []string{client}}
-	l.Leader = func(ctx context.Context) (string, bool) { return apiLeader(ctx, l.Servers) }
-	return l, nil
 }
 
 // apiLeader asks every server of the lock API for a lock directly (not
@@ -100,72 +72,6 @@ func apiLeader(ctx context.Context, servers []Server) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// lockdTarget is the Redis-backed lock API (seed 000's design): two
-// fencesim-lockd instances over one real redis-server, which keeps an
-// fsynced append-only file so that a crash and restart keep the fencing
-// counter. Each instance's Redis connection goes through its own proxy.
-type lockdTarget struct{}
-
-func (lockdTarget) Info() TargetInfo {
-	// No clock faults: lockd's leases live on Redis's clock (PEXPIRE),
-	// which no endpoint can skew; its own test clock moves only its
-	// admission windows.
-	return TargetInfo{Name: "lockd", Doc: "the Redis lock API: 2 fencesim-lockd instances over one redis-server (appendfsync always), tokens from a Redis counter per resource",
-		Fenced: true, TokensPerResource: true, Binaries: []string{"fencesim-lockd", "redis-server", "fencesim-store", "fencesim-liveclient"}}
-}
-
-func (lockdTarget) Layout(s *Setup) (Layout, error) {
-	const n = 2
-	lockd, err := s.Bin("fencesim-lockd")
-	if err != nil {
-		return Layout{}, err
-	}
-	redis, err := s.Bin("redis-server")
-	if err != nil {
-		return Layout{}, err
-	}
-	client, err := s.Bin("fencesim-liveclient")
-	if err != nil {
-		return Layout{}, err
-	}
-	raddr, err := s.Free()
-	if err != nil {
-		return Layout{}, err
-	}
-	rdir, err := s.Dir("redis")
-	if err != nil {
-		return Layout{}, err
-	}
-	_, rport, _ := net.SplitHostPort(raddr)
-	var l Layout
-	for i := range n {
-		name := fmt.Sprintf("l%d", i+1)
-		addr, err := s.Free()
-		if err != nil {
-			return Layout{}, err
-		}
-		via, err := s.Link(name, "redis", raddr)
-		if err != nil {
-			return Layout{}, err
-		}
-		base := "http://" + addr
-		l.Servers = append(l.Servers, Server{
-			Name: name, Replica: true, Argv: []string{lockd},
-			Env: []string{"FENCESIM_LISTEN=" + addr, "FENCESIM_REDIS_ADDR=" + via,
-				"FENCESIM_DRAIN_TIMEOUT=1s"},
-			ReadyURL: base + "/readyz", Endpoint: base,
-		})
-	}
-	redisSrv := Server{Name: "redis", Dir: rdir,
-		Argv: []string{redis, "--bind", "127.0.0.1", "--port", rport, "--dir", rdir, "--save", "",
-			"--appendonly", "yes", "--appendfsync", "always", "--protected-mode", "no"},
-		Ready: func(ctx context.Context) error { return redisPing(ctx, raddr) },
-	}
-	l.Servers = append([]Server{redisSrv}, l.Servers...)
-	l.Client = ClientProgram{Argv: []string{client}}
-	return l, nil
 }
 
 // redisPing is redis-server's ready check: PING answered +PONG.

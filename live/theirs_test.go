@@ -123,7 +123,7 @@ func heldWhenPaused(res Result, client string, at time.Duration) bool {
 func TestRedlockKleppmann(t *testing.T) {
 	need(t, "redis-server")
 	needClient(t, "fencesim-live-redlock", "../cmd/fencesim-live-redlock", false)
-	staleWriteLanded(t, redlockTarget{})
+	staleWriteLanded(t, builtin(t, "redlock"))
 }
 
 func TestEtcdMutexKleppmann(t *testing.T) {

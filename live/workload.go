@@ -67,7 +67,7 @@ func (r *run) drive(ctx context.Context, idx int, c scenarios.ClientSpec) {
 				return
 			}
 			r.rec.acquiring()
-			rep, call, ret, ok := cp.call(liveclient.Command{Op: liveclient.OpAcquire, Resource: c.Resource, TTLms: ttl.Milliseconds()}, opTimeout+time.Second)
+			rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpAcquire, Resource: c.Resource, TTLms: ttl.Milliseconds()}, opTimeout+time.Second)
 			if tok := r.rec.lock(c.Name, c.Resource, checker.LockAcquire, 0, call, ret, rep, ok); tok != 0 {
 				token, svc, from = tok, rep.Token, call
 				break
@@ -88,7 +88,7 @@ func (r *run) drive(ctx context.Context, idx int, c scenarios.ClientSpec) {
 			}
 			now := monoNow()
 			if now-from > ttl/3 {
-				rep, call, ret, ok := cp.call(liveclient.Command{Op: liveclient.OpRenew, Resource: c.Resource, Token: svc, TTLms: ttl.Milliseconds()}, opTimeout+time.Second)
+				rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpRenew, Resource: c.Resource, Token: svc, TTLms: ttl.Milliseconds()}, opTimeout+time.Second)
 				r.rec.lock(c.Name, c.Resource, checker.LockRenew, token, call, ret, rep, ok)
 				if !ok || !rep.OK {
 					reason, held = "renew-refused", !(ok && rep.Error == liveclient.ErrorNotHolder)
@@ -102,18 +102,18 @@ func (r *run) drive(ctx context.Context, idx int, c scenarios.ClientSpec) {
 				break
 			}
 			val := r.rec.value(c.Name)
-			rep, call, ret, ok := cp.call(liveclient.Command{Op: liveclient.OpWrite, Key: c.Resource, Token: token, Value: val, WorkMs: work.Milliseconds()}, work+opTimeout+time.Second)
+			rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpWrite, Key: c.Resource, Token: token, Value: val, WorkMs: work.Milliseconds()}, work+opTimeout+time.Second)
 			r.rec.write(c.Name, c.Resource, token, val, call, ret, rep, ok)
 			if ok && rep.Error == liveclient.ErrorStale {
 				reason = "fenced-out"
 				break
 			}
 		}
-		rep, call, ret, ok := cp.call(liveclient.Command{Op: liveclient.OpRead, Key: c.Resource}, opTimeout+time.Second)
+		rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpRead, Key: c.Resource}, opTimeout+time.Second)
 		r.rec.read(c.Name, c.Resource, call, ret, rep, ok)
 		r.rec.disbelieve(c.Name, c.Resource, token, monoNow(), reason)
 		if held {
-			rep, call, ret, ok = cp.call(liveclient.Command{Op: liveclient.OpRelease, Resource: c.Resource, Token: svc}, opTimeout+time.Second)
+			rep, call, ret, ok = cp.call(r.ctx, liveclient.Command{Op: liveclient.OpRelease, Resource: c.Resource, Token: svc}, opTimeout+time.Second)
 			r.rec.lock(c.Name, c.Resource, checker.LockRelease, token, call, ret, rep, ok)
 		}
 		// Think time between cycles, as the simulator's workload has

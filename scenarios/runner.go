@@ -416,6 +416,13 @@ func (p Plan) judge(h checker.History, cut string, live []string, excuses []chec
 	if spec.Liveness != nil {
 		v = checker.Combine(v, checker.CheckLiveness(h, time.Duration(spec.Duration), time.Duration(spec.Liveness.Bound), live))
 	}
+	if v.Kind == checker.VerdictPass && !slices.ContainsFunc(h.LockOps, func(o checker.LockOp) bool { return o.Outcome == checker.LockGranted }) {
+		// Never a pass on nothing (a spec whose clients start after its
+		// end, a service that refuses everything without a liveness
+		// phase to notice): the verdict changes, the run and its trace
+		// hash do not.
+		v.Kind, v.Unknown = checker.VerdictUnknown, "no lock was granted in the run: nothing was tested, so it cannot pass"
+	}
 	return v
 }
 

@@ -87,6 +87,18 @@ type Spec struct {
 	// Limits bound what the run may hold at once (another runaway guard);
 	// nil or zero fields take the defaults.
 	Limits *RunLimits `json:"limits,omitempty"`
+	// Live tunes how simrun live judges the scenario against real
+	// processes; the simulator ignores it.
+	Live *LiveSpec `json:"live,omitempty"`
+}
+
+// LiveSpec tunes a live run's judgement (package live).
+type LiveSpec struct {
+	// MinFaultsDone is the fraction of the schedule's applicable fault
+	// operations (those the target can carry out) a live run must carry
+	// out for its verdict to be more than unknown; nil: live's default
+	// (live.DefaultMinFaultsDone). 0 accepts a run that carried out none.
+	MinFaultsDone *float64 `json:"min_faults_done,omitempty"`
 }
 
 // RunLimits bound what one run may hold at once, so that a livelocked
@@ -337,6 +349,8 @@ func (s *Spec) Validate() error {
 		return fail("duration must be positive")
 	case s.StepLimit == 0:
 		return fail("step_limit must be positive")
+	case s.Live != nil && s.Live.MinFaultsDone != nil && !(*s.Live.MinFaultsDone >= 0 && *s.Live.MinFaultsDone <= 1):
+		return fail("live.min_faults_done must be a fraction from 0 to 1")
 	case s.Limits != nil && (s.Limits.Pending < 0 || s.Limits.DiskBytes < 0 || s.Limits.Reports < 0 || s.Limits.TraceBytes < 0):
 		return fail("limits.pending, limits.disk_bytes, limits.reports and limits.trace_bytes must be ≥ 0 (0: the default)")
 	}

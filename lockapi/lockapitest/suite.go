@@ -15,6 +15,17 @@ import (
 	"github.com/fencesim/fencesim/lockapi"
 )
 
+// T is what the contract's cases need of a test: *testing.T has it, and
+// so does simrun conform's report, which runs the cases against any
+// server's URL outside go test. Fatalf and Fatal end the case (the
+// goroutine that called them).
+type T interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Fatal(args ...any)
+	Errorf(format string, args ...any)
+}
+
 // Harness is what Suite needs from a backend under test.
 type Harness struct {
 	// Backends are two instances over one shared state (two lockd
@@ -75,7 +86,7 @@ type Reply struct {
 }
 
 // Error decodes the body as an ErrorResponse.
-func (r Reply) Error(t testing.TB) lockapi.ErrorResponse {
+func (r Reply) Error(t T) lockapi.ErrorResponse {
 	t.Helper()
 	var e lockapi.ErrorResponse
 	if err := json.Unmarshal([]byte(r.Body), &e); err != nil {
@@ -85,7 +96,7 @@ func (r Reply) Error(t testing.TB) lockapi.ErrorResponse {
 }
 
 // Lease decodes the body as a LeaseResponse, failing unless 200.
-func (r Reply) Lease(t testing.TB) lockapi.LeaseResponse {
+func (r Reply) Lease(t T) lockapi.LeaseResponse {
 	t.Helper()
 	if r.Status != 200 {
 		t.Fatalf("status %d %s, want 200", r.Status, r.Body)
@@ -104,7 +115,7 @@ var noRedirect = &http.Client{
 }
 
 // Do sends one request (body "" = none) and reads the reply.
-func Do(t testing.TB, method, url, body string) Reply {
+func Do(t T, method, url, body string) Reply {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -126,26 +137,26 @@ func Do(t testing.TB, method, url, body string) Reply {
 	return Reply{Status: resp.StatusCode, Header: resp.Header, Body: string(b)}
 }
 
-func acquire(t testing.TB, base, res, client, reqID string, ttlMs int) Reply {
+func acquire(t T, base, res, client, reqID string, ttlMs int) Reply {
 	t.Helper()
 	return Do(t, "POST", base+"/v1/locks/"+res+"/acquire",
 		`{"client":"`+client+`","ttl_ms":`+itoa(ttlMs)+`,"request_id":"`+reqID+`"}`)
 }
 
-func renew(t testing.TB, base, res, client string, tok lockapi.Token, ttlMs int) Reply {
+func renew(t T, base, res, client string, tok lockapi.Token, ttlMs int) Reply {
 	t.Helper()
 	return Do(t, "POST", base+"/v1/locks/"+res+"/renew",
 		`{"client":"`+client+`","token":"`+tok.String()+`","ttl_ms":`+itoa(ttlMs)+`}`)
 }
 
-func release(t testing.TB, base, res, client string, tok lockapi.Token) Reply {
+func release(t T, base, res, client string, tok lockapi.Token) Reply {
 	t.Helper()
 	return Do(t, "POST", base+"/v1/locks/"+res+"/release", `{"client":"`+client+`","token":"`+tok.String()+`"}`)
 }
 
 func itoa(i int) string { return lockapi.Token(uint64(i)).String() }
 
-func wantStatus(t testing.TB, what string, r Reply, status int, code string) {
+func wantStatus(t T, what string, r Reply, status int, code string) {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("%s: status %d %s, want %d %s", what, r.Status, r.Body, status, code)
@@ -157,210 +168,246 @@ func wantStatus(t testing.TB, what string, r Reply, status int, code string) {
 	}
 }
 
-// Suite runs the lock API contract against a backend, over HTTP on
-// loopback. Each subtest gets a fresh harness.
+// Target is what a case runs against: two instances' base URLs over one
+// shared state (the same URL twice for a single instance), the
+// harness's knobs (Backends unused), and a prefix for every resource
+// name, so that cases against a long-running server do not meet the
+// locks of an earlier run.
+type Target struct {
+	URLs   [2]string
+	H      Harness
+	Prefix string
+}
+
+// Case is one case of the contract. Skip, if set, says why the case
+// cannot run against tg ("" runs it).
+type Case struct {
+	Name string
+	Run  func(t T, tg Target)
+	Skip func(tg Target) string
+}
+
+// Suite runs the lock API contract (Cases) against a backend, over HTTP
+// on loopback. Each subtest gets a fresh harness.
 func Suite(t *testing.T, newHarness func(t *testing.T) Harness) {
-	start := func(t *testing.T) (Harness, string, string) {
-		h := newHarness(t)
-		_, a := Serve(t, h.Backends[0], lockapi.Config{})
-		_, b := Serve(t, h.Backends[1], lockapi.Config{})
-		return h, a, b
-	}
-
-	t.Run("grant-held-renew-release", func(t *testing.T) {
-		h, a, _ := start(t)
-		l := acquire(t, a, "r", "alice", "q1", 5000).Lease(t)
-		if l.Token == 0 || l.TTLms != 5000 {
-			t.Fatalf("lease %+v, want a token and ttl 5000", l)
-		}
-		r := acquire(t, a, "r", "bob", "q1", 5000)
-		wantStatus(t, "bob while alice holds", r, 409, lockapi.CodeHeld)
-		if e := r.Error(t); e.Holder != "alice" || e.RetryAfterMs <= 0 || e.RetryAfterMs > 5000 {
-			t.Fatalf("held reply %+v, want holder alice and a retry hint in (0, 5000]", e)
-		}
-		g := Do(t, "GET", a+"/v1/locks/r", "")
-		var st lockapi.LockResponse
-		if err := json.Unmarshal([]byte(g.Body), &st); err != nil || !st.Held || st.Holder != "alice" || st.Token != l.Token || st.LastToken != l.Token {
-			t.Fatalf("GET: %d %s, want held by alice with token %d", g.Status, g.Body, l.Token)
-		}
-		if rl := renew(t, a, "r", "alice", l.Token, 8000).Lease(t); rl.Token != l.Token || rl.TTLms != 8000 {
-			t.Fatalf("renew %+v", rl)
-		}
-		wantStatus(t, "release", release(t, a, "r", "alice", l.Token), 200, "")
-		wantStatus(t, "release twice", release(t, a, "r", "alice", l.Token), 409, lockapi.CodeNotHolder)
-		l2 := acquire(t, a, "r", "bob", "q2", 5000).Lease(t)
-		if l2.Token <= l.Token {
-			t.Fatalf("token after release %d, want > %d", l2.Token, l.Token)
-		}
-		g = Do(t, "GET", a+"/v1/locks/never-used", "")
-		var unused lockapi.LockResponse
-		if err := json.Unmarshal([]byte(g.Body), &unused); g.Status != 200 || err != nil || unused.Held {
-			t.Fatalf("GET unused: %d %s", g.Status, g.Body)
-		}
-		if want := lockapi.Token(0); !h.GlobalTokens && unused.LastToken != want || h.GlobalTokens && unused.LastToken < l2.Token {
-			t.Fatalf("GET unused: last_token %d (global tokens: %v), want 0 for per-resource tokens, >= %d for global ones", unused.LastToken, h.GlobalTokens, l2.Token)
-		}
-	})
-
-	t.Run("release-retry", func(t *testing.T) {
-		_, a, b := start(t)
-		l := acquire(t, a, "r", "alice", "q1", 5000).Lease(t)
-		rel := func(base, client, id string) Reply {
-			return Do(t, "POST", base+"/v1/locks/r/release", `{"client":"`+client+`","token":"`+l.Token.String()+`","request_id":"`+id+`"}`)
-		}
-		wantStatus(t, "release with a request id", rel(a, "alice", "rel-1"), 200, "")
-		wantStatus(t, "its retry (the first answer lost), at the other instance", rel(b, "alice", "rel-1"), 200, "")
-		wantStatus(t, "a retry by another client with that id", rel(a, "bob", "rel-1"), 409, lockapi.CodeNotHolder)
-		wantStatus(t, "another release of the token", rel(a, "alice", "rel-2"), 409, lockapi.CodeNotHolder)
-		wantStatus(t, "a release of it without request id", release(t, a, "r", "alice", l.Token), 409, lockapi.CodeNotHolder)
-	})
-
-	t.Run("idempotent-retry", func(t *testing.T) {
-		_, a, b := start(t)
-		l := acquire(t, a, "r", "alice", "req-7", 5000).Lease(t)
-		// The same request arriving again, even through the other
-		// instance (a retry after a lost reply): the same token.
-		if l2 := acquire(t, b, "r", "alice", "req-7", 5000).Lease(t); l2.Token != l.Token {
-			t.Fatalf("retry got token %d, want %d", l2.Token, l.Token)
-		}
-		// A new request by the same client is a second acquire: held.
-		wantStatus(t, "new request id", acquire(t, a, "r", "alice", "req-8", 5000), 409, lockapi.CodeHeld)
-		// Another client reusing the id gets nothing.
-		wantStatus(t, "other client same id", acquire(t, a, "r", "bob", "req-7", 5000), 409, lockapi.CodeHeld)
-	})
-
-	t.Run("owner-checks", func(t *testing.T) {
-		_, a, _ := start(t)
-		l := acquire(t, a, "r", "alice", "q", 5000).Lease(t)
-		wantStatus(t, "renew by another client", renew(t, a, "r", "bob", l.Token, 5000), 409, lockapi.CodeNotHolder)
-		wantStatus(t, "renew with another token", renew(t, a, "r", "alice", l.Token+1, 5000), 409, lockapi.CodeNotHolder)
-		wantStatus(t, "release by another client", release(t, a, "r", "bob", l.Token), 409, lockapi.CodeNotHolder)
-		wantStatus(t, "release with another token", release(t, a, "r", "alice", l.Token+1), 409, lockapi.CodeNotHolder)
-		wantStatus(t, "renew unheld", renew(t, a, "other", "alice", l.Token, 5000), 409, lockapi.CodeNotHolder)
-		wantStatus(t, "still held", acquire(t, a, "r", "bob", "q", 5000), 409, lockapi.CodeHeld)
-	})
-
-	t.Run("expiry", func(t *testing.T) {
-		h, a, _ := start(t)
-		l := acquire(t, a, "r", "alice", "q", 100).Lease(t)
-		h.Advance(250 * time.Millisecond)
-		l2 := acquire(t, a, "r", "bob", "q", 5000).Lease(t)
-		if l2.Token <= l.Token {
-			t.Fatalf("token after expiry %d, want > %d", l2.Token, l.Token)
-		}
-		wantStatus(t, "stale renew", renew(t, a, "r", "alice", l.Token, 5000), 409, lockapi.CodeNotHolder)
-		wantStatus(t, "stale release", release(t, a, "r", "alice", l.Token), 409, lockapi.CodeNotHolder)
-		// The expired holder's retry of its old request is not a grant
-		// of the lock bob holds: held, or the first grant again (which
-		// has ended).
-		if !h.RemembersGrants {
-			wantStatus(t, "stale retry", acquire(t, a, "r", "alice", "q", 5000), 409, lockapi.CodeHeld)
-		} else if l3 := acquire(t, a, "r", "alice", "q", 5000).Lease(t); l3.Token != l.Token {
-			t.Fatalf("stale retry: token %d, want the first grant's %d from memory", l3.Token, l.Token)
-		}
-	})
-
-	t.Run("two-instances-tokens-increase", func(t *testing.T) {
-		_, a, b := start(t)
-		var last lockapi.Token
-		for i := range 40 {
-			acq, rel := a, b
-			if i%2 == 1 {
-				acq, rel = b, a
-			}
-			l := acquire(t, acq, "shared", "c"+itoa(i%3), "q"+itoa(i), 5000).Lease(t)
-			if l.Token <= last {
-				t.Fatalf("cycle %d: token %d after %d", i, l.Token, last)
-			}
-			last = l.Token
-			wantStatus(t, "release on the other instance", release(t, rel, "shared", "c"+itoa(i%3), l.Token), 200, "")
-		}
-		// Concurrent clients on both instances, one lock: every grant a
-		// distinct token, and no two holders at once.
-		var mu sync.Mutex
-		seen := map[lockapi.Token]bool{}
-		holders := 0
-		var wg sync.WaitGroup
-		deadline := time.Now().Add(10 * time.Second)
-		for w := range 6 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				base := []string{a, b}[w%2]
-				name := "w" + itoa(w)
-				for n := 0; n < 5 && time.Now().Before(deadline); {
-					r := acquire(t, base, "hot", name, "q"+itoa(n), 5000)
-					if r.Status == 409 {
-						continue
-					}
-					l := r.Lease(t)
-					mu.Lock()
-					holders++
-					dup := seen[l.Token]
-					seen[l.Token] = true
-					if holders != 1 || dup {
-						t.Errorf("token %d: holders %d, duplicate %v", l.Token, holders, dup)
-					}
-					holders--
-					mu.Unlock()
-					wantStatus(t, "release", release(t, base, "hot", name, l.Token), 200, "")
-					n++
+	for _, c := range Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			h := newHarness(t)
+			_, a := Serve(t, h.Backends[0], lockapi.Config{})
+			_, b := Serve(t, h.Backends[1], lockapi.Config{})
+			tg := Target{URLs: [2]string{a, b}, H: h}
+			if c.Skip != nil {
+				if why := c.Skip(tg); why != "" {
+					t.Fatalf("harness: %s", why)
 				}
-			}()
-		}
-		wg.Wait()
-		if len(seen) != 30 {
-			t.Fatalf("%d grants, want 30 (deadline hit?)", len(seen))
-		}
-	})
+			}
+			c.Run(t, tg)
+		})
+	}
+}
 
-	t.Run("tokens-beyond-2^53", func(t *testing.T) {
-		h, a, _ := start(t)
-		if h.SetFence == nil {
-			bigTokensFromOffset(t, h, a)
-			return
-		}
-		h.SetFence("big", 1<<53)
-		r := acquire(t, a, "big", "alice", "q", 5000)
-		if !strings.Contains(r.Body, `"token":"9007199254740993"`) {
-			t.Fatalf("acquire after 2^53: %d %s, want token \"9007199254740993\" as a string", r.Status, r.Body)
-		}
-		wantStatus(t, "release 2^53+1", release(t, a, "big", "alice", r.Lease(t).Token), 200, "")
-		h.SetFence("top", ^uint64(0)-1)
-		r = acquire(t, a, "top", "alice", "q", 5000)
-		if !strings.Contains(r.Body, `"token":"18446744073709551615"`) {
-			t.Fatalf("acquire after 2^64-2: %d %s, want token \"18446744073709551615\"", r.Status, r.Body)
-		}
-		top := r.Lease(t).Token
-		renew(t, a, "top", "alice", top, 5000).Lease(t)
-		wantStatus(t, "release 2^64-1", release(t, a, "top", "alice", top), 200, "")
-		// Exhausted: fail closed rather than wrap around to a token a
-		// fenced resource would reject (or worse, accept).
-		wantStatus(t, "acquire past 2^64-1", acquire(t, a, "top", "bob", "q", 5000), 503, lockapi.CodeUnavailable)
-	})
+// Cases returns the contract's cases, in order.
+func Cases() []Case {
+	return []Case{
+
+		{Name: "grant-held-renew-release", Run: func(t T, tg Target) {
+			h, a, _ := tg.H, tg.URLs[0], tg.URLs[1]
+			l := acquire(t, a, tg.Prefix+"r", "alice", "q1", 5000).Lease(t)
+			if l.Token == 0 || l.TTLms != 5000 {
+				t.Fatalf("lease %+v, want a token and ttl 5000", l)
+			}
+			r := acquire(t, a, tg.Prefix+"r", "bob", "q1", 5000)
+			wantStatus(t, "bob while alice holds", r, 409, lockapi.CodeHeld)
+			if e := r.Error(t); e.Holder != "alice" || e.RetryAfterMs <= 0 || e.RetryAfterMs > 5000 {
+				t.Fatalf("held reply %+v, want holder alice and a retry hint in (0, 5000]", e)
+			}
+			g := Do(t, "GET", a+"/v1/locks/"+tg.Prefix+"r", "")
+			var st lockapi.LockResponse
+			if err := json.Unmarshal([]byte(g.Body), &st); err != nil || !st.Held || st.Holder != "alice" || st.Token != l.Token || st.LastToken != l.Token {
+				t.Fatalf("GET: %d %s, want held by alice with token %d", g.Status, g.Body, l.Token)
+			}
+			if rl := renew(t, a, tg.Prefix+"r", "alice", l.Token, 8000).Lease(t); rl.Token != l.Token || rl.TTLms != 8000 {
+				t.Fatalf("renew %+v", rl)
+			}
+			wantStatus(t, "release", release(t, a, tg.Prefix+"r", "alice", l.Token), 200, "")
+			wantStatus(t, "release twice", release(t, a, tg.Prefix+"r", "alice", l.Token), 409, lockapi.CodeNotHolder)
+			l2 := acquire(t, a, tg.Prefix+"r", "bob", "q2", 5000).Lease(t)
+			if l2.Token <= l.Token {
+				t.Fatalf("token after release %d, want > %d", l2.Token, l.Token)
+			}
+			g = Do(t, "GET", a+"/v1/locks/"+tg.Prefix+"never-used", "")
+			var unused lockapi.LockResponse
+			if err := json.Unmarshal([]byte(g.Body), &unused); g.Status != 200 || err != nil || unused.Held {
+				t.Fatalf("GET unused: %d %s", g.Status, g.Body)
+			}
+			if want := lockapi.Token(0); !h.GlobalTokens && unused.LastToken != want || h.GlobalTokens && unused.LastToken < l2.Token {
+				t.Fatalf("GET unused: last_token %d (global tokens: %v), want 0 for per-resource tokens, >= %d for global ones", unused.LastToken, h.GlobalTokens, l2.Token)
+			}
+		}},
+
+		{Name: "release-retry", Run: func(t T, tg Target) {
+			_, a, b := tg.H, tg.URLs[0], tg.URLs[1]
+			l := acquire(t, a, tg.Prefix+"r", "alice", "q1", 5000).Lease(t)
+			rel := func(base, client, id string) Reply {
+				return Do(t, "POST", base+"/v1/locks/"+tg.Prefix+"r/release", `{"client":"`+client+`","token":"`+l.Token.String()+`","request_id":"`+id+`"}`)
+			}
+			wantStatus(t, "release with a request id", rel(a, "alice", "rel-1"), 200, "")
+			wantStatus(t, "its retry (the first answer lost), at the other instance", rel(b, "alice", "rel-1"), 200, "")
+			wantStatus(t, "a retry by another client with that id", rel(a, "bob", "rel-1"), 409, lockapi.CodeNotHolder)
+			wantStatus(t, "another release of the token", rel(a, "alice", "rel-2"), 409, lockapi.CodeNotHolder)
+			wantStatus(t, "a release of it without request id", release(t, a, tg.Prefix+"r", "alice", l.Token), 409, lockapi.CodeNotHolder)
+		}},
+
+		{Name: "idempotent-retry", Run: func(t T, tg Target) {
+			_, a, b := tg.H, tg.URLs[0], tg.URLs[1]
+			l := acquire(t, a, tg.Prefix+"r", "alice", "req-7", 5000).Lease(t)
+			// The same request arriving again, even through the other
+			// instance (a retry after a lost reply): the same token.
+			if l2 := acquire(t, b, tg.Prefix+"r", "alice", "req-7", 5000).Lease(t); l2.Token != l.Token {
+				t.Fatalf("retry got token %d, want %d", l2.Token, l.Token)
+			}
+			// A new request by the same client is a second acquire: held.
+			wantStatus(t, "new request id", acquire(t, a, tg.Prefix+"r", "alice", "req-8", 5000), 409, lockapi.CodeHeld)
+			// Another client reusing the id gets nothing.
+			wantStatus(t, "other client same id", acquire(t, a, tg.Prefix+"r", "bob", "req-7", 5000), 409, lockapi.CodeHeld)
+		}},
+
+		{Name: "owner-checks", Run: func(t T, tg Target) {
+			_, a, _ := tg.H, tg.URLs[0], tg.URLs[1]
+			l := acquire(t, a, tg.Prefix+"r", "alice", "q", 5000).Lease(t)
+			wantStatus(t, "renew by another client", renew(t, a, tg.Prefix+"r", "bob", l.Token, 5000), 409, lockapi.CodeNotHolder)
+			wantStatus(t, "renew with another token", renew(t, a, tg.Prefix+"r", "alice", l.Token+1, 5000), 409, lockapi.CodeNotHolder)
+			wantStatus(t, "release by another client", release(t, a, tg.Prefix+"r", "bob", l.Token), 409, lockapi.CodeNotHolder)
+			wantStatus(t, "release with another token", release(t, a, tg.Prefix+"r", "alice", l.Token+1), 409, lockapi.CodeNotHolder)
+			wantStatus(t, "renew unheld", renew(t, a, tg.Prefix+"other", "alice", l.Token, 5000), 409, lockapi.CodeNotHolder)
+			wantStatus(t, "still held", acquire(t, a, tg.Prefix+"r", "bob", "q", 5000), 409, lockapi.CodeHeld)
+		}},
+
+		{Name: "expiry", Run: func(t T, tg Target) {
+			h, a, _ := tg.H, tg.URLs[0], tg.URLs[1]
+			l := acquire(t, a, tg.Prefix+"r", "alice", "q", 100).Lease(t)
+			h.Advance(250 * time.Millisecond)
+			l2 := acquire(t, a, tg.Prefix+"r", "bob", "q", 5000).Lease(t)
+			if l2.Token <= l.Token {
+				t.Fatalf("token after expiry %d, want > %d", l2.Token, l.Token)
+			}
+			wantStatus(t, "stale renew", renew(t, a, tg.Prefix+"r", "alice", l.Token, 5000), 409, lockapi.CodeNotHolder)
+			wantStatus(t, "stale release", release(t, a, tg.Prefix+"r", "alice", l.Token), 409, lockapi.CodeNotHolder)
+			// The expired holder's retry of its old request is not a grant
+			// of the lock bob holds: held, or the first grant again (which
+			// has ended).
+			if !h.RemembersGrants {
+				wantStatus(t, "stale retry", acquire(t, a, tg.Prefix+"r", "alice", "q", 5000), 409, lockapi.CodeHeld)
+			} else if l3 := acquire(t, a, tg.Prefix+"r", "alice", "q", 5000).Lease(t); l3.Token != l.Token {
+				t.Fatalf("stale retry: token %d, want the first grant's %d from memory", l3.Token, l.Token)
+			}
+		}},
+
+		{Name: "two-instances-tokens-increase", Run: func(t T, tg Target) {
+			_, a, b := tg.H, tg.URLs[0], tg.URLs[1]
+			var last lockapi.Token
+			for i := range 40 {
+				acq, rel := a, b
+				if i%2 == 1 {
+					acq, rel = b, a
+				}
+				l := acquire(t, acq, tg.Prefix+"shared", "c"+itoa(i%3), "q"+itoa(i), 5000).Lease(t)
+				if l.Token <= last {
+					t.Fatalf("cycle %d: token %d after %d", i, l.Token, last)
+				}
+				last = l.Token
+				wantStatus(t, "release on the other instance", release(t, rel, tg.Prefix+"shared", "c"+itoa(i%3), l.Token), 200, "")
+			}
+			// Concurrent clients on both instances, one lock: every grant a
+			// distinct token, and no two holders at once.
+			var mu sync.Mutex
+			seen := map[lockapi.Token]bool{}
+			holders := 0
+			var wg sync.WaitGroup
+			deadline := time.Now().Add(10 * time.Second)
+			for w := range 6 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					base := []string{a, b}[w%2]
+					name := "w" + itoa(w)
+					for n := 0; n < 5 && time.Now().Before(deadline); {
+						r := acquire(t, base, tg.Prefix+"hot", name, "q"+itoa(n), 5000)
+						if r.Status == 409 {
+							continue
+						}
+						l := r.Lease(t)
+						mu.Lock()
+						holders++
+						dup := seen[l.Token]
+						seen[l.Token] = true
+						if holders != 1 || dup {
+							t.Errorf("token %d: holders %d, duplicate %v", l.Token, holders, dup)
+						}
+						holders--
+						mu.Unlock()
+						wantStatus(t, "release", release(t, base, tg.Prefix+"hot", name, l.Token), 200, "")
+						n++
+					}
+				}()
+			}
+			wg.Wait()
+			if len(seen) != 30 {
+				t.Fatalf("%d grants, want 30 (deadline hit?)", len(seen))
+			}
+		}},
+
+		{Name: "tokens-beyond-2^53", Run: func(t T, tg Target) {
+			h, a, _ := tg.H, tg.URLs[0], tg.URLs[1]
+			if h.SetFence == nil {
+				bigTokensFromOffset(t, h, a, tg.Prefix)
+				return
+			}
+			h.SetFence(tg.Prefix+"big", 1<<53)
+			r := acquire(t, a, tg.Prefix+"big", "alice", "q", 5000)
+			if !strings.Contains(r.Body, `"token":"9007199254740993"`) {
+				t.Fatalf("acquire after 2^53: %d %s, want token \"9007199254740993\" as a string", r.Status, r.Body)
+			}
+			wantStatus(t, "release 2^53+1", release(t, a, tg.Prefix+"big", "alice", r.Lease(t).Token), 200, "")
+			h.SetFence(tg.Prefix+"top", ^uint64(0)-1)
+			r = acquire(t, a, tg.Prefix+"top", "alice", "q", 5000)
+			if !strings.Contains(r.Body, `"token":"18446744073709551615"`) {
+				t.Fatalf("acquire after 2^64-2: %d %s, want token \"18446744073709551615\"", r.Status, r.Body)
+			}
+			top := r.Lease(t).Token
+			renew(t, a, tg.Prefix+"top", "alice", top, 5000).Lease(t)
+			wantStatus(t, "release 2^64-1", release(t, a, tg.Prefix+"top", "alice", top), 200, "")
+			// Exhausted: fail closed rather than wrap around to a token a
+			// fenced resource would reject (or worse, accept).
+			wantStatus(t, "acquire past 2^64-1", acquire(t, a, tg.Prefix+"top", "bob", "q", 5000), 503, lockapi.CodeUnavailable)
+		}, Skip: func(tg Target) string {
+			if tg.H.SetFence == nil && tg.H.TokenOffset < 1<<53 {
+				return "needs a way to set a resource's fence counter, or a server whose tokens start above 2^53 (TokenOffset)"
+			}
+			return ""
+		}},
+	}
 }
 
 // bigTokensFromOffset is the tokens-beyond-2^53 case for a backend whose
 // tokens start above h.TokenOffset: grants, a renewal, a release, the
 // lock's state and the next grant all carry tokens past 2^53 whole, as
 // decimal strings.
-func bigTokensFromOffset(t *testing.T, h Harness, a string) {
-	if h.TokenOffset < 1<<53 {
-		t.Fatalf("harness: without SetFence, TokenOffset must be at least 2^53, got %d", h.TokenOffset)
-	}
-	r := acquire(t, a, "big", "alice", "q", 5000)
+func bigTokensFromOffset(t T, h Harness, a, prefix string) {
+	tg := Target{Prefix: prefix}
+	r := acquire(t, a, tg.Prefix+"big", "alice", "q", 5000)
 	tok := r.Lease(t).Token
 	if uint64(tok) <= h.TokenOffset || !strings.Contains(r.Body, `"token":"`+tok.String()+`"`) {
 		t.Fatalf("acquire: %d %s, want a token above %d as a decimal string", r.Status, r.Body, h.TokenOffset)
 	}
-	if got := renew(t, a, "big", "alice", tok, 5000).Lease(t).Token; got != tok {
+	if got := renew(t, a, tg.Prefix+"big", "alice", tok, 5000).Lease(t).Token; got != tok {
 		t.Fatalf("renew: token %s, want %s", got, tok)
 	}
-	if g := Do(t, "GET", a+"/v1/locks/big", ""); !strings.Contains(g.Body, `"last_token":"`+tok.String()+`"`) || !strings.Contains(g.Body, `"token":"`+tok.String()+`"`) {
+	if g := Do(t, "GET", a+"/v1/locks/"+tg.Prefix+"big", ""); !strings.Contains(g.Body, `"last_token":"`+tok.String()+`"`) || !strings.Contains(g.Body, `"token":"`+tok.String()+`"`) {
 		t.Fatalf("GET: %d %s, want token and last_token %q", g.Status, g.Body, tok.String())
 	}
-	wantStatus(t, "release "+tok.String(), release(t, a, "big", "alice", tok), 200, "")
-	next := acquire(t, a, "big", "bob", "q", 5000).Lease(t).Token
+	wantStatus(t, "release "+tok.String(), release(t, a, tg.Prefix+"big", "alice", tok), 200, "")
+	next := acquire(t, a, tg.Prefix+"big", "bob", "q", 5000).Lease(t).Token
 	if next <= tok {
 		t.Fatalf("the next grant's token %s is not above %s", next, tok)
 	}

@@ -1,0 +1,5 @@
+//go:build race
+
+package live
+
+func init() { raceEnabled = true }
