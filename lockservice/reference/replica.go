@@ -137,6 +137,10 @@ func (m RaftMessage) Fingerprint() uint64 {
 	if r.Transfer {
 		rej |= 1 << 62 // zero unless a leadership transfer: old traces keep their hash
 	}
+	if s := r.Snapshot; s != nil {
+		rej |= 1 << 61
+		last ^= s.Index<<20 | s.Term
+	}
 	return fold(9, uint64(r.Type)<<56|uint64(r.From)<<28|uint64(r.To), r.Term<<32|r.LogTerm, r.Index^r.Commit<<32, last^rej^uint64(len(r.Entries))<<40)
 }
 
