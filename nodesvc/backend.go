@@ -92,6 +92,9 @@ type Config struct {
 	// data directory and Open refuses a different one later
 	// (ErrTokenOffset). At most MaxTokenOffset.
 	TokenOffset uint64
+	// Snapshot is when the replica snapshots its lock table and drops the
+	// Raft log it covers; the zero value keeps the reference's defaults.
+	Snapshot Snapshot
 	// SweepInterval is how often requests waiting on a replica that lost
 	// the lead are answered not-leader (the replica forgets them when it
 	// steps down; default 50ms).
@@ -104,6 +107,14 @@ type Config struct {
 	// 250ms, about an election; negative: do not wait).
 	LeaderWait time.Duration
 	Logger     *slog.Logger
+}
+
+// Snapshot sets the replica's snapshot thresholds
+// (reference.ReplicaConfig.SnapshotEntries, SnapshotBytes, SnapshotKeep):
+// a snapshot after Entries entries or Bytes bytes of commands (0: that
+// trigger off), keeping Keep entries before it in memory.
+type Snapshot struct {
+	Entries, Bytes, Keep uint64
 }
 
 // frontEndID is the HTTP front end's node id as the replica's client: no
@@ -196,6 +207,9 @@ func Open(cfg Config) (*Backend, error) {
 	rc := reference.DefaultReplicaConfig(ids)
 	rc.TokenOffset = cfg.TokenOffset
 	rc.GroupCommit = true // realrt runs events in batches: one fsync each
+	if s := cfg.Snapshot; s != (Snapshot{}) {
+		rc.SnapshotEntries, rc.SnapshotBytes, rc.SnapshotKeep = s.Entries, s.Bytes, s.Keep
+	}
 	if cfg.Replica != nil {
 		cfg.Replica(&rc)
 	}
