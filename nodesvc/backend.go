@@ -130,6 +130,9 @@ type Backend struct {
 
 	// Read off the executor (metrics, Ready).
 	term, applied atomic.Uint64
+	// loadedSnap and loadedEntries are what the replica's start loaded
+	// (Loaded).
+	loadedSnap, loadedEntries atomic.Uint64
 	leader        atomic.Int64 // the leader's id as last seen, or -1
 	closed        chan struct{}
 	closeOnce     sync.Once
@@ -247,7 +250,17 @@ type wrapper struct{ b *Backend }
 
 func (w wrapper) Start(env process.Env) {
 	w.b.rep.Start(env)
+	snap, entries := w.b.rep.Loaded()
+	w.b.loadedSnap.Store(snap)
+	w.b.loadedEntries.Store(uint64(entries))
 	w.b.observeRole()
+}
+
+// Loaded returns what the replica loaded from the data directory when the
+// node opened it: the index of its snapshot (0: none) and how many log
+// entries after it it replayed (reference.Replica.Loaded).
+func (b *Backend) Loaded() (snapshot, entries uint64) {
+	return b.loadedSnap.Load(), b.loadedEntries.Load()
 }
 
 // EndBatch lets the replica do the batch's Raft work in one Ready

@@ -217,6 +217,10 @@ type Replica struct {
 	// compactTo is the index of a snapshot whose segments wait to be
 	// deleted with the next Ready's writes (0: none).
 	compactTo uint64
+	// loadedSnap and loadedEntries are what Start loaded: the snapshot's
+	// index and the log entries after it (Loaded).
+	loadedSnap    uint64
+	loadedEntries int
 
 	// The wait queue (waitqueue.go), leader only: parked acquires by
 	// resource, oldest first; how many in all; the index of the acquire
@@ -286,6 +290,7 @@ func (r *Replica) Start(env process.Env) {
 	}
 	r.log = dlog
 	r.persistedHard = hs
+	r.loadedSnap, r.loadedEntries = snap.Index, len(entries)
 	peers := make([]raft.ID, len(r.cfg.Peers))
 	for i, p := range r.cfg.Peers {
 		peers[i] = raftID(p)
@@ -833,6 +838,12 @@ func (r *Replica) IsLeader() (bool, uint64) {
 // the nemesis can mark a crash right after either. It is recorded only
 // when ReplicaConfig.Marks is set.
 func (r *Replica) LastPersist() (vote, entries time.Duration) { return r.votedAt, r.appendedAt }
+
+// Loaded returns what the replica's last Start loaded from its disk: the
+// index of its snapshot (0: none) and the number of log entries after it,
+// which it replayed. With snapshots the entries are bounded by the
+// thresholds, not by the history. Call it on the replica's thread.
+func (r *Replica) Loaded() (snapshot uint64, entries int) { return r.loadedSnap, r.loadedEntries }
 
 // Table exposes the replica's applied state for tests and the harness.
 func (r *Replica) Table() *LockTable { return r.table }
