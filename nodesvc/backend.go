@@ -133,11 +133,11 @@ type Backend struct {
 	// loadedSnap and loadedEntries are what the replica's start loaded
 	// (Loaded).
 	loadedSnap, loadedEntries atomic.Uint64
-	leader        atomic.Int64 // the leader's id as last seen, or -1
-	closed        chan struct{}
-	closeOnce     sync.Once
-	sweepDone     chan struct{}
-	closeErr      error
+	leader                    atomic.Int64 // the leader's id as last seen, or -1
+	closed                    chan struct{}
+	closeOnce                 sync.Once
+	sweepDone                 chan struct{}
+	closeErr                  error
 
 	// Owned by the executor (touched in Do, Local and the process wrapper).
 	pending map[uint64]pending
