@@ -188,6 +188,10 @@ const (
 	// entries.
 	CrashAfterAppendUnsynced
 	CrashAfterAppendSynced
+	// CrashAfterSnapshot: a replica crashed within a heartbeat of writing
+	// a snapshot (its own, or one a leader sent it), before or after
+	// the segments it covers were deleted.
+	CrashAfterSnapshot
 	// CrashMajority: a crash left a majority of the servers down at once.
 	CrashMajority
 	// CrashLeader: the leader crashed.
@@ -262,6 +266,7 @@ var info = [numMarks]struct{ name, where, doc string }{
 	CrashAfterVoteSynced:     {"nemesis.crash-after-vote-synced", "nemesis", "a replica crashed right after a vote, once durable"},
 	CrashAfterAppendUnsynced: {"nemesis.crash-after-append-unsynced", "nemesis", "a replica crashed right after an append, before its sync completed"},
 	CrashAfterAppendSynced:   {"nemesis.crash-after-append-synced", "nemesis", "a replica crashed right after an append, once durable"},
+	CrashAfterSnapshot:       {"nemesis.crash-after-snapshot", "nemesis", "a replica crashed right after writing a snapshot"},
 	CrashMajority:            {"nemesis.crash-majority", "nemesis", "a crash left a majority of the servers down"},
 	CrashLeader:              {"nemesis.crash-leader", "nemesis", "the leader crashed"},
 	StoreCrashHolderPaused:   {"nemesis.store-crash-holder-paused", "nemesis", "the store crashed while a holder was paused"},

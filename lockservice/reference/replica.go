@@ -839,6 +839,11 @@ func (r *Replica) IsLeader() (bool, uint64) {
 // when ReplicaConfig.Marks is set.
 func (r *Replica) LastPersist() (vote, entries time.Duration) { return r.votedAt, r.appendedAt }
 
+// LastSnapshot returns when the replica last wrote a snapshot to its disk,
+// its own or a leader's, on its monotonic clock (0: not since it started),
+// so that the nemesis can mark a crash right after one.
+func (r *Replica) LastSnapshot() time.Duration { return r.snapshotAt }
+
 // Loaded returns what the replica's last Start loaded from its disk: the
 // index of its snapshot (0: none) and the number of log entries after it,
 // which it replayed. With snapshots the entries are bounded by the
