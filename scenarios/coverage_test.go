@@ -57,6 +57,7 @@ var swarmFloor = map[coverage.Mark]int{
 	coverage.CrashAfterVoteSynced:        8,  // 17
 	coverage.CrashAfterAppendUnsynced:    6,  // 13
 	coverage.CrashAfterAppendSynced:      17, // 34
+	coverage.CrashAfterSnapshot:          8,  // 16
 	coverage.CrashMajority:               13, // 26
 	coverage.CrashLeader:                 17, // 34
 	coverage.StoreCrashHolderPaused:      6,  // 12
