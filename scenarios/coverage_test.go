@@ -26,18 +26,18 @@ var swarmFloor = map[coverage.Mark]int{
 	coverage.RaftLeaderUncommittedTail:   26, // 52
 	coverage.RaftCheckQuorumStepDown:     19, // 38
 	coverage.RaftLogCompacted:            30, // 60 (every run draws snapshot thresholds)
-	coverage.RaftSnapshotSent:            23, // 47
-	coverage.RaftSnapshotRestored:        23, // 47
-	coverage.RaftSnapshotStale:           14, // 29
-	coverage.RaftSnapshotFastForward:     14, // 29
+	coverage.RaftSnapshotSent:            14, // 28
+	coverage.RaftSnapshotRestored:        13, // 26
+	coverage.RaftSnapshotStale:           8,  // 17
+	coverage.RaftSnapshotFastForward:     5,  // 10
 	coverage.ReplicaRestartReplay:        19, // 38
 	coverage.ReplicaNewLeaderLeases:      25, // 50
 	coverage.ReplicaStepDownPending:      16, // 33
 	coverage.ReplicaShed:                 6,  // 12 (a quarter of the seeds draw an ingress bound of 1..3)
 	coverage.ReplicaDuplicateEntry:       15, // 30
 	coverage.ReplicaSnapshotTaken:        30, // 60
-	coverage.ReplicaRestartFromSnapshot:  18, // 37
-	coverage.ReplicaSnapshotSegmentsLeft: 8,  // 17
+	coverage.ReplicaRestartFromSnapshot:  16, // 32
+	coverage.ReplicaSnapshotSegmentsLeft: 2,  // 5
 	coverage.LockExpireRaced:             1,  // 3
 	coverage.LockRenewAfterExpiry:        8,  // 17
 	coverage.LockReleaseAfterRegrant:     5,  // 10
@@ -57,7 +57,7 @@ var swarmFloor = map[coverage.Mark]int{
 	coverage.CrashAfterVoteSynced:        8,  // 17
 	coverage.CrashAfterAppendUnsynced:    6,  // 13
 	coverage.CrashAfterAppendSynced:      17, // 34
-	coverage.CrashAfterSnapshot:          8,  // 16
+	coverage.CrashAfterSnapshot:          3,  // 6
 	coverage.CrashMajority:               13, // 26
 	coverage.CrashLeader:                 17, // 34
 	coverage.StoreCrashHolderPaused:      6,  // 12

@@ -52,10 +52,12 @@ func drawIngressDepth(seed uint64) int {
 
 // snapshotEntries and snapshotBytes are the thresholds runs draw: small,
 // so that a run of a few seconds snapshots many times, and drops log
-// segments, and a follower that lags or restarts is caught up by snapshot.
+// segments, and a follower that lags or restarts is caught up by snapshot;
+// not so small that snapshotting (the whole table, on every replica) costs
+// most of a run.
 var (
-	snapshotEntries = [...]uint64{2, 3, 5, 8, 13, 21, 34, 64}
-	snapshotBytes   = [...]uint64{128, 512, 2048}
+	snapshotEntries = [...]uint64{4, 8, 16, 32, 64, 128, 256}
+	snapshotBytes   = [...]uint64{512, 2048, 8192}
 )
 
 // drawSnapshot draws a run's snapshot thresholds from the seed, from a

@@ -983,6 +983,10 @@ func (n *Node) CreateSnapshot(index uint64, data []byte) (Snapshot, error) {
 	return n.snapshot, nil
 }
 
+// SnapshotData returns the data of the node's snapshot (nil: none), which
+// the caller must not modify.
+func (n *Node) SnapshotData() []byte { return n.snapshot.Data }
+
 // Compact drops the in-memory entries up to index, which the snapshot must
 // cover (etcd's MemoryStorage.Compact): a peer that needs one of them gets
 // the snapshot instead. A caller that compacts a little below its

@@ -174,7 +174,7 @@ type Replica struct {
 	node *raft.Node
 
 	table   *LockTable
-	started map[string]uint64 // resource → index of the grant/renewal that last started its lease
+	started map[string]uint64 // resource → index of the grant/renewal that started its current lease (while leased)
 	applied uint64
 
 	log           diskLog        // the persisted log's segments
@@ -683,6 +683,7 @@ func (r *Replica) apply(e raft.Entry) {
 		}
 		if ended != nil {
 			obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released", Index: e.Index, RequestID: c.RequestID})
+			delete(r.started, c.Resource) // kept only while leased: it is in every snapshot
 			r.disarm(c.Resource)
 			r.leaseEnded(c.Resource)
 		}
@@ -690,6 +691,7 @@ func (r *Replica) apply(e raft.Entry) {
 		if r.started[c.Resource] == c.Since {
 			if l, ok := r.table.ExpireToken(c.Resource, c.Token); ok {
 				obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired", Index: e.Index})
+				delete(r.started, c.Resource)
 				r.disarm(c.Resource)
 				r.leaseEnded(c.Resource)
 				return

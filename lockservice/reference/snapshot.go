@@ -2,7 +2,6 @@ package reference
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 
 	"github.com/fencesim/fencesim/coverage"
@@ -41,14 +40,6 @@ import (
 
 const snapshotKey = "raft/snapshot"
 
-// replicaState is what a snapshot holds of a replica: the lock table and
-// the index of the grant or renewal that last started each lease (an
-// expiry entry ends a lease only if it names that index).
-type replicaState struct {
-	Table   Snapshot          `json:"table"`
-	Started map[string]uint64 `json:"started"`
-}
-
 // encodeSnapshot writes a Raft snapshot: index, term, then the state.
 func encodeSnapshot(s raft.Snapshot) []byte {
 	b := append(make([]byte, 0, 1+2*binary.MaxVarintLen64+len(s.Data)), codecVersion)
@@ -70,29 +61,25 @@ func decodeSnapshot(b []byte) (raft.Snapshot, error) {
 	return s, nil
 }
 
-// stateData encodes the replica's state machine for a snapshot
-// (encoding/json sorts map keys, so equal states encode equally).
+// stateData encodes the replica's state machine for a snapshot: the lock
+// table and the index of the grant or renewal that started each lease (an
+// expiry entry ends a lease only if it names that index); see
+// snapshot_codec.go.
 func (r *Replica) stateData() []byte {
-	b, err := json.Marshal(replicaState{Table: r.table.Snapshot(), Started: r.started})
-	if err != nil {
-		panic(fmt.Sprintf("lockservice: encoding a snapshot: %v", err))
-	}
-	return b
+	// Sized by the last one: the node keeps each snapshot's bytes, so
+	// they cannot share a buffer, but they need not grow one either.
+	return appendState(make([]byte, 0, len(r.node.SnapshotData())+64), r.table, r.started)
 }
 
 // restoreState replaces the replica's state machine by the one in a
 // snapshot's data.
 func (r *Replica) restoreState(s raft.Snapshot) {
-	var st replicaState
-	if err := json.Unmarshal(s.Data, &st); err != nil {
+	t, started, err := decodeState(s.Data)
+	if err != nil {
 		panic(fmt.Sprintf("lockservice: snapshot at index %d does not decode: %v", s.Index, err))
 	}
-	r.table = RestoreLockTable(st.Table, 0) // the replicated table keeps no deadlines
+	r.table, r.started = t, started
 	r.table.Rules = r.cfg.Table
-	r.started = st.Started
-	if r.started == nil {
-		r.started = map[string]uint64{}
-	}
 	r.applied = s.Index
 	r.lastGrant = max(r.lastGrant, r.table.LastToken())
 	r.sinceSnap, r.sinceSnapBytes = 0, 0
