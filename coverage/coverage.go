@@ -74,6 +74,21 @@ const (
 	// RaftCheckQuorumStepDown: a leader stepped down because it did not
 	// hear from a majority within an election timeout.
 	RaftCheckQuorumStepDown
+	// RaftLogCompacted: a node dropped entries covered by its snapshot
+	// from its in-memory log.
+	RaftLogCompacted
+	// RaftSnapshotSent: a leader sent its snapshot to a peer whose next
+	// entry it had compacted away (InstallSnapshot).
+	RaftSnapshotSent
+	// RaftSnapshotRestored: a follower replaced its log by a leader's
+	// snapshot.
+	RaftSnapshotRestored
+	// RaftSnapshotStale: a follower got a snapshot at or below its commit
+	// index (a duplicate, or appends got there first) and ignored it.
+	RaftSnapshotStale
+	// RaftSnapshotFastForward: a follower got a snapshot whose last entry
+	// its log already held, and only moved its commit index.
+	RaftSnapshotFastForward
 
 	// Reference replica and lock table (lockservice/reference).
 
@@ -96,6 +111,23 @@ const (
 	// newer than its persisted hard state (a crash kept unsynced appends
 	// but lost the term written before them).
 	ReplicaLogTermCut
+	// ReplicaSnapshotTaken: a replica snapshotted its lock table and
+	// compacted its log (the entries or bytes threshold was passed).
+	ReplicaSnapshotTaken
+	// ReplicaRestartFromSnapshot: a replica restarted from a persisted
+	// snapshot and the log after it.
+	ReplicaRestartFromSnapshot
+	// ReplicaSnapshotTorn: a restarted replica found its newest snapshot
+	// torn (a crash while writing it) and started from the one before.
+	ReplicaSnapshotTorn
+	// ReplicaSnapshotSegmentsLeft: a restarted replica found log segments
+	// its snapshot covers (a crash between writing the snapshot and
+	// dropping them) and dropped them.
+	ReplicaSnapshotSegmentsLeft
+	// ReplicaSnapshotLogMismatch: a restarted replica found a log that
+	// does not continue its snapshot (a crash between installing a
+	// leader's snapshot and dropping the old log) and dropped it.
+	ReplicaSnapshotLogMismatch
 	// LockExpireRaced: an expiry entry applied after a renewal or a new
 	// grant restarted the lease it meant to end, so it ended nothing
 	// (renew racing expiry).
@@ -156,6 +188,10 @@ const (
 	// entries.
 	CrashAfterAppendUnsynced
 	CrashAfterAppendSynced
+	// CrashAfterSnapshot: a replica crashed within a heartbeat of writing
+	// a snapshot (its own, or one a leader sent it), before or after
+	// the segments it covers were deleted.
+	CrashAfterSnapshot
 	// CrashMajority: a crash left a majority of the servers down at once.
 	CrashMajority
 	// CrashLeader: the leader crashed.
@@ -189,22 +225,32 @@ var info = [numMarks]struct{ name, where, doc string }{
 	RaftAppendDuplicate:       {"raft.append-duplicate", "raft", "a reordered or duplicated append whose entries were all there"},
 	RaftLeaderUncommittedTail: {"raft.leader-uncommitted-tail", "raft", "a new leader took over with an uncommitted tail"},
 	RaftCheckQuorumStepDown:   {"raft.checkquorum-step-down", "raft", "a leader stepped down: no majority heard within a timeout"},
+	RaftLogCompacted:          {"raft.log-compacted", "raft", "a node dropped log entries its snapshot covers"},
+	RaftSnapshotSent:          {"raft.snapshot-sent", "raft", "a leader sent its snapshot to a peer behind its compacted log"},
+	RaftSnapshotRestored:      {"raft.snapshot-restored", "raft", "a follower replaced its log by a leader's snapshot"},
+	RaftSnapshotStale:         {"raft.snapshot-stale", "raft", "a follower ignored a snapshot at or below its commit index"},
+	RaftSnapshotFastForward:   {"raft.snapshot-fast-forward", "raft", "a follower's log held a snapshot's last entry: commit moved only"},
 
-	ReplicaRestartReplay:    {"replica.restart-replay", "reference", "a replica restarted with a persisted log"},
-	ReplicaNewLeaderLeases:  {"replica.new-leader-leases", "reference", "a new leader restarted inherited leases"},
-	ReplicaStepDownPending:  {"replica.step-down-pending", "reference", "a leader stepped down with requests waiting"},
-	ReplicaShed:             {"replica.shed", "reference", "a request shed at the ingress bound"},
-	ReplicaDuplicateEntry:   {"replica.duplicate-entry", "reference", "a second log entry of one request applied as a replay"},
-	ReplicaLogTailCut:       {"replica.log-tail-cut", "reference", "a restarted replica cut a torn or incomplete log tail"},
-	ReplicaLogTermCut:       {"replica.log-term-cut", "reference", "a restarted replica cut entries newer than its persisted term"},
-	LockExpireRaced:         {"lock.expire-raced", "reference", "an expiry applied after a renewal restarted the lease (renew racing expiry)"},
-	LockRenewAfterExpiry:    {"lock.renew-after-expiry", "reference", "a renewal applied after its lease ended"},
-	LockReleaseAfterRegrant: {"lock.release-after-regrant", "reference", "a release applied after the resource was granted again"},
-	LockHolderReacquired:    {"lock.holder-reacquired", "reference", "the holder's fresh acquire granted with the same token"},
-	TokenCross2p31:          {"token.cross-2^31", "reference", "a grant's token crossed 2^31"},
-	TokenCross2p32:          {"token.cross-2^32", "reference", "a grant's token crossed 2^32"},
-	TokenCross2p53:          {"token.cross-2^53", "reference", "a grant's token crossed 2^53"},
-	TokenCross2p63:          {"token.cross-2^63", "reference", "a grant's token crossed 2^63"},
+	ReplicaRestartReplay:        {"replica.restart-replay", "reference", "a replica restarted with a persisted log"},
+	ReplicaNewLeaderLeases:      {"replica.new-leader-leases", "reference", "a new leader restarted inherited leases"},
+	ReplicaStepDownPending:      {"replica.step-down-pending", "reference", "a leader stepped down with requests waiting"},
+	ReplicaShed:                 {"replica.shed", "reference", "a request shed at the ingress bound"},
+	ReplicaDuplicateEntry:       {"replica.duplicate-entry", "reference", "a second log entry of one request applied as a replay"},
+	ReplicaLogTailCut:           {"replica.log-tail-cut", "reference", "a restarted replica cut a torn or incomplete log tail"},
+	ReplicaLogTermCut:           {"replica.log-term-cut", "reference", "a restarted replica cut entries newer than its persisted term"},
+	ReplicaSnapshotTaken:        {"replica.snapshot-taken", "reference", "a replica snapshotted its table and compacted its log"},
+	ReplicaRestartFromSnapshot:  {"replica.restart-from-snapshot", "reference", "a replica restarted from a snapshot and the log after it"},
+	ReplicaSnapshotTorn:         {"replica.snapshot-torn", "reference", "a restarted replica found its newest snapshot torn and used the one before"},
+	ReplicaSnapshotSegmentsLeft: {"replica.snapshot-segments-left", "reference", "a restarted replica dropped log segments its snapshot covers"},
+	ReplicaSnapshotLogMismatch:  {"replica.snapshot-log-mismatch", "reference", "a restarted replica dropped a log that does not continue its snapshot"},
+	LockExpireRaced:             {"lock.expire-raced", "reference", "an expiry applied after a renewal restarted the lease (renew racing expiry)"},
+	LockRenewAfterExpiry:        {"lock.renew-after-expiry", "reference", "a renewal applied after its lease ended"},
+	LockReleaseAfterRegrant:     {"lock.release-after-regrant", "reference", "a release applied after the resource was granted again"},
+	LockHolderReacquired:        {"lock.holder-reacquired", "reference", "the holder's fresh acquire granted with the same token"},
+	TokenCross2p31:              {"token.cross-2^31", "reference", "a grant's token crossed 2^31"},
+	TokenCross2p32:              {"token.cross-2^32", "reference", "a grant's token crossed 2^32"},
+	TokenCross2p53:              {"token.cross-2^53", "reference", "a grant's token crossed 2^53"},
+	TokenCross2p63:              {"token.cross-2^63", "reference", "a grant's token crossed 2^63"},
 
 	StoreFenced:        {"store.fenced", "store", "the store refused a write with a token below its highest"},
 	StoreReplayedWrite: {"store.replayed-write", "store", "a retried or duplicated write answered from the dedup table"},
@@ -220,6 +266,7 @@ var info = [numMarks]struct{ name, where, doc string }{
 	CrashAfterVoteSynced:     {"nemesis.crash-after-vote-synced", "nemesis", "a replica crashed right after a vote, once durable"},
 	CrashAfterAppendUnsynced: {"nemesis.crash-after-append-unsynced", "nemesis", "a replica crashed right after an append, before its sync completed"},
 	CrashAfterAppendSynced:   {"nemesis.crash-after-append-synced", "nemesis", "a replica crashed right after an append, once durable"},
+	CrashAfterSnapshot:       {"nemesis.crash-after-snapshot", "nemesis", "a replica crashed right after writing a snapshot"},
 	CrashMajority:            {"nemesis.crash-majority", "nemesis", "a crash left a majority of the servers down"},
 	CrashLeader:              {"nemesis.crash-leader", "nemesis", "the leader crashed"},
 	StoreCrashHolderPaused:   {"nemesis.store-crash-holder-paused", "nemesis", "the store crashed while a holder was paused"},

@@ -124,6 +124,13 @@ type DesignRun struct {
 	// reference adds it to the granting log index). Designs that cannot
 	// offset their tokens ignore it.
 	TokenOffset uint64
+	// SnapshotEntries and SnapshotBytes, when either is set, make the
+	// servers snapshot their state and compact their logs after that many
+	// entries or bytes of commands (small, in a simulation, so that
+	// snapshots, compaction and snapshot transfer happen under the run's
+	// faults); 0 and 0: the design's defaults. Designs without a log
+	// ignore them.
+	SnapshotEntries, SnapshotBytes uint64
 }
 
 // Leader is implemented by the processes of a service that elects a

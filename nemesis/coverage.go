@@ -37,6 +37,12 @@ type persister interface {
 	LastPersist() (vote, entries time.Duration)
 }
 
+// snapshotter is a process that can say when it last wrote a snapshot,
+// on its monotonic clock (the reference replica).
+type snapshotter interface {
+	LastSnapshot() time.Duration
+}
+
 // crashWindow is how soon after a vote or an append a crash counts as
 // "right after" it: a heartbeat of the reference's defaults.
 const crashWindow = 20 * time.Millisecond
@@ -82,6 +88,11 @@ func (c *Coverage) beforeCrash(w *sim.World, id sim.NodeID) {
 		}
 		if entries > 0 && now-entries <= crashWindow {
 			c.Marks.Hit(pick(unsynced, coverage.CrashAfterAppendUnsynced, coverage.CrashAfterAppendSynced))
+		}
+	}
+	if p, ok := w.Process(id).(snapshotter); ok {
+		if at := p.LastSnapshot(); at > 0 && w.Clock(id).Monotonic()-at <= crashWindow {
+			c.Marks.Hit(coverage.CrashAfterSnapshot)
 		}
 	}
 	if id == c.Store && c.holderPaused(w) {

@@ -99,6 +99,11 @@ func NewPlan(spec Spec, seed uint64) (Plan, error) {
 			p.Spec.IngressDepth = drawIngressDepth(seed)
 		}
 	}
+	if spec.SnapshotEntries == 0 && spec.SnapshotBytes == 0 {
+		// Every run, swarm or scripted: written into the plan's spec, so
+		// that a replay file and a shrink keep what the seed drew.
+		p.Spec.SnapshotEntries, p.Spec.SnapshotBytes = drawSnapshot(seed)
+	}
 	if spec.Liveness != nil {
 		p.Schedule = p.Schedule.HealAll(time.Duration(spec.Duration), spec.cluster())
 	}
@@ -318,7 +323,8 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	}
 	servers := spec.serverNames()
 	run := lockservice.DesignRun{Limits: lockservice.DefaultLimits(), Observer: obs,
-		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks, TokenOffset: spec.TokenOffset}
+		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks, TokenOffset: spec.TokenOffset,
+		SnapshotEntries: spec.SnapshotEntries, SnapshotBytes: spec.SnapshotBytes}
 	for i := range servers {
 		// Ids are dense and handed out in order: the servers come first,
 		// then the store.

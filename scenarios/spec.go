@@ -58,6 +58,13 @@ type Spec struct {
 	// start at 1; a swarm scenario without one draws one from the seed
 	// (TokenOffsets). At most MaxTokenOffset.
 	TokenOffset uint64 `json:"token_offset,omitempty"`
+	// SnapshotEntries and SnapshotBytes make the replicas snapshot their
+	// lock table and compact their logs every that many entries or bytes
+	// of commands. Both 0: every run draws small ones from its seed
+	// (drawSnapshot), so that snapshots, compaction and snapshot transfer
+	// happen under the run's faults.
+	SnapshotEntries uint64 `json:"snapshot_entries,omitempty"`
+	SnapshotBytes   uint64 `json:"snapshot_bytes,omitempty"`
 	// Mutant plants a bug in every component of the run (see
 	// mutants.Mutants); "" is the reference.
 	Mutant string    `json:"mutant,omitempty"`

@@ -49,3 +49,24 @@ func drawIngressDepth(seed uint64) int {
 	}
 	return 1 + r.IntN(3)
 }
+
+// snapshotEntries and snapshotBytes are the thresholds runs draw: small,
+// so that a run of a few seconds snapshots many times, and drops log
+// segments, and a follower that lags or restarts is caught up by snapshot;
+// not so small that snapshotting (the whole table, on every replica) costs
+// most of a run.
+var (
+	snapshotEntries = [...]uint64{4, 8, 16, 32, 64, 128, 256}
+	snapshotBytes   = [...]uint64{512, 2048, 8192}
+)
+
+// drawSnapshot draws a run's snapshot thresholds from the seed, from a
+// stream of its own (so that nothing else drawn from the seed moves): in
+// three seeds of four a threshold of entries, in the fourth one of bytes.
+func drawSnapshot(seed uint64) (entries, bytes uint64) {
+	r := rand.New(rand.NewPCG(seed, 0x534E4150_53484F54)) // "SNAPSHOT"
+	if r.IntN(4) == 0 {
+		return 0, snapshotBytes[r.IntN(len(snapshotBytes))]
+	}
+	return snapshotEntries[r.IntN(len(snapshotEntries))], 0
+}

@@ -20,7 +20,8 @@
 //	 4 lockservice.LockReply
 //	 5 lockservice.WriteRequest     6 WriteReply
 //	 7 lockservice.ReadRequest      8 ReadReply
-//	 9 reference.RaftMessage (a raft.Message with its entries)
+//	 9 reference.RaftMessage (a raft.Message with its entries and, in a
+//	   MsgSnap, its snapshot)
 //	40 redlock.RedlockSet      41 RedlockExtend     42 RedlockDel
 //	43 redlock.RedlockReply
 //
@@ -178,7 +179,16 @@ func appendRaft(b []byte, m *raft.Message) []byte {
 	b = binary.AppendUvarint(b, m.Commit)
 	b = appendBool(b, m.Reject)
 	b = binary.AppendUvarint(b, m.RejectHint)
-	return appendBool(b, m.Transfer)
+	b = appendBool(b, m.Transfer)
+	// A MsgSnap's snapshot: present, then index, term and the state.
+	b = appendBool(b, m.Snapshot != nil)
+	if s := m.Snapshot; s != nil {
+		b = binary.AppendUvarint(b, s.Index)
+		b = binary.AppendUvarint(b, s.Term)
+		b = binary.AppendUvarint(b, uint64(len(s.Data)))
+		b = append(b, s.Data...)
+	}
+	return b
 }
 
 func appendString(b []byte, s string) []byte {
@@ -345,5 +355,10 @@ func (r *reader) raft() raft.Message {
 	m.Reject = r.bool()
 	m.RejectHint = r.uvarint()
 	m.Transfer = r.bool()
+	if r.bool() {
+		s := &raft.Snapshot{Index: r.uvarint(), Term: r.uvarint()}
+		s.Data = append([]byte{}, r.bytes(r.uvarint())...) // copied: the transport reuses its buffer
+		m.Snapshot = s
+	}
 	return m
 }

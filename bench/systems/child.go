@@ -20,12 +20,20 @@ type child struct {
 }
 
 func startChild(name, logPath, bin string, args ...string) (*child, error) {
+	return startChildEnv(name, logPath, bin, nil, args...)
+}
+
+// startChildEnv is startChild with env added to the child's environment.
+func startChildEnv(name, logPath, bin string, env []string, args ...string) (*child, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

@@ -57,6 +57,9 @@ type options struct {
 	redisAddr        string
 	etcdDriver       string
 	dataDir          string
+	// soak and soakInterval: the soak's length (0: no soak, the table)
+	// and how often it reports.
+	soak, soakInterval time.Duration
 }
 
 // Report is what -json prints: the machine, the run's options and every
@@ -96,6 +99,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "use the Redis at host:port for lockd instead of starting redis-server")
 	fs.StringVar(&o.etcdDriver, "etcd-driver", "", "the etcd driver binary (default: build bench/etcd of this checkout)")
 	fs.StringVar(&o.dataDir, "data", "", "directory for the servers' data (default: a temporary one, removed)")
+	fs.DurationVar(&o.soak, "soak", 0, "instead of the table, run fencesim-node (3 processes) under steady load for this long (1s..24h) and report its disk, memory and restart time (kill -9 of a follower, time to ready) every -soak-interval; the load is -workers' first count, per-worker")
+	fs.DurationVar(&o.soakInterval, "soak-interval", time.Minute, "how often the soak reports (1s..1h)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -130,6 +135,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.warmup < 0 || o.warmup > time.Minute {
 		return o, fmt.Errorf("-warmup %v: must be 0..1m", o.warmup)
 	}
+	if o.soak != 0 && (o.soak < time.Second || o.soak > 24*time.Hour) {
+		return o, fmt.Errorf("-soak %v: must be 1s..24h", o.soak)
+	}
+	if o.soakInterval < time.Second || o.soakInterval > time.Hour {
+		return o, fmt.Errorf("-soak-interval %v: must be 1s..1h", o.soakInterval)
+	}
 	return o, nil
 }
 
@@ -151,6 +162,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
+	}
+	if o.soak > 0 {
+		return soak(ctx, o, dir, stdout, stderr)
 	}
 	// The servers' own logs would drown the progress lines: warnings and
 	// errors only.

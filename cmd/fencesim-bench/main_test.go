@@ -84,10 +84,42 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"-modes", "exclusive"},
 		{"-duration", "1ms"},
 		{"-held", "poll"},
+		{"-soak", "100ms"},
+		{"-soak-interval", "0s"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 || !strings.Contains(errb.String(), args[0]) {
 			t.Errorf("%q: exit %d, stderr %q; want 2 naming %s", args, code, errb.String(), args[0])
+		}
+	}
+}
+
+// TestSoakSmoke: a two-interval soak builds fencesim-node, runs it as three
+// processes under load, kills a follower with SIGKILL each interval and
+// reports its restart, the snapshot it started from and what it replayed.
+func TestSoakSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds fencesim-node and runs three processes")
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"-soak", "2s", "-soak-interval", "1s", "-workers", "4", "-data", t.TempDir()}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	var rows []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "| ") && !strings.HasPrefix(line, "| elapsed") {
+			rows = append(rows, line)
+		}
+	}
+	if len(rows) < 2 {
+		t.Fatalf("%d interval rows, want 2:\n%s", len(rows), out.String())
+	}
+	for _, r := range rows {
+		f := strings.Split(r, "|")
+		// | elapsed | cycles/s | applied | disk | RSS | killed | restart | snapshot | replayed |
+		if len(f) != 11 || strings.TrimSpace(f[2]) == "0" || !strings.HasSuffix(strings.TrimSpace(f[4]), "MiB") || !strings.HasSuffix(strings.TrimSpace(f[7]), "s") {
+			t.Errorf("row %q: want cycles, a disk size and a restart time", r)
 		}
 	}
 }

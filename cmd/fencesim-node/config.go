@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/lockapi"
+	"github.com/fencesim/fencesim/lockservice/reference"
 	"github.com/fencesim/fencesim/nodesvc"
 	"github.com/fencesim/fencesim/process"
 )
@@ -35,7 +36,10 @@ type config struct {
 	LogFormat       string
 	// TokenOffset starts the group's tokens above it (nodesvc.Config).
 	TokenOffset uint64
-	TestHooks   bool
+	// Snapshot is when the replica snapshots its lock table and drops the
+	// log it covers (nodesvc.Snapshot).
+	Snapshot  nodesvc.Snapshot
+	TestHooks bool
 }
 
 // settings are the command's flags and variables.
@@ -113,6 +117,9 @@ var settings = []svcmain.Setting[config]{
 		c.TokenOffset = n
 		return nil
 	}),
+	svcmain.S("snapshot-entries", "FENCESIM_NODE_SNAPSHOT_ENTRIES", strconv.Itoa(reference.DefaultSnapshotEntries), "snapshot the lock table and drop the Raft log it covers after this many entries; a restart replays at most about this many (0: only by -snapshot-bytes; 0..100000000)", uintIn(0, 100_000_000, func(c *config, n uint64) { c.Snapshot.Entries = n })),
+	svcmain.S("snapshot-bytes", "FENCESIM_NODE_SNAPSHOT_BYTES", strconv.Itoa(reference.DefaultSnapshotBytes), "snapshot after this many bytes of commands, whichever comes first (0: only by -snapshot-entries; 0..1073741824)", uintIn(0, 1<<30, func(c *config, n uint64) { c.Snapshot.Bytes = n })),
+	svcmain.S("snapshot-keep", "FENCESIM_NODE_SNAPSHOT_KEEP", strconv.Itoa(reference.DefaultSnapshotKeep), "entries before a snapshot kept in memory, so that a follower that far behind catches up by appends, not the whole snapshot (0..10000000)", uintIn(0, 10_000_000, func(c *config, n uint64) { c.Snapshot.Keep = n })),
 	svcmain.S("log-format", "FENCESIM_NODE_LOG_FORMAT", "text", "log format on stderr: text or json", func(c *config, v string) error {
 		if v != "text" && v != "json" {
 			return errors.New("must be text or json")
@@ -121,6 +128,18 @@ var settings = []svcmain.Setting[config]{
 		return nil
 	}),
 	svcmain.TestHooks(func(c *config, on bool) { c.TestHooks = on }),
+}
+
+// uintIn parses an integer in lo..hi and hands it to set.
+func uintIn(lo, hi uint64, set func(*config, uint64)) func(*config, string) error {
+	return func(c *config, v string) error {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("must be an integer in %d..%d", lo, hi)
+		}
+		set(c, n)
+		return nil
+	}
 }
 
 // maxID keeps ids clear of the front end's own id in nodesvc.
@@ -202,6 +221,9 @@ func loadConfig(args []string, env map[string]string, stderr io.Writer) (config,
 		if c.Listen == "" {
 			c.Listen = strings.TrimPrefix(self.HTTP, "http://")
 		}
+	}
+	if c.Snapshot.Entries == 0 && c.Snapshot.Bytes == 0 {
+		return config{}, errors.New("FENCESIM_NODE_SNAPSHOT_ENTRIES (or -snapshot-entries) and FENCESIM_NODE_SNAPSHOT_BYTES (or -snapshot-bytes) are both 0: the Raft log would grow for ever; set at least one")
 	}
 	// Created only once everything is valid: a rejected configuration
 	// leaves nothing behind.

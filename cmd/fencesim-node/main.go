@@ -160,7 +160,8 @@ func startNode(cfg config, log *slog.Logger) (*member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("HTTP listen (FENCESIM_NODE_LISTEN / -listen) %s: %w", cfg.Listen, err)
 	}
-	b, err := nodesvc.Open(nodesvc.Config{ID: cfg.ID, DataDir: cfg.DataDir, Listen: cfg.PeerListen, Peers: cfg.Peers, TokenOffset: cfg.TokenOffset, Logger: log})
+	b, err := nodesvc.Open(nodesvc.Config{ID: cfg.ID, DataDir: cfg.DataDir, Listen: cfg.PeerListen, Peers: cfg.Peers, TokenOffset: cfg.TokenOffset,
+		Snapshot: cfg.Snapshot, Logger: log})
 	if err != nil {
 		hl.Close()
 		return nil, fmt.Errorf("starting the replica (data %s, Raft listen %s): %w", cfg.DataDir, cfg.PeerListen, err)
@@ -220,7 +221,7 @@ func startDevCluster(cfg config, log *slog.Logger) (members []*member, cleanup f
 	}
 	for i := range n {
 		b, err := nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: filepath.Join(root, fmt.Sprintf("node-%d", i)),
-			Listener: rls[i], Peers: peers, TokenOffset: cfg.TokenOffset, Logger: log.With("node", i)})
+			Listener: rls[i], Peers: peers, TokenOffset: cfg.TokenOffset, Snapshot: cfg.Snapshot, Logger: log.With("node", i)})
 		if err != nil {
 			for _, l := range hls[i:] {
 				l.Close()

@@ -58,6 +58,9 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"-id", "0", "-data", dir, "-peers", peers, "-log-format", "xml"}, nil, `-log-format="xml": must be text or json`},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_ADMISSION": "vegas"}, `FENCESIM_NODE_ADMISSION="vegas": must be one of gradient, aimd, static`},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_TOKEN_OFFSET": "-1"}, `FENCESIM_NODE_TOKEN_OFFSET="-1": must be an integer in 0..18446742974197923840`},
+		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_SNAPSHOT_ENTRIES": "-1"}, `FENCESIM_NODE_SNAPSHOT_ENTRIES="-1": must be an integer in 0..100000000`},
+		{[]string{"-id", "0", "-data", dir, "-peers", peers, "-snapshot-keep", "1e9"}, nil, `-snapshot-keep="1e9": must be an integer in 0..10000000`},
+		{[]string{"-id", "0", "-data", dir, "-peers", peers, "-snapshot-entries", "0"}, map[string]string{"FENCESIM_NODE_SNAPSHOT_BYTES": "0"}, "are both 0: the Raft log would grow for ever"},
 		{[]string{"-bogus"}, nil, "flag provided but not defined: -bogus"},
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},
 	}

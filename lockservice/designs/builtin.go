@@ -57,6 +57,12 @@ func (d replicatedDesign) NewServer(_ int, run lockservice.DesignRun) process.Pr
 	if run.IngressDepth > 0 {
 		cfg.IngressDepth = run.IngressDepth
 	}
+	if run.SnapshotEntries > 0 || run.SnapshotBytes > 0 {
+		// A run's small thresholds: a short catch-up tail, and segments
+		// small enough to be dropped after every snapshot or two.
+		cfg.SnapshotEntries, cfg.SnapshotBytes = run.SnapshotEntries, run.SnapshotBytes
+		cfg.SnapshotKeep, cfg.SegmentEntries = run.SnapshotEntries/4, 4
+	}
 	return reference.NewReplica(cfg)
 }
 

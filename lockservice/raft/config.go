@@ -37,8 +37,13 @@ type Config struct {
 	// HardState is the hard state persisted from earlier Readys (zero for a
 	// fresh node).
 	HardState HardState
-	// Entries is the persisted log, indexes 1..n contiguous (empty for a
-	// fresh node).
+	// Snapshot is the persisted snapshot (zero for none): the caller has
+	// restored its state machine from it, and the node applies only what
+	// follows it.
+	Snapshot Snapshot
+	// Entries is the persisted log after the snapshot, indexes
+	// Snapshot.Index+1.. contiguous (from 1 without a snapshot; empty for
+	// a fresh node).
 	Entries []Entry
 
 	// Quorum returns how many voters make a majority of n; nil means
@@ -84,10 +89,14 @@ func (c Config) Validate() error {
 	if c.Rand == nil {
 		return errors.New("raft: Config.Rand is nil; inject a seeded *rand.Rand (e.g. rand.New(rand.NewPCG(seed, id))) so runs replay")
 	}
-	var prevTerm uint64
+	snap := c.Snapshot
+	if (snap.Index == 0) != (snap.Term == 0) {
+		return fmt.Errorf("raft: Config.Snapshot has index %d and term %d; a snapshot has both >= 1, no snapshot both 0", snap.Index, snap.Term)
+	}
+	prevTerm := snap.Term
 	for i, e := range c.Entries {
-		if want := uint64(i + 1); e.Index != want {
-			return fmt.Errorf("raft: Config.Entries[%d] has index %d, want %d; pass the persisted log contiguous from index 1", i, e.Index, want)
+		if want := snap.Index + uint64(i+1); e.Index != want {
+			return fmt.Errorf("raft: Config.Entries[%d] has index %d, want %d; pass the persisted log contiguous from the snapshot's index + 1 (%d)", i, e.Index, want, snap.Index+1)
 		}
 		if e.Term == 0 {
 			return fmt.Errorf("raft: Config.Entries[%d] (index %d) has term 0; entries are written in terms >= 1", i, e.Index)
@@ -100,12 +109,12 @@ func (c Config) Validate() error {
 	}
 	hs := c.HardState
 	if hs.Term < prevTerm {
-		return fmt.Errorf("raft: Config.HardState.Term %d is below the last entry's term %d; pass the HardState persisted with these entries",
+		return fmt.Errorf("raft: Config.HardState.Term %d is below the last entry's term %d (or the snapshot's); pass the HardState persisted with these entries",
 			hs.Term, prevTerm)
 	}
-	if hs.Commit > uint64(len(c.Entries)) {
+	if last := snap.Index + uint64(len(c.Entries)); hs.Commit > last {
 		return fmt.Errorf("raft: Config.HardState.Commit %d is beyond the last entry %d; pass the entries persisted with this HardState",
-			hs.Commit, len(c.Entries))
+			hs.Commit, last)
 	}
 	if hs.Vote != None {
 		if _, ok := slices.BinarySearch(sorted, hs.Vote); !ok {

@@ -17,17 +17,19 @@
 // A Node is a pure state machine. Input arrives only through Step (a message
 // from a peer), Tick (one unit of logical time) and Propose (a new command,
 // on the leader). Output leaves only through Ready: the soft state for
-// observers, the hard state and log entries to persist, the messages to send
-// and the committed entries to apply. The caller does all I/O for a Ready in
-// this order, then calls Advance:
+// observers, a leader's snapshot to install, the hard state and log entries
+// to persist, the messages to send and the committed entries to apply. The
+// caller does all I/O for a Ready in this order, then calls Advance:
 //
-//  1. if Ready.MustSync, persist Ready.HardState and Ready.Entries durably
+//  1. if Ready.MustSync, persist Ready.Snapshot (if not empty: it replaces
+//     the whole persisted log), Ready.HardState and Ready.Entries durably
 //     (when Entries[0].Index is at or below the last persisted index, first
 //     truncate the persisted log from that index: a conflicting suffix was
 //     replaced);
 //  2. only then send Ready.Messages, because votes and acknowledgements in
 //     them promise that the state they depend on survives a crash;
-//  3. apply Ready.CommittedEntries to the state machine, in order;
+//  3. restore the state machine from Ready.Snapshot, if not empty, then
+//     apply Ready.CommittedEntries to it, in order;
 //  4. call Advance.
 //
 // The package does no I/O, reads no clock, starts no goroutines and uses no
@@ -72,21 +74,48 @@
 //     The leader abandons the transfer after an election timeout. Without a
 //     call to TransferLeadership nothing of this runs.
 //
+// # Snapshots and log compaction
+//
+// As in etcd raft, the caller decides when to snapshot its state machine:
+// CreateSnapshot(index, data) records data, the state as of an applied
+// index, as the node's snapshot (etcd's MemoryStorage.CreateSnapshot), and
+// Compact(index) drops the in-memory entries up to index, which the
+// snapshot must cover (MemoryStorage.Compact; compacting a little below the
+// snapshot keeps a tail with which a peer just behind catches up by
+// appends). The caller persists the snapshot first and then drops the
+// persisted log it covers, so that a crash in between leaves both.
+//
+// A leader whose next entry for a peer was compacted away sends the peer
+// its snapshot (MsgSnap, InstallSnapshot) and treats it as a probe: the
+// peer is paused until it acknowledges the snapshot's index, or until a
+// heartbeat response shows it alive, upon which the next probe (from the
+// snapshot's index) is answered either way; a lost snapshot is a lost
+// probe (etcd instead waits for its transport to report the snapshot sent
+// or failed). The follower ignores a snapshot at or below its commit index
+// (stale: a duplicate, or appends got there first), only moves its commit
+// index when its log already holds the snapshot's last entry with the same
+// term (its log matches up to there), and otherwise replaces its whole log
+// by the snapshot, which it gets in Ready.Snapshot to persist, acknowledge
+// and apply.
+//
 // # Restart
 //
-// New with the HardState and Entries persisted from earlier Readys continues
-// safely: the persisted vote prevents voting twice in a term, and because
-// Applied starts at 0 every committed entry is delivered again in
-// CommittedEntries, so the caller rebuilds its state machine by replay.
+// New with the Snapshot, HardState and Entries persisted from earlier
+// Readys continues safely: the persisted vote prevents voting twice in a
+// term, and because Applied starts at the snapshot's index every committed
+// entry after it is delivered again in CommittedEntries, so the caller
+// restores its state machine from the snapshot and rebuilds the rest by
+// replay. A commit index persisted before the snapshot is raised to the
+// snapshot's index.
 //
 // # Bounds
 //
-// There is no log compaction and no snapshotting. The log, in memory and on
-// disk, grows with every entry: a run of E entries keeps all E entries on
-// disk and in memory for the life of the node, and a restart replays the
-// whole log (all committed entries are re-applied from index 1). This is
-// fine for simulation runs of bounded length; it is not fit for a
-// long-running service.
+// With snapshots, the log in memory holds the entries after the last
+// Compact, and a restart replays only the entries after the snapshot; how
+// often to snapshot is the caller's choice (the reference replica does it
+// every SnapshotEntries entries or SnapshotBytes bytes). A caller that
+// never snapshots keeps every entry, in memory and on disk, for the life
+// of the node, and replays the whole log on every restart.
 //
 // Every queue inside a Node is bounded: a MsgApp carries at most
 // MaxEntriesPerMsg entries; each peer has at most MaxInflightMsgs appends in

@@ -48,6 +48,11 @@ import (
 //	msgs                            list the messages in flight and held
 //	status                          one line per node
 //	raft-log <id>                   the node's in-memory log and what it persisted
+//	snapshot <id> [index=<i>] [keep=<k>]
+//	                                snapshot the node's state machine at i (default: its
+//	                                applied index), persist it, drop the persisted log up to
+//	                                i and the in-memory log up to i-k (etcd's CreateSnapshot
+//	                                and Compact)
 //	log-level none|info|debug       how much process-ready, deliver-msgs and stabilize print
 func TestInteraction(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -263,6 +268,25 @@ func (env *interactionEnv) handle(t *testing.T, d *datadriven.TestData) {
 			fmt.Fprintf(&env.out, "log: (down)\n")
 		}
 		fmt.Fprintf(&env.out, "disk: %s\n", fmtStore(nn.store))
+	case "snapshot":
+		nn := env.get(t, env.posInt(t, d, 0))
+		if nn.node == nil {
+			t.Fatalf("%s: node %d is down", d.Pos, nn.id)
+		}
+		index, keep := nn.node.Status().Applied, uint64(0)
+		d.MaybeScanArgs(t, "index", &index)
+		d.MaybeScanArgs(t, "keep", &keep)
+		snap, err := nn.node.CreateSnapshot(index, []byte(fmt.Sprintf("state@%d", index)))
+		if err != nil {
+			fmt.Fprintf(&env.out, "error: %v\n", err)
+			break
+		}
+		nn.store.persistSnapshot(snap)
+		if err := nn.node.Compact(index - min(keep, index)); err != nil {
+			fmt.Fprintf(&env.out, "error: %v\n", err)
+			break
+		}
+		fmt.Fprintf(&env.out, "%d snapshot at %d/%d; in-memory log from %d\n", nn.id, snap.Index, snap.Term, nn.node.Status().FirstIndex)
 	case "log-level":
 		switch v := d.CmdArgs[0].Key; v {
 		case "none":
@@ -293,6 +317,7 @@ func (env *interactionEnv) start(t *testing.T, nn *ixNode) {
 		PreVote:       env.prevote,
 		CheckQuorum:   env.checkQ,
 		HardState:     nn.store.hs,
+		Snapshot:      nn.store.snap,
 		Entries:       slices.Clone(nn.store.entries),
 	})
 	if err != nil {
@@ -330,10 +355,20 @@ func (env *interactionEnv) processReady(nn *ixNode) {
 		}
 		nn.store.hs = hs
 	}
+	if s := rd.Snapshot; !s.IsEmpty() {
+		if env.level >= levelDebug {
+			env.printf(levelDebug, " snapshot %d/%d (%s)", s.Index, s.Term, s.Data)
+		} else {
+			env.printf(levelInfo, "%d installs snapshot %d/%d (%s)\n", nn.id, s.Index, s.Term, s.Data)
+		}
+		if s.Index > uint64(len(env.committed)) || env.committed[s.Index-1].Term != s.Term {
+			fmt.Fprintf(&env.out, "SAFETY VIOLATION: %d installs a snapshot at %d/%d that no node applied\n", nn.id, s.Index, s.Term)
+		}
+		nn.store.snap, nn.store.entries = s, nil // the snapshot replaces the log
+	}
 	if len(rd.Entries) > 0 {
 		env.printf(levelDebug, " entries %s", ixEntries(rd.Entries))
-		first := rd.Entries[0].Index
-		nn.store.entries = append(nn.store.entries[:first-1], rd.Entries...)
+		nn.store.appendEntries(rd.Entries)
 	}
 	if len(rd.CommittedEntries) > 0 {
 		env.printf(levelDebug, " apply %s", ixEntries(rd.CommittedEntries))
@@ -507,7 +542,11 @@ func ixEntries(es []Entry) string {
 }
 
 func fmtStore(s memStore) string {
-	return fmt.Sprintf("term=%d vote=%d commit=%d log=%s", s.hs.Term, s.hs.Vote, s.hs.Commit, ixEntries(s.entries))
+	snap := ""
+	if !s.snap.IsEmpty() {
+		snap = fmt.Sprintf(" snap=%d/%d", s.snap.Index, s.snap.Term)
+	}
+	return fmt.Sprintf("term=%d vote=%d commit=%d%s log=%s", s.hs.Term, s.hs.Vote, s.hs.Commit, snap, ixEntries(s.entries))
 }
 
 // fmtMsg renders a message with every field a script may care about; it
@@ -527,6 +566,8 @@ func fmtMsg(m Message) string {
 		}
 	case MsgHeartbeat:
 		s += fmt.Sprintf(" commit=%d", m.Commit)
+	case MsgSnap:
+		s += fmt.Sprintf(" snap=%d/%d commit=%d", m.Snapshot.Index, m.Snapshot.Term, m.Commit)
 	}
 	if m.Reject {
 		s += " REJECT"

@@ -28,7 +28,38 @@ import (
 // memStore is a node's "disk": what it persisted from its Readys.
 type memStore struct {
 	hs      HardState
-	entries []Entry
+	snap    Snapshot
+	entries []Entry // after snap.Index
+}
+
+// appendEntries persists ents, which continue the persisted log or replace
+// a suffix of it after the snapshot.
+func (st *memStore) appendEntries(ents []Entry) {
+	first := ents[0].Index
+	st.entries = append(st.entries[:first-st.snap.Index-1], ents...)
+}
+
+// persistSnapshot persists a snapshot the node made and drops the entries
+// it covers.
+func (st *memStore) persistSnapshot(s Snapshot) {
+	if n := s.Index - st.snap.Index; n <= uint64(len(st.entries)) {
+		st.entries = slices.Clone(st.entries[n:])
+	} else {
+		st.entries = nil
+	}
+	st.snap = s
+}
+
+// lastIndex is the last persisted index.
+func (st *memStore) lastIndex() uint64 { return st.snap.Index + uint64(len(st.entries)) }
+
+// entry returns the persisted entry at i, if the log after the snapshot
+// holds it.
+func (st *memStore) entry(i uint64) (Entry, bool) {
+	if i <= st.snap.Index || i > st.lastIndex() {
+		return Entry{}, false
+	}
+	return st.entries[i-st.snap.Index-1], true
 }
 
 type netNode struct {
@@ -51,6 +82,10 @@ type netOptions struct {
 	// state, when set, gives a node's persisted state at creation (as if
 	// it restarted from it).
 	state map[ID]memStore
+	// snapshotEvery, when set, makes every node snapshot and compact its
+	// log each time it has applied that many entries past its snapshot,
+	// keeping snapshotKeep entries before the snapshot in memory.
+	snapshotEvery, snapshotKeep uint64
 }
 
 func defaultOptions(size int, seed uint64) netOptions {
@@ -109,6 +144,7 @@ func (nw *network) config(nn *netNode) Config {
 		PreVote:       nw.opts.preVote,
 		CheckQuorum:   nw.opts.checkQuorum,
 		HardState:     nn.store.hs,
+		Snapshot:      nn.store.snap,
 		Entries:       slices.Clone(nn.store.entries),
 		Quorum:        nw.opts.quorum,
 	}
@@ -123,7 +159,9 @@ func (nw *network) start(nn *netNode) {
 		nw.t.Fatalf("New(node %d): %v", nn.id, err)
 	}
 	nn.node = n
-	nn.applied = nil
+	// The state machine restarts from the snapshot (the entries it
+	// stands for), or empty.
+	nn.applied = slices.Clone(nw.committed[:nn.store.snap.Index])
 	nn.up = true
 }
 
@@ -175,10 +213,26 @@ func (nw *network) handleReady(nn *netNode) {
 	}
 	prevCommit := st.hs.Commit
 	st.hs = hs
+	if snap := rd.Snapshot; !snap.IsEmpty() {
+		if !rd.MustSync {
+			t.Errorf("node %d: Ready has a snapshot at %d but MustSync is false", nn.id, snap.Index)
+		}
+		if snap.Index > uint64(len(nw.committed)) || nw.committed[snap.Index-1].Term != snap.Term {
+			t.Fatalf("node %d: installs a snapshot at %d/%d that no node applied", nn.id, snap.Index, snap.Term)
+		}
+		if string(snap.Data) != snapshotData(snap.Index) {
+			t.Fatalf("node %d: installs a snapshot at %d with data %q", nn.id, snap.Index, snap.Data)
+		}
+		if snap.Index <= uint64(len(nn.applied)) {
+			t.Errorf("node %d: installs a snapshot at %d, at or below what it applied (%d)", nn.id, snap.Index, len(nn.applied))
+		}
+		st.snap, st.entries = snap, nil
+		nn.applied = slices.Clone(nw.committed[:snap.Index])
+	}
 	if len(rd.Entries) > 0 {
 		first := rd.Entries[0].Index
-		if first == 0 || first > uint64(len(st.entries))+1 {
-			t.Fatalf("node %d: Ready.Entries start at %d, leaving a gap after persisted index %d", nn.id, first, len(st.entries))
+		if first <= st.snap.Index || first > st.lastIndex()+1 {
+			t.Fatalf("node %d: Ready.Entries start at %d, outside the persisted log (%d, %d+1]", nn.id, first, st.snap.Index, st.lastIndex())
 		}
 		for i, e := range rd.Entries {
 			if e.Index != first+uint64(i) {
@@ -188,7 +242,7 @@ func (nw *network) handleReady(nn *netNode) {
 		if first <= prevCommit {
 			t.Errorf("node %d: Ready rewrites persisted index %d at or below the persisted commit %d", nn.id, first, prevCommit)
 		}
-		st.entries = append(st.entries[:first-1], rd.Entries...)
+		st.appendEntries(rd.Entries)
 	}
 
 	// Send, only after persisting.
@@ -208,7 +262,7 @@ func (nw *network) handleReady(nn *netNode) {
 		if want := uint64(len(nn.applied)) + 1; e.Index != want {
 			t.Fatalf("node %d applied index %d, want %d (applies must be contiguous)", nn.id, e.Index, want)
 		}
-		if e.Index > uint64(len(st.entries)) || !sameEntry(st.entries[e.Index-1], e) {
+		if p, ok := st.entry(e.Index); !ok || !sameEntry(p, e) {
 			t.Errorf("node %d applied %v, which it has not persisted", nn.id, e)
 		}
 		if e.Index <= uint64(len(nw.committed)) {
@@ -229,7 +283,24 @@ func (nw *network) handleReady(nn *netNode) {
 		nw.leaders[rd.SoftState.Term] = nn.id
 	}
 	nn.node.Advance()
+
+	if every := nw.opts.snapshotEvery; every > 0 {
+		if applied := uint64(len(nn.applied)); applied >= nn.node.Status().Snapshot+every {
+			snap, err := nn.node.CreateSnapshot(applied, []byte(snapshotData(applied)))
+			if err != nil {
+				t.Fatalf("node %d: CreateSnapshot(%d): %v", nn.id, applied, err)
+			}
+			st.persistSnapshot(snap)
+			if err := nn.node.Compact(applied - min(applied, nw.opts.snapshotKeep)); err != nil {
+				t.Fatalf("node %d: Compact: %v", nn.id, err)
+			}
+		}
+	}
 }
+
+// snapshotData is the state machine's snapshot at index: the entries are
+// in nw.committed, so the index stands for them.
+func snapshotData(index uint64) string { return fmt.Sprintf("state@%d", index) }
 
 func sameEntry(a, b Entry) bool {
 	return a.Term == b.Term && a.Index == b.Index && (a.Data == nil) == (b.Data == nil) && bytes.Equal(a.Data, b.Data)

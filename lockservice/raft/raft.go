@@ -104,12 +104,21 @@ type Node struct {
 	// election timeout.
 	leadTransferee  ID
 	transferElapsed int
+
+	// snapshot is the newest snapshot: made here (CreateSnapshot), given
+	// on restart (Config.Snapshot) or received from a leader (MsgSnap). A
+	// leader sends it to a peer whose next entry was compacted away.
+	// snapshotReady says a received one waits to go out in a Ready.
+	snapshot      Snapshot
+	snapshotReady bool
 }
 
 // New builds a node from c, which it validates first. A Config carrying a
-// persisted HardState and Entries restarts a node: it keeps its term and
-// vote, starts as a follower with no known leader, and redelivers every
-// committed entry from index 1, because Applied starts at 0.
+// persisted HardState, Snapshot and Entries restarts a node: it keeps its
+// term and vote, starts as a follower with no known leader, and redelivers
+// every committed entry after the snapshot (from index 1 without one),
+// because Applied starts at the snapshot's index: the caller restores its
+// state machine from the snapshot before it applies them.
 func New(c Config) (*Node, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -139,9 +148,15 @@ func New(c Config) (*Node, error) {
 		vote:             c.HardState.Vote,
 	}
 	n.log.entries = slices.Clone(c.Entries)
-	n.log.committed = c.HardState.Commit
+	n.log.offset, n.log.offsetTerm = c.Snapshot.Index, c.Snapshot.Term
+	// A commit index persisted before the snapshot was taken may be
+	// older than it; the snapshot holds only committed entries.
+	n.log.committed = max(c.HardState.Commit, c.Snapshot.Index)
+	n.log.applied = c.Snapshot.Index
 	n.log.unstable = n.log.lastIndex() + 1
 	n.handed = n.log.lastIndex()
+	n.handedApplied = c.Snapshot.Index
+	n.snapshot = c.Snapshot
 	n.becomeFollower(n.term, None)
 	n.prevSoft = n.softState()
 	n.prevHard = n.hardState()
@@ -272,14 +287,14 @@ func (n *Node) Step(m Message) error {
 		case m.Type == MsgPreVoteResp && !m.Reject:
 			// A granted pre-vote carries the term the pre-candidate will
 			// campaign at; it bumps its term only with a majority.
-		case m.Type == MsgApp || m.Type == MsgHeartbeat:
+		case m.Type == MsgApp || m.Type == MsgHeartbeat || m.Type == MsgSnap:
 			n.becomeFollower(m.Term, m.From)
 		default:
 			n.becomeFollower(m.Term, None)
 		}
 	case m.Term < n.term:
 		switch {
-		case (n.checkQuorum || n.preVote) && (m.Type == MsgApp || m.Type == MsgHeartbeat):
+		case (n.checkQuorum || n.preVote) && (m.Type == MsgApp || m.Type == MsgHeartbeat || m.Type == MsgSnap):
 			n.marks.Hit(coverage.RaftAppendStaleTerm)
 			// Tell a stale leader our term so it steps down. Without
 			// this, a leader cut off by CheckQuorum or PreVote from the
@@ -326,6 +341,12 @@ func (n *Node) checkMessage(m Message) error {
 	if m.Term == 0 {
 		return fmt.Errorf("raft: %v has term 0; every message carries a term >= 1", m)
 	}
+	if (m.Snapshot != nil) != (m.Type == MsgSnap) {
+		return fmt.Errorf("raft: %v: a MsgSnap, and only a MsgSnap, carries a snapshot", m)
+	}
+	if s := m.Snapshot; s != nil && (s.Index == 0 || s.Term == 0 || s.Term > m.Term) {
+		return fmt.Errorf("raft: %v: snapshot at index %d of term %d; a snapshot is of an entry >= 1, of a term >= 1 and not above the message's", m, s.Index, s.Term)
+	}
 	if m.Type != MsgApp {
 		if len(m.Entries) > 0 {
 			return fmt.Errorf("raft: %v carries entries; only MsgApp may", m)
@@ -346,9 +367,11 @@ func (n *Node) checkMessage(m Message) error {
 		// Completeness), so a conflict with one means a broken peer. A
 		// stale leader's message may conflict legitimately; it is ignored
 		// by the term check.
-		if m.Term >= n.term && e.Index <= n.log.committed && !n.log.matchTerm(e.Index, e.Term) {
+		// (Compacted entries are committed too, but their terms are
+		// gone: a snapshot covers them.)
+		if t, ok := n.log.term(e.Index); ok && m.Term >= n.term && e.Index <= n.log.committed && t != e.Term {
 			return fmt.Errorf("raft: %v: entry %d of term %d conflicts with committed entry of term %d; the sender's log is corrupt",
-				m, e.Index, e.Term, n.log.mustTerm(e.Index))
+				m, e.Index, e.Term, t)
 		}
 	}
 	return nil
@@ -437,7 +460,7 @@ func (n *Node) stepLeader(m Message) error {
 		if pr.match < n.log.lastIndex() || pr.state == stateProbe {
 			n.sendAppend(i, true)
 		}
-	case MsgApp, MsgHeartbeat:
+	case MsgApp, MsgHeartbeat, MsgSnap:
 		return fmt.Errorf("raft: %v: another leader in this node's term %d; at most one leader is elected per term", m, n.term)
 	}
 	return nil
@@ -456,6 +479,9 @@ func (n *Node) stepCandidate(m Message) error {
 	case MsgHeartbeat:
 		n.becomeFollower(m.Term, m.From)
 		n.handleHeartbeat(m)
+	case MsgSnap:
+		n.becomeFollower(m.Term, m.From)
+		n.handleSnapshot(m)
 	case resp:
 		switch n.poll(m.From, !m.Reject) {
 		case electionWon:
@@ -482,6 +508,10 @@ func (n *Node) stepFollower(m Message) error {
 		n.electionElapsed = 0
 		n.lead = m.From
 		n.handleHeartbeat(m)
+	case MsgSnap:
+		n.electionElapsed = 0
+		n.lead = m.From
+		n.handleSnapshot(m)
 	case MsgTimeoutNow:
 		// The leader hands over to us with our log up to date with its:
 		// campaign at once, skipping the election timeout and the
@@ -530,6 +560,36 @@ func (n *Node) handleAppend(m Message) {
 	}
 	n.log.commitTo(min(m.Commit, lastNew))
 	n.send(Message{To: m.From, Type: MsgAppResp, Index: lastNew})
+}
+
+// handleSnapshot is the follower's side of InstallSnapshot (etcd's
+// handleSnapshot and restore). A snapshot at or below the commit index is
+// stale (a duplicate, or one that raced appends that got there first) and
+// only acknowledges the commit index. One whose last entry the log already
+// holds with the same term only moves the commit index: the log matches
+// up to it, and entries after it are kept. Any other replaces the whole
+// log; it goes out in the next Ready to be persisted and applied, and the
+// acknowledgement, in the same Ready, leaves only after it is persisted.
+func (n *Node) handleSnapshot(m Message) {
+	s := *m.Snapshot
+	switch {
+	case s.Index <= n.log.committed:
+		n.marks.Hit(coverage.RaftSnapshotStale)
+		n.send(Message{To: m.From, Type: MsgAppResp, Index: n.log.committed})
+		return
+	case n.log.matchTerm(s.Index, s.Term):
+		n.marks.Hit(coverage.RaftSnapshotFastForward)
+		n.log.commitTo(s.Index)
+		n.send(Message{To: m.From, Type: MsgAppResp, Index: n.log.committed})
+		return
+	}
+	n.marks.Hit(coverage.RaftSnapshotRestored)
+	n.log.restore(s)
+	n.snapshot, n.snapshotReady = s, true
+	// Nothing older is left to hand out: entries, and committed entries
+	// to apply, start after the snapshot.
+	n.handed, n.handedApplied = s.Index, s.Index
+	n.send(Message{To: m.From, Type: MsgAppResp, Index: s.Index})
 }
 
 // handleHeartbeat takes the commit index from a heartbeat. The leader sends
@@ -654,6 +714,11 @@ func (n *Node) sendAppend(i int, sendIfEmpty bool) bool {
 	}
 	prevIndex := pr.next - 1
 	prevTerm, ok := n.log.term(prevIndex)
+	if !ok && prevIndex < n.log.offset {
+		// The peer's next entry was compacted away: only the snapshot
+		// can bring it up to date.
+		return n.sendSnapshot(i)
+	}
 	if !ok {
 		panic(fmt.Sprintf("raft: internal error: next index %d for peer %d is beyond last index %d + 1",
 			pr.next, n.peers[i], n.log.lastIndex()))
@@ -677,6 +742,27 @@ func (n *Node) sendAppend(i int, sendIfEmpty bool) bool {
 			pr.probeSent = true
 		}
 	}
+	return true
+}
+
+// sendSnapshot sends peer i the snapshot, as etcd's maybeSendSnapshot does,
+// and treats it as a probe: the peer is paused until it answers (its
+// MsgAppResp for the snapshot's index moves it to replicate) or a heartbeat
+// response shows it alive, upon which the next probe, from the snapshot's
+// index, is answered either way (etcd waits instead for its transport to
+// report the snapshot sent or lost; here a lost snapshot is a lost probe).
+func (n *Node) sendSnapshot(i int) bool {
+	pr := &n.prs[i]
+	s := n.snapshot
+	if s.Index < n.log.offset {
+		panic(fmt.Sprintf("raft: internal error: snapshot at %d is older than the compacted log at %d", s.Index, n.log.offset))
+	}
+	n.marks.Hit(coverage.RaftSnapshotSent)
+	n.send(Message{To: n.peers[i], Type: MsgSnap, Snapshot: &s, Commit: n.log.committed})
+	pr.appended = true
+	pr.becomeProbe()
+	pr.next = s.Index + 1
+	pr.probeSent = true
 	return true
 }
 
@@ -813,6 +899,7 @@ func (n *Node) HasReady() bool {
 	return n.softState() != n.prevSoft ||
 		n.hardState() != n.prevHard ||
 		n.log.lastIndex() > n.handed ||
+		n.snapshotReady ||
 		n.log.committed > n.handedApplied ||
 		len(n.msgs) > 0
 }
@@ -823,10 +910,13 @@ func (n *Node) HasReady() bool {
 // new, and Advance then acknowledges both.
 func (n *Node) Ready() Ready {
 	rd := Ready{SoftState: n.softState(), HardState: n.hardState()}
+	if n.snapshotReady {
+		rd.Snapshot, n.snapshotReady = n.snapshot, false
+	}
 	if n.handed < n.log.lastIndex() {
 		rd.Entries = n.log.slice(n.handed+1, n.log.lastIndex())
 	}
-	rd.MustSync = rd.HardState.Term != n.prevHard.Term || rd.HardState.Vote != n.prevHard.Vote || len(rd.Entries) > 0
+	rd.MustSync = rd.HardState.Term != n.prevHard.Term || rd.HardState.Vote != n.prevHard.Vote || len(rd.Entries) > 0 || !rd.Snapshot.IsEmpty()
 	// The two message buffers alternate, so this Ready's messages stay
 	// intact until the next Ready and sending allocates nothing.
 	rd.Messages = n.msgs
@@ -846,7 +936,7 @@ func (n *Node) Ready() Ready {
 // those) and the applied ones.
 func (n *Node) Advance() {
 	n.log.unstable = n.handed + 1
-	n.log.applied = n.handedApplied
+	n.log.applied = max(n.log.applied, n.handedApplied)
 	if n.role == Leader && n.prs[n.self].maybeUpdate(n.log.stable()) {
 		if n.maybeCommit() {
 			n.bcastCommit()
@@ -865,8 +955,54 @@ func (n *Node) Status() Status {
 		Commit:          n.log.committed,
 		Applied:         n.log.applied,
 		LastIndex:       n.log.lastIndex(),
+		Snapshot:        n.snapshot.Index,
+		FirstIndex:      n.log.firstIndex(),
 		DroppedMessages: n.dropped,
 	}
+}
+
+// CreateSnapshot records data, the caller's state machine as of the
+// applied entry at index, as the node's snapshot, the one a leader sends
+// to a peer whose next entry was compacted away (etcd's
+// MemoryStorage.CreateSnapshot). It returns the snapshot, with the term
+// of index, for the caller to persist. index must be applied and above the
+// current snapshot's index. The node keeps data; the caller must not
+// modify it.
+func (n *Node) CreateSnapshot(index uint64, data []byte) (Snapshot, error) {
+	if index > n.log.applied {
+		return Snapshot{}, fmt.Errorf("raft: snapshot at index %d is beyond the applied index %d; snapshot only what was applied", index, n.log.applied)
+	}
+	if index <= n.snapshot.Index {
+		return Snapshot{}, fmt.Errorf("raft: snapshot at index %d is not above the current snapshot's index %d", index, n.snapshot.Index)
+	}
+	t, ok := n.log.term(index)
+	if !ok {
+		return Snapshot{}, fmt.Errorf("raft: snapshot at index %d: its entry was compacted away (first index %d)", index, n.log.firstIndex())
+	}
+	n.snapshot = Snapshot{Index: index, Term: t, Data: data}
+	return n.snapshot, nil
+}
+
+// SnapshotData returns the data of the node's snapshot (nil: none), which
+// the caller must not modify.
+func (n *Node) SnapshotData() []byte { return n.snapshot.Data }
+
+// Compact drops the in-memory entries up to index, which the snapshot must
+// cover (etcd's MemoryStorage.Compact): a peer that needs one of them gets
+// the snapshot instead. A caller that compacts a little below its
+// snapshot's index keeps a tail with which a peer just behind catches up
+// by appends. Compacting at or below the current first index does
+// nothing.
+func (n *Node) Compact(index uint64) error {
+	if index > n.snapshot.Index {
+		return fmt.Errorf("raft: compacting to index %d, beyond the snapshot's index %d; create a snapshot first", index, n.snapshot.Index)
+	}
+	if index <= n.log.offset {
+		return nil
+	}
+	n.marks.Hit(coverage.RaftLogCompacted)
+	n.log.compactTo(index)
+	return nil
 }
 
 // TransferLeadership asks the leader to hand leadership to the follower to,

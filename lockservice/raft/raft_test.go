@@ -613,6 +613,27 @@ func TestConfigValidate(t *testing.T) {
 		{"commit beyond log", func(c *Config) { c.Entries = entriesOf(1); c.HardState = HardState{Term: 1, Commit: 2} }, "Commit 2 is beyond the last entry 1"},
 		{"vote not a peer", func(c *Config) { c.HardState = HardState{Term: 1, Vote: 9} }, "Vote 9 is not in Config.Peers"},
 		{"vote in term 0", func(c *Config) { c.HardState = HardState{Vote: 2} }, "in term 0"},
+		{"valid restart from a snapshot", func(c *Config) {
+			c.Snapshot = Snapshot{Index: 5, Term: 2, Data: []byte("s")}
+			c.Entries = []Entry{{Term: 2, Index: 6}, {Term: 3, Index: 7}}
+			c.HardState = HardState{Term: 3, Commit: 4} // a commit persisted before the snapshot
+		}, ""},
+		{"snapshot without a term", func(c *Config) { c.Snapshot = Snapshot{Index: 5} }, "index 5 and term 0"},
+		{"entries not after the snapshot", func(c *Config) {
+			c.Snapshot = Snapshot{Index: 5, Term: 1}
+			c.Entries = []Entry{{Term: 1, Index: 5}}
+			c.HardState.Term = 1
+		}, "has index 5, want 6"},
+		{"entry term below the snapshot's", func(c *Config) {
+			c.Snapshot = Snapshot{Index: 5, Term: 2}
+			c.Entries = []Entry{{Term: 1, Index: 6}}
+			c.HardState.Term = 2
+		}, "never decrease"},
+		{"hardstate term below the snapshot's", func(c *Config) { c.Snapshot = Snapshot{Index: 5, Term: 2}; c.HardState.Term = 1 }, "below the last entry's term 2"},
+		{"commit beyond snapshot and log", func(c *Config) {
+			c.Snapshot = Snapshot{Index: 5, Term: 1}
+			c.HardState = HardState{Term: 1, Commit: 7}
+		}, "Commit 7 is beyond the last entry 5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -920,62 +941,76 @@ func TestBounds(t *testing.T) {
 // restarts, message loss, delay, duplication and reordering while proposing,
 // with the network checking Election Safety and State Machine Safety on
 // every Ready. Healed at the end, every cluster must elect a leader and all
-// nodes must apply the same entries.
+// nodes must apply the same entries. With snap, every node snapshots and
+// compacts its log every few entries (keeping a short tail in memory for
+// odd seeds), so that followers that lag or restart catch up by snapshot.
 func TestRandomizedSafety(t *testing.T) {
 	for _, size := range []int{3, 5} {
 		for _, ext := range []bool{true, false} {
-			for seed := uint64(1); seed <= 25; seed++ {
-				t.Run(fmt.Sprintf("nodes=%d/prevote+checkquorum=%v/seed=%d", size, ext, seed), func(t *testing.T) {
-					opts := defaultOptions(size, seed)
-					opts.preVote, opts.checkQuorum = ext, ext
-					nw := newNetwork(t, opts)
-					r := rand.New(rand.NewPCG(seed, 1000))
-					nw.chaos = r
-					proposed := 0
-					for range 600 {
-						switch p := r.Float64(); {
-						case p < 0.03:
-							nw.isolate(nw.ids[r.IntN(size)])
-						case p < 0.05:
-							nw.heal()
-						case p < 0.08:
-							nw.restart(nw.ids[r.IntN(size)])
-						case p < 0.09:
-							nw.crash(nw.ids[r.IntN(size)])
+			for _, snap := range []bool{false, true} {
+				for seed := uint64(1); seed <= 25; seed++ {
+					t.Run(fmt.Sprintf("nodes=%d/prevote+checkquorum=%v/snap=%v/seed=%d", size, ext, snap, seed), func(t *testing.T) {
+						opts := defaultOptions(size, seed)
+						opts.preVote, opts.checkQuorum = ext, ext
+						if snap {
+							opts.snapshotEvery, opts.snapshotKeep = 3+seed%5, seed%2*2
 						}
-						for _, id := range nw.ids {
-							if n := nw.node(id); nw.get(id).up && n.Role() == Leader && r.IntN(3) == 0 {
-								if _, _, err := n.Propose(fmt.Appendf(nil, "p%d", proposed)); err == nil {
-									proposed++
+						nw := newNetwork(t, opts)
+						r := rand.New(rand.NewPCG(seed, 1000))
+						nw.chaos = r
+						proposed := 0
+						for range 600 {
+							switch p := r.Float64(); {
+							case p < 0.03:
+								nw.isolate(nw.ids[r.IntN(size)])
+							case p < 0.05:
+								nw.heal()
+							case p < 0.08:
+								nw.restart(nw.ids[r.IntN(size)])
+							case p < 0.09:
+								nw.crash(nw.ids[r.IntN(size)])
+							}
+							for _, id := range nw.ids {
+								if n := nw.node(id); nw.get(id).up && n.Role() == Leader && r.IntN(3) == 0 {
+									if _, _, err := n.Propose(fmt.Appendf(nil, "p%d", proposed)); err == nil {
+										proposed++
+									}
 								}
 							}
+							nw.tick(1)
 						}
-						nw.tick(1)
-					}
-					nw.heal()
-					nw.chaos = nil
-					for _, id := range nw.ids {
-						if !nw.get(id).up {
-							nw.restart(id)
+						nw.heal()
+						nw.chaos = nil
+						for _, id := range nw.ids {
+							if !nw.get(id).up {
+								nw.restart(id)
+							}
 						}
-					}
-					lead := nw.waitLeader(nw.ids, 30*et)
-					nw.propose(lead, "final")
-					nw.tick(3)
-					want := nw.logOf(lead)
-					for _, id := range nw.ids {
-						st := nw.node(id).Status()
-						if st.Commit != uint64(len(want)) || !logsEqual(nw.logOf(id), want) {
-							t.Errorf("node %d: commit %d, log of %d entries; want the leader's %d", id, st.Commit, st.LastIndex, len(want))
+						lead := nw.waitLeader(nw.ids, 30*et)
+						nw.propose(lead, "final")
+						nw.tick(3)
+						want := nw.logOf(lead)
+						if snap {
+							// The logs are compacted: compare what was applied.
+							want = nw.committed
+							if last := nw.node(lead).Status().LastIndex; uint64(len(want)) != last {
+								t.Fatalf("%d entries committed, the leader's last index is %d", len(want), last)
+							}
 						}
-						if got := nw.get(id).applied; !logsEqual(got, want) {
-							t.Errorf("node %d applied %d entries since its last start, want all %d of the leader's log", id, len(got), len(want))
+						for _, id := range nw.ids {
+							st := nw.node(id).Status()
+							if st.Commit != uint64(len(want)) || !snap && !logsEqual(nw.logOf(id), want) {
+								t.Errorf("node %d: commit %d, log of %d entries; want the leader's %d", id, st.Commit, st.LastIndex, len(want))
+							}
+							if got := nw.get(id).applied; !logsEqual(got, want) {
+								t.Errorf("node %d applied %d entries since its last start, want all %d of the leader's log", id, len(got), len(want))
+							}
 						}
-					}
-					if len(nw.leaders) < 2 {
-						t.Logf("only %d terms had a leader; the chaos was mild", len(nw.leaders))
-					}
-				})
+						if len(nw.leaders) < 2 {
+							t.Logf("only %d terms had a leader; the chaos was mild", len(nw.leaders))
+						}
+					})
+				}
 			}
 		}
 	}
@@ -1125,5 +1160,57 @@ func TestTicksToDeadline(t *testing.T) {
 	}
 	if transfers < 10 {
 		t.Fatalf("%d transfers started: too few for the test to check them", transfers)
+	}
+}
+
+// TestSnapshotAndCompactRules: CreateSnapshot takes only an applied index
+// above the current snapshot whose term is still known; Compact only up to
+// the snapshot, and compacting at or below the first index does nothing.
+func TestSnapshotAndCompactRules(t *testing.T) {
+	nw := newNetwork(t, defaultOptions(1, 1))
+	nw.waitLeader(nw.ids, 3*et)
+	for _, d := range []string{"a", "b", "c", "d"} {
+		nw.propose(1, d)
+	}
+	n := nw.node(1)
+	applied := n.Status().Applied
+	if applied < 5 {
+		t.Fatalf("applied %d, want at least 5", applied)
+	}
+	if _, err := n.CreateSnapshot(applied+1, nil); err == nil || !strings.Contains(err.Error(), "beyond the applied index") {
+		t.Errorf("snapshot past applied: %v", err)
+	}
+	if err := n.Compact(1); err == nil || !strings.Contains(err.Error(), "create a snapshot first") {
+		t.Errorf("compact without a snapshot: %v", err)
+	}
+	s, err := n.CreateSnapshot(3, []byte("s3"))
+	if err != nil || s.Index != 3 || s.Term != n.Term() || string(s.Data) != "s3" {
+		t.Fatalf("CreateSnapshot(3) = %+v, %v", s, err)
+	}
+	if err := n.Compact(4); err == nil || !strings.Contains(err.Error(), "beyond the snapshot's index 3") {
+		t.Errorf("compact past the snapshot: %v", err)
+	}
+	if err := n.Compact(3); err != nil {
+		t.Fatal(err)
+	}
+	if st := n.Status(); st.FirstIndex != 4 || st.Snapshot != 3 || st.LastIndex != 5 {
+		t.Errorf("status %+v, want first index 4, snapshot 3, last 5", st)
+	}
+	if err := n.Compact(2); err != nil || n.Status().FirstIndex != 4 {
+		t.Errorf("compact below the first index: %v, first index %d", err, n.Status().FirstIndex)
+	}
+	if _, err := n.CreateSnapshot(3, nil); err == nil || !strings.Contains(err.Error(), "not above the current snapshot") {
+		t.Errorf("snapshot at the same index: %v", err)
+	}
+	if _, err := n.CreateSnapshot(5, []byte("s5")); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Compact(5); err != nil || n.Status().FirstIndex != 6 {
+		t.Fatalf("compact everything: %v, first index %d", err, n.Status().FirstIndex)
+	}
+	// The log goes on after a full compaction.
+	nw.propose(1, "e")
+	if got := nw.appliedData(1); !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) {
+		t.Errorf("applied %q", got)
 	}
 }

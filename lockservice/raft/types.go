@@ -59,6 +59,11 @@ const (
 	// Node.TransferLeadership) to campaign at once, without waiting for
 	// its election timeout and without a pre-election.
 	MsgTimeoutNow
+	// MsgSnap is InstallSnapshot: the leader sends its snapshot to a
+	// follower whose next entry it has compacted away. Snapshot carries
+	// it; the follower answers with a MsgAppResp for the snapshot's index
+	// once it has persisted it.
+	MsgSnap
 )
 
 var messageTypeNames = [...]string{
@@ -71,6 +76,7 @@ var messageTypeNames = [...]string{
 	MsgHeartbeat:     "MsgHeartbeat",
 	MsgHeartbeatResp: "MsgHeartbeatResp",
 	MsgTimeoutNow:    "MsgTimeoutNow",
+	MsgSnap:          "MsgSnap",
 }
 
 // String returns the constant's name, so that traces and test failures read
@@ -84,7 +90,7 @@ func (t MessageType) String() string {
 
 // valid reports whether t is one of the defined message types.
 func (t MessageType) valid() bool {
-	return t >= MsgVote && t <= MsgTimeoutNow
+	return t >= MsgVote && t <= MsgSnap
 }
 
 // Message is one Raft RPC between two nodes. It is a plain value so that the
@@ -115,7 +121,25 @@ type Message struct {
 	// RejectHint is, in a rejected MsgAppResp, the follower's guess of the
 	// highest index at which its log might match the leader's.
 	RejectHint uint64
+	// Snapshot is the leader's snapshot in a MsgSnap (nil otherwise). It
+	// is shared, never modified, by every copy of the message.
+	Snapshot *Snapshot
 }
+
+// Snapshot is the state machine's state as of the entry at Index, of term
+// Term, as the caller encoded it (Data): it stands for every entry up to
+// Index, which the log may then drop (Node.Compact). The caller makes one
+// with Node.CreateSnapshot, persists it, and hands the persisted one back
+// in Config.Snapshot on a restart; a follower the leader sends one to gets
+// it in Ready.Snapshot, to persist and apply. The zero Snapshot is none.
+type Snapshot struct {
+	Index uint64
+	Term  uint64
+	Data  []byte
+}
+
+// IsEmpty reports whether s is no snapshot at all.
+func (s Snapshot) IsEmpty() bool { return s.Index == 0 }
 
 // String renders the message compactly for traces and test failures.
 func (m Message) String() string {
@@ -128,6 +152,9 @@ func (m Message) String() string {
 	}
 	if m.Transfer {
 		s += " transfer"
+	}
+	if m.Snapshot != nil {
+		s += fmt.Sprintf(" snap%d/%d", m.Snapshot.Index, m.Snapshot.Term)
 	}
 	return s
 }
@@ -198,6 +225,13 @@ type Ready struct {
 	// restarted node that lost its newest commit index learns it again from
 	// the leader, and committed entries stay committed whatever it recalls.
 	MustSync bool
+	// Snapshot, if not empty, is a snapshot from the leader that replaces
+	// the follower's whole log (Snapshot.Index is committed, and the log
+	// ends there): persist it, and drop the persisted log, BEFORE sending
+	// Messages, whose acknowledgement of it promises that it survives a
+	// crash; then restore the state machine from it BEFORE applying
+	// CommittedEntries, which follow it.
+	Snapshot Snapshot
 	// Entries are log entries to persist BEFORE sending Messages. If
 	// Entries[0].Index is at or below the last persisted index, the caller
 	// first truncates its persisted log from that index, because a
@@ -208,7 +242,8 @@ type Ready struct {
 	// The slice is valid until the next call of Ready, which reuses it.
 	Messages []Message
 	// CommittedEntries are to be applied to the state machine in order,
-	// after persisting. After a restart they start again from index 1.
+	// after persisting. After a restart they start again after the
+	// snapshot the node was given (Config.Snapshot), or from index 1.
 	CommittedEntries []Entry
 }
 
@@ -222,6 +257,9 @@ type Status struct {
 	Commit    uint64
 	Applied   uint64
 	LastIndex uint64
+	// Snapshot is the index of the node's snapshot (0: none), and
+	// FirstIndex the first index its in-memory log still holds.
+	Snapshot, FirstIndex uint64
 	// DroppedMessages counts messages dropped because the outbox was full
 	// (MaxPendingMsgs), so that a caller who never drains Ready notices.
 	DroppedMessages uint64

@@ -16,11 +16,14 @@ import (
 // an entry costs one Disk.Append (a copy of the entry, not a key and a map
 // slot per entry), and a restart reads a few segments front to back. A
 // conflicting suffix is cut off by rewriting the one segment it starts in
-// and deleting the later ones.
+// and deleting the later ones. A snapshot (snapshot.go) lets the segments
+// it covers go; the first segment after a leader's snapshot replaced the
+// log starts in its middle, and a segment may keep entries before the
+// snapshot until the segment goes as a whole.
 
 const (
 	logKeyPrefix   = "raft/log/"
-	segmentEntries = 4096
+	segmentEntries = 4096 // the default of ReplicaConfig.SegmentEntries
 )
 
 // logKey is the disk key of the segment starting at index first,
@@ -42,6 +45,13 @@ func logKey(first uint64) string {
 // holds index.
 func segmentFirst(index, per uint64) uint64 {
 	return (index-1)/per*per + 1
+}
+
+// keyFirst parses the first index out of a segment's key; false if the
+// key is not one logKey makes.
+func keyFirst(k string) (uint64, bool) {
+	f, err := strconv.ParseUint(k[len(logKeyPrefix):], 10, 64)
+	return f, err == nil && f > 0 && k == logKey(f)
 }
 
 // nextRecord splits the first sealed record off b: its value, the rest,
@@ -66,8 +76,10 @@ type diskLog struct {
 	segKey   string
 	scratch  []byte // the sealed entry (the disk keeps its own copy)
 	// cut says loadLog found the log torn or incomplete at its tail and
-	// cut it there (a coverage mark).
-	cut bool
+	// cut it there; segmentsLeft that it deleted segments the snapshot
+	// covers; mismatch that it dropped a log that does not continue the
+	// snapshot (coverage marks).
+	cut, segmentsLeft, mismatch bool
 }
 
 // append writes ents, which continue the log or replace a suffix of it.
@@ -98,12 +110,18 @@ func (l *diskLog) truncate(d process.Disk, from uint64) {
 	}
 	key := logKey(f)
 	raw, _ := d.Read(key)
+	// Keep the records before from (the segment may start after f, past a
+	// snapshot that replaced the log).
 	rest := raw
-	for i := f; i < from; i++ {
-		var ok bool
-		if _, rest, ok = nextRecord(rest); !ok {
-			panic("lockservice: internal error: a log segment holds fewer entries than the log it was written from")
+	for len(rest) > 0 {
+		v, after, ok := nextRecord(rest)
+		if !ok {
+			panic("lockservice: internal error: a log segment written in this process does not read back")
 		}
+		if e, err := decodeEntryShared(v); err != nil || e.Index >= from {
+			break
+		}
+		rest = after
 	}
 	if keep := len(raw) - len(rest); keep > 0 {
 		d.Write(key, raw[:keep])
@@ -111,21 +129,83 @@ func (l *diskLog) truncate(d process.Disk, from uint64) {
 		d.Delete(key)
 	}
 	l.last = from - 1
+	l.segKey = "" // appends reopen the segment they go to
 }
 
-// loadLog reads the persisted log: entries 1, 2, … up to the first one
-// missing, torn or out of place. What lies beyond was never synced (only
-// the last unsynced write can be torn, and a follower acknowledges only
-// synced entries), so it is cut off, durably.
-func loadLog(d process.Disk, per uint64) ([]raft.Entry, diskLog) {
+// compact deletes the segments whose entries a snapshot at index covers
+// entirely. The caller syncs.
+func (l *diskLog) compact(d process.Disk, index uint64) {
+	for _, k := range d.Keys(logKeyPrefix) {
+		f, ok := keyFirst(k)
+		if !ok || f+l.per-1 > index {
+			break // sorted: the later segments reach past index too
+		}
+		d.Delete(k)
+	}
+}
+
+// replace drops the whole log for a leader's snapshot at index, after
+// which the log continues at index+1. The caller syncs.
+func (l *diskLog) replace(d process.Disk, index uint64) {
+	for _, k := range d.Keys(logKeyPrefix) {
+		d.Delete(k)
+	}
+	l.last = index
+	l.segKey = ""
+}
+
+// termAt returns the term of the entry at index in segment k, if the
+// segment holds it intact.
+func termAt(d process.Disk, k string, index uint64) (uint64, bool) {
+	raw, _ := d.Read(k)
+	for len(raw) > 0 {
+		v, rest, ok := nextRecord(raw)
+		if !ok {
+			return 0, false
+		}
+		if e, err := decodeEntryShared(v); err == nil && e.Index == index {
+			return e.Term, true
+		}
+		raw = rest
+	}
+	return 0, false
+}
+
+// loadLog reads the persisted log after the snapshot snap (zero: none):
+// entries snap.Index+1, +2, … up to the first one missing, torn or out of
+// place. What lies beyond was never synced (only the last unsynced write
+// can be torn, and a follower acknowledges only synced entries), so it is
+// cut off, durably. Segments the snapshot covers entirely are deleted (a
+// crash came between writing the snapshot and deleting them), and so is a
+// log whose entry at the snapshot's index has another term (a crash came
+// between installing a leader's snapshot and dropping the old log, which
+// the snapshot replaced).
+func loadLog(d process.Disk, per uint64, snap raft.Snapshot) ([]raft.Entry, diskLog) {
 	keys := d.Keys(logKeyPrefix)
+	l := diskLog{per: per, last: snap.Index}
 	// Every segment but the last is full.
 	entries := make([]raft.Entry, 0, uint64(max(len(keys)-1, 0))*per)
+	dropped := false
 	for i, k := range keys {
-		first := uint64(len(entries)) + 1
+		next := snap.Index + uint64(len(entries)) + 1
+		if f, ok := keyFirst(k); ok && f+per-1 < next {
+			if f+per-1 == snap.Index {
+				if t, found := termAt(d, k, snap.Index); found && t != snap.Term {
+					l.mismatch = true // as below, at a segment's last entry
+					for _, stale := range keys[i:] {
+						d.Delete(stale)
+					}
+					d.Sync()
+					return nil, l
+				}
+			}
+			d.Delete(k) // covered by the snapshot
+			l.segmentsLeft, dropped = true, true
+			continue
+		}
 		raw, _ := d.Read(k)
 		keep := 0
-		if first == segmentFirst(first, per) && k == logKey(first) {
+		if k == logKey(segmentFirst(next, per)) {
 			// The entries' data alias one private copy of the segment.
 			rest := slices.Clone(raw)
 			for len(rest) > 0 {
@@ -134,10 +214,28 @@ func loadLog(d process.Disk, per uint64) ([]raft.Entry, diskLog) {
 					break
 				}
 				e, err := decodeEntryShared(v)
-				if err != nil || e.Index != uint64(len(entries))+1 || segmentFirst(e.Index, per) != first {
+				if err != nil || segmentFirst(e.Index, per) != segmentFirst(next, per) {
+					break
+				}
+				if e.Index == snap.Index && e.Term != snap.Term && len(entries) == 0 {
+					// The old log of a follower that installed the snapshot:
+					// none of it continues the snapshot.
+					l.mismatch = true
+					for _, stale := range keys[i:] {
+						d.Delete(stale)
+					}
+					d.Sync()
+					return nil, l
+				}
+				if e.Index < next && len(entries) == 0 {
+					rest = after // before the snapshot: kept until the segment goes
+					continue
+				}
+				if e.Index != next {
 					break
 				}
 				entries = append(entries, e)
+				next++
 				rest = after
 			}
 			if keep = len(raw) - len(rest); keep == len(raw) {
@@ -155,9 +253,14 @@ func loadLog(d process.Disk, per uint64) ([]raft.Entry, diskLog) {
 			d.Delete(stale)
 		}
 		d.Sync()
-		return entries, diskLog{per: per, last: uint64(len(entries)), cut: true}
+		l.last, l.cut = snap.Index+uint64(len(entries)), true
+		return entries, l
 	}
-	return entries, diskLog{per: per, last: uint64(len(entries))}
+	if dropped {
+		d.Sync()
+	}
+	l.last = snap.Index + uint64(len(entries))
+	return entries, l
 }
 
 // keepTerms cuts, durably, the entries of a term later than term (the
@@ -174,8 +277,7 @@ func (l *diskLog) keepTerms(d process.Disk, entries []raft.Entry, term uint64) [
 	if keep == len(entries) {
 		return entries
 	}
-	l.last = uint64(len(entries))
-	l.truncate(d, uint64(keep)+1)
+	l.truncate(d, entries[keep].Index)
 	d.Sync()
 	return entries[:keep]
 }

@@ -37,7 +37,7 @@ func TestDiskLogSegments(t *testing.T) {
 		w.Run(time.Millisecond, 10)
 		const per = 3
 		d := w.Disk(id)
-		_, l := loadLog(d, per)
+		_, l := loadLog(d, per, raft.Snapshot{})
 		var model, synced []raft.Entry
 		term := uint64(1)
 		for step := range rapid.IntRange(1, 40).Draw(rt, "steps") {
@@ -70,7 +70,7 @@ func TestDiskLogSegments(t *testing.T) {
 				w.Restart(id)
 				w.Run(w.Now()+time.Millisecond, 10)
 				var got []raft.Entry
-				got, l = loadLog(d, per)
+				got, l = loadLog(d, per, raft.Snapshot{})
 				for i, e := range got {
 					if e.Index != uint64(i)+1 ||
 						!(i < len(synced) && sameEntries(e, synced[i]) || i < len(model) && sameEntries(e, model[i])) {
@@ -84,7 +84,7 @@ func TestDiskLogSegments(t *testing.T) {
 				synced = model
 				continue
 			}
-			got, _ := loadLog(d, per)
+			got, _ := loadLog(d, per, raft.Snapshot{})
 			if len(got) != len(model) {
 				rt.Fatalf("read back %d entries, wrote %d", len(got), len(model))
 			}
@@ -105,16 +105,16 @@ func TestDiskLogCutsATornTail(t *testing.T) {
 	whole := record.Seal(encodeEntry(raft.Entry{Index: 6, Term: 1, Data: []byte{6}}))
 	d.Append(logKey(4), whole[:len(whole)-1])
 	d.Sync()
-	got, l2 := loadLog(d, 3)
+	got, l2 := loadLog(d, 3, raft.Snapshot{})
 	if len(got) != 5 || l2.last != 5 {
 		t.Fatalf("read %d entries (last %d), want the 5 intact ones", len(got), l2.last)
 	}
-	if again, _ := loadLog(d, 3); len(again) != 5 || d.Dirty() != 0 {
+	if again, _ := loadLog(d, 3, raft.Snapshot{}); len(again) != 5 || d.Dirty() != 0 {
 		t.Fatalf("the cut was not durable: %d entries, %d dirty", len(again), d.Dirty())
 	}
 	// The torn bytes are gone: an entry appended now reads back.
 	l2.append(d, []raft.Entry{{Index: 6, Term: 1, Data: []byte{6}}})
-	if again, _ := loadLog(d, 3); len(again) != 6 {
+	if again, _ := loadLog(d, 3, raft.Snapshot{}); len(again) != 6 {
 		t.Fatalf("after appending entry 6 to the cut log: %d entries, want 6", len(again))
 	}
 }
@@ -126,12 +126,12 @@ func TestDiskLogKeepsNoEntryNewerThanTheTerm(t *testing.T) {
 	d := idleDisk()
 	writeLog(d, 1, 1, 2, 2, 3, 3, 3)
 	d.Sync()
-	got, l2 := loadLog(d, 3)
+	got, l2 := loadLog(d, 3, raft.Snapshot{})
 	got = l2.keepTerms(d, got, 2)
 	if len(got) != 4 || got[3].Term != 2 {
 		t.Fatalf("kept %+v, want the 4 entries of terms 1 and 2", got)
 	}
-	if again, _ := loadLog(d, 3); len(again) != 4 || d.Dirty() != 0 {
+	if again, _ := loadLog(d, 3, raft.Snapshot{}); len(again) != 4 || d.Dirty() != 0 {
 		t.Fatalf("the cut was not durable: %d entries, %d dirty", len(again), d.Dirty())
 	}
 	if got := l2.keepTerms(d, got, 0); len(got) != 0 {
@@ -167,7 +167,7 @@ func TestLoadLogAllocatesPerSegment(t *testing.T) {
 	w.Run(time.Millisecond, 10)
 	d := w.Disk(id)
 	const per, n = 512, 2000 // 4 segments
-	_, l := loadLog(d, per)
+	_, l := loadLog(d, per, raft.Snapshot{})
 	var ents []raft.Entry
 	for i := range uint64(n) {
 		ents = append(ents, raft.Entry{Index: i + 1, Term: 1, Data: []byte(fmt.Sprintf("entry-%d", i+1))})
@@ -176,8 +176,8 @@ func TestLoadLogAllocatesPerSegment(t *testing.T) {
 	ents[8].Data = nil
 	l.append(d, ents)
 	d.Sync()
-	got, l := loadLog(d, per)
-	if allocs := testing.AllocsPerRun(5, func() { loadLog(d, per) }); allocs > 40 {
+	got, l := loadLog(d, per, raft.Snapshot{})
+	if allocs := testing.AllocsPerRun(5, func() { loadLog(d, per, raft.Snapshot{}) }); allocs > 40 {
 		t.Errorf("loadLog of %d entries in 4 segments: %v allocations, want at most 40 (one copy per segment, not one per entry)", n, allocs)
 	}
 	l.append(d, []raft.Entry{{Index: n + 1, Term: 1, Data: []byte("after")}})

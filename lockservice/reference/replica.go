@@ -1,6 +1,7 @@
 package reference
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -77,15 +78,47 @@ type ReplicaConfig struct {
 	// after: a crash during the sync takes back a vote or an entry
 	// another replica has already counted.
 	SendBeforeSync bool
+
+	// SnapshotEntries and SnapshotBytes trigger a snapshot (snapshot.go):
+	// once that many entries, or that many bytes of commands, were applied
+	// since the last one, the replica snapshots its lock table and drops
+	// the log the snapshot covers, so that its disk, its memory and its
+	// restart time are bounded by the thresholds, not by its history. 0
+	// turns a trigger off; both 0: no snapshots, the log grows for ever.
+	SnapshotEntries, SnapshotBytes uint64
+	// SnapshotKeep is how many entries before its snapshot a replica keeps
+	// in memory, so that a follower just behind catches up by appends
+	// rather than by the whole snapshot.
+	SnapshotKeep uint64
+	// SegmentEntries is how many entries one log segment on disk holds
+	// (0: 4096). A snapshot lets a segment go once it covers all of it,
+	// so small segments (as the simulator draws) let the disk shrink
+	// after every snapshot. It is part of the disk's format: a data
+	// directory must always be opened with the same value.
+	SegmentEntries uint64
 }
 
 // DefaultReplicaConfig: 10 ms ticks, elections after 100–200 ms of
 // silence, heartbeats every 20 ms, 64 requests in flight per replica, 256
-// acquires waiting per resource and 4096 in all.
+// acquires waiting per resource and 4096 in all, and a snapshot every
+// DefaultSnapshotEntries entries or DefaultSnapshotBytes bytes of
+// commands, keeping DefaultSnapshotKeep entries before it in memory.
 func DefaultReplicaConfig(peers []process.NodeID) ReplicaConfig {
 	return ReplicaConfig{Peers: peers, TickInterval: 10 * time.Millisecond, ElectionTick: 10, HeartbeatTick: 2,
-		IngressDepth: 64, WaitQueueDepth: 256, WaitQueueTotal: 4096, Limits: lockservice.DefaultLimits()}
+		IngressDepth: 64, WaitQueueDepth: 256, WaitQueueTotal: 4096, Limits: lockservice.DefaultLimits(),
+		SnapshotEntries: DefaultSnapshotEntries, SnapshotBytes: DefaultSnapshotBytes, SnapshotKeep: DefaultSnapshotKeep}
 }
+
+// The snapshot defaults, for a long-running service: a restart replays at
+// most 20,000 entries (a few milliseconds) after loading a snapshot of the
+// lock table, a snapshot costs one encoding of the table per 20,000
+// commands, and a follower up to 2,000 entries behind catches up by
+// appends.
+const (
+	DefaultSnapshotEntries = 20_000
+	DefaultSnapshotBytes   = 8 << 20
+	DefaultSnapshotKeep    = 2_000
+)
 
 // RaftMessage carries a Raft message between replicas.
 type RaftMessage struct{ M raft.Message }
@@ -103,6 +136,10 @@ func (m RaftMessage) Fingerprint() uint64 {
 	}
 	if r.Transfer {
 		rej |= 1 << 62 // zero unless a leadership transfer: old traces keep their hash
+	}
+	if s := r.Snapshot; s != nil {
+		rej |= 1 << 61
+		last ^= s.Index<<20 | s.Term
 	}
 	return fold(9, uint64(r.Type)<<56|uint64(r.From)<<28|uint64(r.To), r.Term<<32|r.LogTerm, r.Index^r.Commit<<32, last^rej^uint64(len(r.Entries))<<40)
 }
@@ -137,7 +174,7 @@ type Replica struct {
 	node *raft.Node
 
 	table   *LockTable
-	started map[string]uint64 // resource → index of the grant/renewal that last started its lease
+	started map[string]uint64 // resource → index of the grant/renewal that started its current lease (while leased)
 	applied uint64
 
 	log           diskLog        // the persisted log's segments
@@ -169,6 +206,21 @@ type Replica struct {
 	// dirty: an event of the current batch left Raft work for EndBatch
 	// (GroupCommit).
 	dirty bool
+
+	// snapshot is the slotted record of the newest snapshot; sinceSnap
+	// and sinceSnapBytes count the entries and command bytes applied since
+	// it (snapshot.go). snapshotAt is when the replica last wrote one (its
+	// monotonic clock; 0: not since it started).
+	snapshot                  record.Slotted
+	sinceSnap, sinceSnapBytes uint64
+	snapshotAt                time.Duration
+	// compactTo is the index of a snapshot whose segments wait to be
+	// deleted with the next Ready's writes (0: none).
+	compactTo uint64
+	// loadedSnap and loadedEntries are what Start loaded: the snapshot's
+	// index and the log entries after it (Loaded).
+	loadedSnap    uint64
+	loadedEntries int
 
 	// The wait queue (waitqueue.go), leader only: parked acquires by
 	// resource, oldest first; how many in all; the index of the acquire
@@ -215,9 +267,21 @@ func (r *Replica) Start(env process.Env) {
 			panic(fmt.Sprintf("lockservice: sealed raft hard state does not decode: %v", err))
 		}
 	}
-	entries, dlog := loadLog(env.Disk(), segmentEntries)
+	snap := r.loadSnapshot(env.Disk())
+	if hs.Term < snap.Term {
+		// The hard state written with the snapshot was lost while the
+		// snapshot survived: the term is at least the snapshot's.
+		hs = raft.HardState{Term: snap.Term, Commit: hs.Commit}
+	}
+	entries, dlog := loadLog(env.Disk(), cmp.Or(r.cfg.SegmentEntries, segmentEntries), snap)
 	if dlog.cut {
 		r.cfg.Marks.Hit(coverage.ReplicaLogTailCut)
+	}
+	if dlog.segmentsLeft {
+		r.cfg.Marks.Hit(coverage.ReplicaSnapshotSegmentsLeft)
+	}
+	if dlog.mismatch {
+		r.cfg.Marks.Hit(coverage.ReplicaSnapshotLogMismatch)
 	}
 	loaded := len(entries)
 	entries = dlog.keepTerms(env.Disk(), entries, hs.Term)
@@ -226,24 +290,29 @@ func (r *Replica) Start(env process.Env) {
 	}
 	r.log = dlog
 	r.persistedHard = hs
+	r.loadedSnap, r.loadedEntries = snap.Index, len(entries)
 	peers := make([]raft.ID, len(r.cfg.Peers))
 	for i, p := range r.cfg.Peers {
 		peers[i] = raftID(p)
 	}
 	rc := raft.Config{
 		ID: raftID(env.ID()), Peers: peers, ElectionTick: r.cfg.ElectionTick, HeartbeatTick: r.cfg.HeartbeatTick,
-		Rand: env.Rand(), PreVote: true, CheckQuorum: true, HardState: hs, Entries: entries, Quorum: r.cfg.Quorum,
+		Rand: env.Rand(), PreVote: true, CheckQuorum: true, HardState: hs, Snapshot: snap, Entries: entries, Quorum: r.cfg.Quorum,
 		Marks: r.cfg.Marks,
 	}
 	if len(entries) > 0 {
 		r.cfg.Marks.Hit(coverage.ReplicaRestartReplay)
+	}
+	if !snap.IsEmpty() {
+		r.cfg.Marks.Hit(coverage.ReplicaRestartFromSnapshot)
 	}
 	node, err := raft.New(rc)
 	if err != nil {
 		panic(fmt.Sprintf("lockservice: replica %s: %v", env.Name(), err))
 	}
 	r.node = node
-	env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.start", slog.Uint64("term", hs.Term), slog.Uint64("commit", hs.Commit), slog.Int("log", len(entries)))
+	env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.start", slog.Uint64("term", hs.Term), slog.Uint64("commit", hs.Commit),
+		slog.Uint64("snapshot", snap.Index), slog.Int("log", len(entries)))
 	r.flush()
 	r.startClock()
 }
@@ -392,11 +461,15 @@ func (r *Replica) flush() {
 			if rd.MustSync && r.cfg.SendBeforeSync {
 				r.persist(rd)
 			}
+			if !rd.Snapshot.IsEmpty() {
+				r.restoreState(rd.Snapshot)
+			}
 			for _, e := range rd.CommittedEntries {
 				r.apply(e)
 			}
 			r.node.Advance()
 			r.leadership(r.node.Role() == raft.Leader)
+			r.maybeSnapshot()
 		}
 		if len(r.freed) == 0 {
 			break
@@ -446,6 +519,10 @@ func (r *Replica) persist(rd raft.Ready) {
 			r.appendedAt = now
 		}
 	}
+	if !rd.Snapshot.IsEmpty() {
+		r.installSnapshot(d, rd.Snapshot) // replaces the whole log
+	}
+	r.compactLog(d)
 	r.log.append(d, rd.Entries) // may replace a conflicting suffix
 	// A vote for another replica (a candidate's vote for itself is part of
 	// its campaign).
@@ -519,6 +596,8 @@ func (r *Replica) apply(e raft.Entry) {
 		return
 	}
 	r.applied = e.Index
+	r.sinceSnap++
+	r.sinceSnapBytes += uint64(len(e.Data))
 	waiters := r.pending[e.Index]
 	delete(r.pending, e.Index)
 	if len(waiters) > 0 {
@@ -604,6 +683,7 @@ func (r *Replica) apply(e raft.Entry) {
 		}
 		if ended != nil {
 			obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released", Index: e.Index, RequestID: c.RequestID})
+			delete(r.started, c.Resource) // kept only while leased: it is in every snapshot
 			r.disarm(c.Resource)
 			r.leaseEnded(c.Resource)
 		}
@@ -611,6 +691,7 @@ func (r *Replica) apply(e raft.Entry) {
 		if r.started[c.Resource] == c.Since {
 			if l, ok := r.table.ExpireToken(c.Resource, c.Token); ok {
 				obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired", Index: e.Index})
+				delete(r.started, c.Resource)
 				r.disarm(c.Resource)
 				r.leaseEnded(c.Resource)
 				return
@@ -759,6 +840,17 @@ func (r *Replica) IsLeader() (bool, uint64) {
 // the nemesis can mark a crash right after either. It is recorded only
 // when ReplicaConfig.Marks is set.
 func (r *Replica) LastPersist() (vote, entries time.Duration) { return r.votedAt, r.appendedAt }
+
+// LastSnapshot returns when the replica last wrote a snapshot to its disk,
+// its own or a leader's, on its monotonic clock (0: not since it started),
+// so that the nemesis can mark a crash right after one.
+func (r *Replica) LastSnapshot() time.Duration { return r.snapshotAt }
+
+// Loaded returns what the replica's last Start loaded from its disk: the
+// index of its snapshot (0: none) and the number of log entries after it,
+// which it replayed. With snapshots the entries are bounded by the
+// thresholds, not by the history. Call it on the replica's thread.
+func (r *Replica) Loaded() (snapshot uint64, entries int) { return r.loadedSnap, r.loadedEntries }
 
 // Table exposes the replica's applied state for tests and the harness.
 func (r *Replica) Table() *LockTable { return r.table }

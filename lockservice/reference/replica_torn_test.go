@@ -116,7 +116,7 @@ func TestReplicaCutsEntriesPastItsTerm(t *testing.T) {
 			t.Errorf("hard state: %v", err)
 			return
 		}
-		ents, l := loadLog(d, segmentEntries)
+		ents, l := loadLog(d, segmentEntries, raft.Snapshot{})
 		next := uint64(len(ents)) + 1
 		l.append(d, []raft.Entry{{Index: next, Term: st.Term + 3}, {Index: next + 1, Term: st.Term + 3}})
 		d.Sync()
@@ -131,7 +131,7 @@ func TestReplicaCutsEntriesPastItsTerm(t *testing.T) {
 	if marks.Get(coverage.ReplicaLogTermCut) == 0 {
 		t.Errorf("marks %v: the restart did not cut the entries past its term (%s)", marks.Map(), coverage.ReplicaLogTermCut)
 	}
-	if ents, _ := loadLog(w.Disk(victim), segmentEntries); len(ents) > 0 {
+	if ents, _ := loadLog(w.Disk(victim), segmentEntries, raft.Snapshot{}); len(ents) > 0 {
 		if st, ok := (&record.Slotted{Key: hardStateKey}).Load(w.Disk(victim)); ok {
 			hs, _ := decodeHardState(st)
 			for _, e := range ents {

@@ -26,6 +26,8 @@ type Cluster struct {
 	hls     []string // HTTP listen addresses
 	// offset is the group's token offset (nodesvc.Config.TokenOffset).
 	offset uint64
+	// opts change each node's configuration on every start.
+	opts []func(*nodesvc.Config)
 	// first are the listeners of each node's first start (Raft, HTTP),
 	// opened before any node starts so that no parallel test takes a
 	// port in between; a restart listens on the same addresses again.
@@ -42,10 +44,11 @@ func listen(t testing.TB) net.Listener {
 	return l
 }
 
-// New starts three nodes whose tokens start above offset; they are
-// stopped when the test ends.
-func New(t testing.TB, offset uint64) *Cluster {
-	c := &Cluster{T: t, offset: offset}
+// New starts three nodes whose tokens start above offset, their
+// configuration changed by opts on every start; they are stopped when the
+// test ends.
+func New(t testing.TB, offset uint64, opts ...func(*nodesvc.Config)) *Cluster {
+	c := &Cluster{T: t, offset: offset, opts: opts}
 	for i := range 3 {
 		raft, http := listen(t), listen(t)
 		c.first = append(c.first, [2]net.Listener{raft, http})
@@ -72,6 +75,9 @@ func New(t testing.TB, offset uint64) *Cluster {
 func (c *Cluster) Start(i int) {
 	c.T.Helper()
 	cfg := nodesvc.Config{ID: process.NodeID(i), DataDir: c.Dirs[i], Listen: c.Peers[i].Raft, Peers: c.Peers, TokenOffset: c.offset}
+	for _, o := range c.opts {
+		o(&cfg)
+	}
 	var l net.Listener
 	if first := c.first[i]; first[0] != nil {
 		cfg.Listener, l = first[0], first[1]

@@ -59,6 +59,9 @@ type Slotted struct {
 	seq   uint64    // sequence number of the last copy written
 	slots [2]string // key/0 and key/1, made once
 	buf   []byte    // scratch for the sealed copy (the disk keeps its own)
+	// Torn is set by Load when a slot holds a copy that does not unseal:
+	// the newest write, torn by a crash (the next Store overwrites it).
+	Torn bool
 }
 
 func (s *Slotted) slot(seq uint64) string {
@@ -79,7 +82,8 @@ func (s *Slotted) Load(d process.Disk) ([]byte, bool) {
 		}
 		v, ok := Unseal(raw)
 		if !ok || len(v) < 8 {
-			continue // torn
+			s.Torn = true
+			continue
 		}
 		if seq := binary.BigEndian.Uint64(v[:8]); !found || seq > s.seq {
 			best, s.seq, found = v[8:], seq, true
