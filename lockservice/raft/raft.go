@@ -33,6 +33,12 @@ const (
 	// dropped and counted (Status.DroppedMessages), which Raft tolerates
 	// as message loss.
 	MaxPendingMsgs = 4096
+	// MaxTerm is the highest term a node takes or campaigns at. A message
+	// claiming a higher term is refused (Step's error), so that a forged
+	// or corrupt term near 2^64 cannot make the next election wrap the
+	// term to 0 and break the log's order. At one election a millisecond
+	// it lasts 8,900 years.
+	MaxTerm = 1 << 48
 )
 
 type voteState uint8
@@ -326,6 +332,12 @@ func (n *Node) checkMessage(m Message) error {
 	if m.Term == 0 {
 		return fmt.Errorf("raft: %v has term 0; every message carries a term >= 1", m)
 	}
+	if m.Term > MaxTerm {
+		return fmt.Errorf("raft: %v has term %d above MaxTerm %d; refused, so that the term never wraps", m, m.Term, uint64(MaxTerm))
+	}
+	if m.LogTerm > m.Term {
+		return fmt.Errorf("raft: %v has log term %d above its term %d; no log holds an entry of a later term than its node's", m, m.LogTerm, m.Term)
+	}
 	if m.Type != MsgApp {
 		if len(m.Entries) > 0 {
 			return fmt.Errorf("raft: %v carries entries; only MsgApp may", m)
@@ -474,6 +486,15 @@ func (n *Node) stepCandidate(m Message) error {
 
 func (n *Node) stepFollower(m Message) error {
 	switch m.Type {
+	case MsgApp, MsgHeartbeat, MsgTimeoutNow:
+		// At most one leader is elected per term: leader traffic at our
+		// term from another node than the leader we follow is forged or
+		// broken, and must not move our log, commit index or role.
+		if n.lead != None && m.From != n.lead {
+			return fmt.Errorf("raft: %v: node %d leads this node's term %d, not node %d; at most one leader is elected per term", m, n.lead, n.term, m.From)
+		}
+	}
+	switch m.Type {
 	case MsgApp:
 		n.electionElapsed = 0
 		n.lead = m.From
@@ -542,6 +563,9 @@ func (n *Node) handleHeartbeat(m Message) {
 // campaign starts a pre-election (pre) or an election; transfer marks the
 // election as one the leader asked for (MsgTimeoutNow).
 func (n *Node) campaign(pre, transfer bool) {
+	if n.term >= MaxTerm {
+		return // never reached by honest terms (MaxTerm); the term must not wrap
+	}
 	typ := MsgVote
 	if pre {
 		n.becomePreCandidate()
