@@ -101,8 +101,8 @@
 //
 // Wire input is untrusted. A malformed or misaddressed message from a peer
 // is answered with an error from Step and changes nothing: one from a node
-// that is not a member, a term above MaxTerm (so that the term never
-// wraps), a log term above the message's term, entries that are not
+// that is not a member, a term above MaxTerm or more than MaxTermJump
+// ahead of the node's (so that the term never wraps nor runs out), a log term above the message's term, entries that are not
 // contiguous or conflict with committed ones, an acknowledgement beyond the
 // leader's log, and leader traffic from another node than the term's leader; messages from older terms are ignored (or
 // answered with the current term), as the paper prescribes. The package

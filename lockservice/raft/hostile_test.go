@@ -183,7 +183,7 @@ func forge(nw *network, next func() byte) Message {
 	n := nw.node(to)
 	st := n.Status()
 	froms := []ID{nw.ids[0], nw.ids[1], nw.ids[2], 4, 0}
-	terms := []uint64{st.Term, st.Term + 1, st.Term - 1, st.Term + 1000, maxTerm, maxTerm + 1, math.MaxUint64, 0}
+	terms := []uint64{st.Term, st.Term + 1, st.Term - 1, st.Term + 1000, maxTerm, st.Term + MaxTermJump + 1, math.MaxUint64, 0}
 	idxs := []uint64{0, st.Commit, st.LastIndex, st.LastIndex + 1, st.LastIndex + 100, math.MaxUint64, st.Commit - 1, 1}
 	m := Message{
 		Type:     MessageType(next() % 11),

@@ -33,12 +33,16 @@ const (
 	// dropped and counted (Status.DroppedMessages), which Raft tolerates
 	// as message loss.
 	MaxPendingMsgs = 4096
-	// MaxTerm is the highest term a node takes or campaigns at. A message
-	// claiming a higher term is refused (Step's error), so that a forged
-	// or corrupt term near 2^64 cannot make the next election wrap the
-	// term to 0 and break the log's order. At one election a millisecond
-	// it lasts 8,900 years.
-	MaxTerm = 1 << 48
+	// MaxTerm is the highest term a node takes or campaigns at, and
+	// MaxTermJump the furthest ahead of its own term a message's term may
+	// be. A message past either is refused (Step's error), so that a
+	// forged or corrupt term cannot wrap the term to 0 at the next
+	// election (which breaks the log's order), nor push a group to its
+	// last term in a few frames (each term step must be persisted, so
+	// 2^62/2^20 of them take centuries). An honest node falls 2^20 terms
+	// behind only by missing a million elections its group held.
+	MaxTerm     = 1 << 62
+	MaxTermJump = 1 << 20
 )
 
 type voteState uint8
@@ -335,6 +339,9 @@ func (n *Node) checkMessage(m Message) error {
 	if m.Term > MaxTerm {
 		return fmt.Errorf("raft: %v has term %d above MaxTerm %d; refused, so that the term never wraps", m, m.Term, uint64(MaxTerm))
 	}
+	if m.Term > n.term+MaxTermJump {
+		return fmt.Errorf("raft: %v has term %d, more than MaxTermJump %d ahead of this node's %d; refused", m, m.Term, uint64(MaxTermJump), n.term)
+	}
 	if m.LogTerm > m.Term {
 		return fmt.Errorf("raft: %v has log term %d above its term %d; no log holds an entry of a later term than its node's", m, m.LogTerm, m.Term)
 	}
@@ -564,7 +571,7 @@ func (n *Node) handleHeartbeat(m Message) {
 // election as one the leader asked for (MsgTimeoutNow).
 func (n *Node) campaign(pre, transfer bool) {
 	if n.term >= MaxTerm {
-		return // never reached by honest terms (MaxTerm); the term must not wrap
+		return // never reached (MaxTerm, MaxTermJump); the term must not wrap
 	}
 	typ := MsgVote
 	if pre {
