@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fencesim/fencesim/internal/fencemac"
 	"github.com/fencesim/fencesim/internal/httpx"
 )
 
@@ -47,6 +48,9 @@ type Config struct {
 	// fault endpoints a command mounts with FENCESIM_TEST_HOOKS=1 (package
 	// internal/testhooks). nil, the default: no such route exists.
 	TestRoutes http.Handler
+	// TokenKey, if set, is the fencing key shared with the fenced store:
+	// every grant and renewal carries a MAC of its token (LeaseResponse).
+	TokenKey []byte
 }
 
 // DefaultConfig is a production-shaped policy.
@@ -401,7 +405,8 @@ func (s *Server) acquire(r *http.Request, resource string, call *opCall) (any, *
 		return nil, s.backendError(r, err)
 	}
 	s.m.grants.WithLabelValues("acquire").Inc()
-	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds(), WaitedMs: l.Waited.Milliseconds()}, nil
+	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds(), WaitedMs: l.Waited.Milliseconds(),
+		TokenMAC: s.tokenMAC(resource, l.Token, req.Client)}, nil
 }
 
 func (s *Server) renew(r *http.Request, resource string, _ *opCall) (any, *apiError) {
@@ -418,7 +423,15 @@ func (s *Server) renew(r *http.Request, resource string, _ *opCall) (any, *apiEr
 		return nil, s.backendError(r, err)
 	}
 	s.m.grants.WithLabelValues("renew").Inc()
-	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds()}, nil
+	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds(), TokenMAC: s.tokenMAC(resource, l.Token, req.Client)}, nil
+}
+
+// tokenMAC signs a grant for the fenced store, when the server has a key.
+func (s *Server) tokenMAC(resource string, token uint64, holder string) string {
+	if s.cfg.TokenKey == nil {
+		return ""
+	}
+	return fencemac.Sign(s.cfg.TokenKey, resource, token, holder)
 }
 
 func (s *Server) release(r *http.Request, resource string, _ *opCall) (any, *apiError) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fencesim/fencesim/internal/fencemac"
 	"github.com/fencesim/fencesim/internal/httpx"
 	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/process"
@@ -41,6 +42,7 @@ const (
 	CodeUnavailable = "unavailable"
 	CodeFull        = "full"
 	CodeInternal    = "internal"
+	CodeForged      = "forged_token"
 )
 
 // WriteResponse is a 200 to a PUT: the write was accepted and synced.
@@ -170,6 +172,9 @@ func (s *Service) put(w http.ResponseWriter, r *http.Request, key string) (int, 
 	if aerr != nil {
 		return 0, nil, aerr
 	}
+	if aerr := s.checkMAC(r, key, token); aerr != nil {
+		return 0, nil, aerr
+	}
 	value, aerr := s.parseValue(w, r)
 	if aerr != nil {
 		return 0, nil, aerr
@@ -191,6 +196,24 @@ func (s *Service) put(w http.ResponseWriter, r *http.Request, key string) (int, 
 	}
 	s.m.writes.WithLabelValues("accepted").Inc()
 	return http.StatusOK, WriteResponse{Key: key, Token: token, TMax: rep.Highest}, nil
+}
+
+// checkMAC, with a fencing key, refuses a token the lock service did not
+// sign for this key (resource) and the holder the request names: 403,
+// before the store sees the write.
+func (s *Service) checkMAC(r *http.Request, key string, token uint64) *apiError {
+	if s.cfg.TokenKey == nil {
+		return nil
+	}
+	holder, mac := r.Header.Get(fencemac.HeaderHolder), r.Header.Get(fencemac.HeaderMAC)
+	if holder != "" && mac != "" && fencemac.Verify(s.cfg.TokenKey, key, token, holder, mac) {
+		return nil
+	}
+	s.cfg.Logger.Warn("storesvc.forged-token", slog.String("key", key), slog.Uint64("token", token), slog.String("holder", httpx.Truncate(holder, 40)), slog.String("remote", r.RemoteAddr))
+	return &apiError{status: http.StatusForbidden, reason: "forged", body: ErrorResponse{
+		Error: CodeForged, Key: key, Token: token,
+		Message: fmt.Sprintf("token %d for %q carries no valid lock-service signature (headers %s and %s): this store accepts only tokens its lock service issued", token, key, fencemac.HeaderHolder, fencemac.HeaderMAC),
+	}}
 }
 
 // get is GET /v1/objects/{key}.

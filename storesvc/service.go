@@ -60,6 +60,11 @@ type Config struct {
 	// instead of having it refused. Test-only: Open refuses it without
 	// TestHooks.
 	Unfenced bool
+	// TokenKey, if set, is the fencing key shared with the lock service:
+	// a write is accepted only with the lock service's MAC of its token
+	// (headers Fencing-Holder and Fencing-Token-Mac, package fencemac);
+	// without one, or with a wrong one, it gets 403 and changes nothing.
+	TokenKey []byte
 }
 
 // DefaultConfig is a production-shaped policy (DataDir left empty).

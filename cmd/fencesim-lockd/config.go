@@ -14,6 +14,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/fencesim/fencesim/internal/fencemac"
 	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/lockapi"
 )
@@ -48,6 +49,7 @@ type config struct {
 	DrainDelay     time.Duration `env:"FENCESIM_DRAIN_DELAY" envDefault:"0s" help:"on SIGTERM, time /readyz answers 503 before the listener closes (let the load balancer notice), 0..FENCESIM_DRAIN_TIMEOUT"`
 	DrainTimeout   time.Duration `env:"FENCESIM_DRAIN_TIMEOUT" envDefault:"10s" help:"on SIGTERM, time allowed for the delay plus in-flight requests before connections are cut, 0..10m"`
 	LogFormat      string        `env:"FENCESIM_LOG_FORMAT" envDefault:"text" help:"text or json"`
+	TokenKeyFile   string        `env:"FENCESIM_TOKEN_KEY_FILE" envDefault:"" help:"file of the fencing key shared with the fenced store (>=32 bytes, mode 600): every grant carries a MAC of its token (token_mac) that fencesim-store checks; empty: tokens are not signed"`
 	TestHooks      string        `env:"FENCESIM_TEST_HOOKS" envDefault:"0" help:"TEST ONLY, never in a deployment: 1 serves POST /test/clock (skews this instance's own clock: its admission windows; leases live on Redis's clock) for live fault-injection runs"`
 }
 
@@ -166,6 +168,11 @@ func (c config) validate() []string {
 	if _, err := testhooks.ParseEnabled(c.TestHooks); err != nil {
 		bad(testhooks.EnvVar, c.TestHooks, err.Error())
 	}
+	if c.TokenKeyFile != "" {
+		if _, err := fencemac.LoadKey(c.TokenKeyFile); err != nil {
+			bad("FENCESIM_TOKEN_KEY_FILE", c.TokenKeyFile, err.Error())
+		}
+	}
 	return p
 }
 
@@ -181,7 +188,17 @@ func (c config) serverConfig() lockapi.Config {
 		MinTTL: c.TTLMin, MaxTTL: c.TTLMax, MaxBodyBytes: c.MaxBodyBytes,
 		Limiter:    lockapi.LimiterConfig{Algorithm: c.Admission, Min: c.MinInFlight, Max: c.MaxInFlight, Target: c.LatencyTarget},
 		RetryAfter: c.RetryAfter, RequestTimeout: 4 * c.RedisTimeout, DrainDelay: c.DrainDelay,
+		TokenKey: c.tokenKey(),
 	}
+}
+
+// tokenKey is the fencing key (validated), nil without one.
+func (c config) tokenKey() []byte {
+	if c.TokenKeyFile == "" {
+		return nil
+	}
+	k, _ := fencemac.LoadKey(c.TokenKeyFile)
+	return k
 }
 
 func fields() []reflect.StructField {

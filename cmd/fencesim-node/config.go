@@ -36,6 +36,7 @@ type config struct {
 	// TokenOffset starts the group's tokens above it (nodesvc.Config).
 	TokenOffset uint64
 	TestHooks   bool
+	TokenKey    []byte // the fencing key shared with the store (lockapi.Config)
 }
 
 // settings are the command's flags and variables.
@@ -121,6 +122,7 @@ var settings = []svcmain.Setting[config]{
 		return nil
 	}),
 	svcmain.TestHooks(func(c *config, on bool) { c.TestHooks = on }),
+	svcmain.TokenKeyFile("FENCESIM_NODE_TOKEN_KEY_FILE", "with it every grant carries a MAC of its token (token_mac) that fencesim-store checks", func(c *config, k []byte) { c.TokenKey = k }),
 }
 
 // maxID keeps ids clear of the front end's own id in nodesvc.

@@ -151,7 +151,7 @@ func run(ctx context.Context, args []string, env map[string]string, stdout, stde
 
 func apiConfig(cfg config, log *slog.Logger) lockapi.Config {
 	return lockapi.Config{RequestTimeout: cfg.RequestTimeout, DrainDelay: cfg.DrainDelay, Logger: log,
-		Limiter: nodesvc.APILimiter(cfg.Admission)}
+		Limiter: nodesvc.APILimiter(cfg.Admission), TokenKey: cfg.TokenKey}
 }
 
 // startNode starts the one replica the configuration names.

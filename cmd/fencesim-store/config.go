@@ -26,6 +26,7 @@ type config struct {
 	LogFormat      string
 	TestHooks      bool
 	Unfenced       bool
+	TokenKey       []byte
 }
 
 // settings are the command's flags and variables.
@@ -60,6 +61,7 @@ var settings = []svcmain.Setting[config]{
 		return nil
 	}),
 	svcmain.TestHooks(func(c *config, on bool) { c.TestHooks = on }),
+	svcmain.TokenKeyFile("FENCESIM_STORE_TOKEN_KEY_FILE", "with it a write needs the lock service's MAC of its token (else 403)", func(c *config, k []byte) { c.TokenKey = k }),
 	svcmain.S("unfenced", "FENCESIM_STORE_UNFENCED", "false", "TEST ONLY (needs FENCESIM_TEST_HOOKS=1): true accepts every write and records its token, for live runs of lock services without fencing", func(c *config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -108,6 +110,6 @@ func (c config) serviceConfig() storesvc.Config {
 	return storesvc.Config{
 		DataDir: c.DataDir, MaxKeys: c.MaxKeys, MaxInFlight: c.MaxInFlight,
 		RequestTimeout: c.RequestTimeout, DrainDelay: c.DrainDelay,
-		TestHooks: c.TestHooks, Unfenced: c.Unfenced,
+		TestHooks: c.TestHooks, Unfenced: c.Unfenced, TokenKey: c.TokenKey,
 	}
 }

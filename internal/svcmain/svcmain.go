@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/fencemac"
 	"github.com/fencesim/fencesim/internal/testhooks"
 )
 
@@ -225,6 +226,22 @@ func TestHooks[C any](set func(c *C, on bool)) Setting[C] {
 	return S(testhooks.FlagName, testhooks.EnvVar, "0", "TEST ONLY, never in a deployment: 1 serves the /test/* fault endpoints (clock skew, slow fsync, ...) for live fault-injection runs", func(c *C, v string) error {
 		on, err := testhooks.ParseEnabled(v)
 		set(c, on)
+		return err
+	})
+}
+
+// TokenKeyFile is a service's fencing-key setting (flag -token-key-file):
+// the file of the key the lock service and the fenced store share, so that
+// the store accepts only tokens the lock service signed (package
+// fencemac). Empty: no key (tokens are not signed, or not checked).
+func TokenKeyFile[C any](env, role string, set func(c *C, key []byte)) Setting[C] {
+	return S("token-key-file", env, "", "file of the fencing key shared by the lock service and the store (≥32 bytes, mode 600); "+role, func(c *C, v string) error {
+		if v == "" {
+			set(c, nil)
+			return nil
+		}
+		k, err := fencemac.LoadKey(v)
+		set(c, k)
 		return err
 	})
 }

@@ -141,6 +141,12 @@ func (l *Lock) answer(req uint64, msg process.Message, o outcome) {
 		r.Token, r.TTL = uint64(lr.Token), time.Duration(lr.TTLms)*time.Millisecond
 		switch msg.(type) {
 		case lockservice.AcquireRequest:
+			if lr.TokenMAC != "" {
+				if l.macs == nil {
+					l.macs = map[uint64]string{}
+				}
+				l.macs[r.Token] = lr.TokenMAC
+			}
 			r.Status = lockservice.Granted
 			r.Waited = time.Duration(lr.WaitedMs) * time.Millisecond
 		case lockservice.RenewRequest:
