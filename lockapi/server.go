@@ -1,6 +1,7 @@
 package lockapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,8 +31,12 @@ type Config struct {
 	// write timeout is raised to cover MaxWait + RequestTimeout.
 	MaxWait      time.Duration
 	MaxWaiting   int
-	MaxBodyBytes int64         // larger bodies get 413 before they are buffered
-	Limiter      LimiterConfig // bounded ingress
+	MaxBodyBytes int64 // larger bodies get 413 before they are buffered
+	// BodyTimeout bounds the arrival of a request's body, which is read
+	// whole before the request takes an admission slot (past it 408): a
+	// client that stalls mid-body holds a connection, never a slot.
+	BodyTimeout time.Duration
+	Limiter     LimiterConfig // bounded ingress
 	// RetryAfter is the hint sent with 429 and 503 (Retry-After in whole
 	// seconds, rounded up; retry_after_ms exact).
 	RetryAfter time.Duration
@@ -81,6 +86,7 @@ func (c Config) withDefaults() Config {
 	def(&c.ReadTimeout, d.ReadTimeout)
 	def(&c.WriteTimeout, d.WriteTimeout)
 	def(&c.IdleTimeout, d.IdleTimeout)
+	def(&c.BodyTimeout, httpx.BodyTimeout)
 	def(&c.MaxWait, d.MaxWait)
 	if c.MaxWaiting == 0 {
 		c.MaxWaiting = d.MaxWaiting
@@ -249,6 +255,16 @@ func (s *Server) lockOp(op string, h opFunc) http.Handler {
 			s.writeError(w, s.retryLater(503, "draining", CodeDraining, "instance is draining; retry on another"))
 			return
 		}
+		// The body first, then the slot: a request whose body is still
+		// arriving (or never will) must not hold admission.
+		raw, err := httpx.ReadBody(w, r, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)
+		if err != nil {
+			aerr := bodyError(err)
+			om.rejected(aerr.reason)
+			s.writeError(w, aerr)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(raw))
 		if !s.limiter.TryAcquire() {
 			s.m.shed.Inc()
 			s.writeError(w, s.retryLater(429, "shed", CodeOverloaded, "too many requests in flight; retry later"))
@@ -295,6 +311,23 @@ func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
 	httpx.WriteJSON(w, e.status, e.body)
 }
 
+// bodyError answers a body that could not be read whole.
+func bodyError(err error) *apiError {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return &apiError{status: http.StatusRequestEntityTooLarge, reason: "too_large", body: ErrorResponse{
+			Error: CodeTooLarge, Message: "body exceeds " + strconv.FormatInt(mbe.Limit, 10) + " bytes",
+		}}
+	case errors.Is(err, httpx.ErrBodyTimeout):
+		return &apiError{status: http.StatusRequestTimeout, reason: "body_timeout", body: ErrorResponse{
+			Error: CodeInvalid, Field: "body", Message: "body: " + err.Error(),
+		}}
+	default:
+		return invalid("body", "reading it failed: %v", err)
+	}
+}
+
 // decode reads one JSON object of at most MaxBodyBytes with no unknown
 // fields and nothing after it.
 func (s *Server) decode(r *http.Request, v any) *apiError {
@@ -318,9 +351,7 @@ func (s *Server) decode(r *http.Request, v any) *apiError {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &mbe):
-		return &apiError{status: http.StatusRequestEntityTooLarge, reason: "too_large", body: ErrorResponse{
-			Error: CodeTooLarge, Message: "body exceeds " + strconv.FormatInt(mbe.Limit, 10) + " bytes",
-		}}
+		return bodyError(err)
 	case errors.Is(err, errTokenFormat):
 		return invalid("token", "%v", err)
 	case errors.As(err, &ute):

@@ -1,6 +1,7 @@
 package storesvc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -133,6 +134,16 @@ func (s *Service) objectOp(op string, h opFunc) http.Handler {
 			s.writeError(w, s.retryLater(http.StatusServiceUnavailable, "draining", CodeDraining, "the store is draining; retry shortly"))
 			return
 		}
+		// The body first, then the slot: a request whose body is still
+		// arriving (or never will) must not hold one of MaxInFlight.
+		raw, err := httpx.ReadBody(w, r, s.cfg.MaxBodyBytes, httpx.BodyTimeout)
+		if err != nil {
+			aerr := bodyError(err)
+			om.errors.WithLabelValues(aerr.reason).Inc()
+			s.writeError(w, aerr)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(raw))
 		if s.inFlight.Add(1) > int64(s.cfg.MaxInFlight) {
 			s.inFlight.Add(-1)
 			om.errors.WithLabelValues("shed").Inc()
@@ -263,15 +274,9 @@ func parseToken(vals []string) (uint64, *apiError) {
 // parseValue reads a PUT's body: a decimal int64, surrounding whitespace
 // allowed (curl -d, echo), at most MaxBodyBytes.
 func (s *Service) parseValue(w http.ResponseWriter, r *http.Request) (int64, *apiError) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return 0, &apiError{status: http.StatusRequestEntityTooLarge, reason: "too_large", body: ErrorResponse{
-			Error: CodeTooLarge, Field: "body", Message: fmt.Sprintf("body: exceeds %d bytes (the value is a decimal int64)", mbe.Limit),
-		}}
-	case err != nil:
-		return 0, invalid("body", "reading it failed: %v", err)
+	b, err := io.ReadAll(r.Body) // read whole, bounded and timed, by objectOp
+	if err != nil {
+		return 0, bodyError(err)
 	}
 	v := strings.TrimSpace(string(b))
 	n, err := strconv.ParseInt(v, 10, 64)
@@ -279,6 +284,23 @@ func (s *Service) parseValue(w http.ResponseWriter, r *http.Request) (int64, *ap
 		return 0, invalid("body", "must be a decimal int64 (the store holds integers, as the simulated store does), got %q", httpx.Truncate(v, 40))
 	}
 	return n, nil
+}
+
+// bodyError answers a body that could not be read whole.
+func bodyError(err error) *apiError {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return &apiError{status: http.StatusRequestEntityTooLarge, reason: "too_large", body: ErrorResponse{
+			Error: CodeTooLarge, Field: "body", Message: fmt.Sprintf("body: exceeds %d bytes (the value is a decimal int64)", mbe.Limit),
+		}}
+	case errors.Is(err, httpx.ErrBodyTimeout):
+		return &apiError{status: http.StatusRequestTimeout, reason: "body_timeout", body: ErrorResponse{
+			Error: CodeInvalid, Field: "body", Message: "body: " + err.Error(),
+		}}
+	default:
+		return invalid("body", "reading it failed: %v", err)
+	}
 }
 
 // storeError maps a failure to reach the store: a request that timed out

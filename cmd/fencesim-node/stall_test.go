@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencesim/fencesim/internal/httpx/httpxtest"
+)
+
+// TestStalledBodiesHoldNoSlot: 64 acquires on every node that send their
+// headers and never their body (more than the API's admission floor, 64)
+// do not make any node answer 429 to a client that sends its body.
+func TestStalledBodiesHoldNoSlot(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	urls := make(chan []string, 1)
+	done := make(chan int, 1)
+	var stdout, logs syncBuffer
+	go func() {
+		done <- run(ctx, []string{"-dev-cluster", "3"}, nil, &stdout, &logs, func(u []string) { urls <- u })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	var us []string
+	select {
+	case us = <-urls:
+	case code := <-done:
+		t.Fatalf("exited %d: %s", code, logs.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("never served")
+	}
+	for _, u := range us {
+		httpxtest.StallBodies(t, u, "POST", "/v1/locks/r/acquire", 64)
+	}
+	for i, u := range us {
+		for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			resp, err := http.Post(u+"/v1/locks/good/acquire", "application/json",
+				strings.NewReader(`{"client":"good","ttl_ms":1000,"request_id":"`+string(rune('a'+i))+`"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusTooManyRequests {
+				t.Fatalf("node %d answered 429 beside 64 stalled bodies", i)
+			}
+			if resp.StatusCode == 200 || resp.StatusCode == 409 || time.Now().After(end) {
+				break // granted, or held by an earlier grant of this loop
+			}
+		}
+	}
+}
