@@ -104,6 +104,10 @@ type Config struct {
 	// 250ms, about an election; negative: do not wait).
 	LeaderWait time.Duration
 	Logger     *slog.Logger
+	// PeerTLS, if set, authenticates the replicas to each other with
+	// mutual TLS (package internal/peertls); nil trusts whoever reaches
+	// the Raft port.
+	PeerTLS *realrt.PeerTLS
 }
 
 // frontEndID is the HTTP front end's node id as the replica's client: no
@@ -203,7 +207,7 @@ func Open(cfg Config) (*Backend, error) {
 	b.rep = reference.NewReplica(rc)
 	node, err := realrt.Start(realrt.Config{
 		ID: cfg.ID, DataDir: cfg.DataDir, Disk: cfg.Disk, Listen: cfg.Listen, Listener: cfg.Listener,
-		Peers: raftAddrs, Codec: wire.Codec{}, Local: b.local, Logger: cfg.Logger,
+		Peers: raftAddrs, Codec: wire.Codec{}, Local: b.local, Logger: cfg.Logger, TLS: cfg.PeerTLS,
 	}, wrapper{b})
 	if err != nil {
 		return nil, err
