@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/peertls"
 	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/nodesvc"
@@ -37,6 +38,10 @@ type config struct {
 	TokenOffset uint64
 	TestHooks   bool
 	TokenKey    []byte // the fencing key shared with the store (lockapi.Config)
+	// PeerFiles authenticate the replicas to each other (mutual TLS);
+	// PeerInsecure runs without, on loopback peers only.
+	PeerFiles    peertls.Files
+	PeerInsecure bool
 }
 
 // settings are the command's flags and variables.
@@ -119,6 +124,26 @@ var settings = []svcmain.Setting[config]{
 			return errors.New("must be text or json")
 		}
 		c.LogFormat = v
+		return nil
+	}),
+	svcmain.S("peer-ca-file", "FENCESIM_NODE_PEER_CA_FILE", "", "PEM file of the CA that signs every replica's peer certificate (mutual TLS between replicas; with -peer-cert-file and -peer-key-file; reloaded on SIGHUP or when a file changes)", func(c *config, v string) error {
+		c.PeerFiles.CA = v
+		return nil
+	}),
+	svcmain.S("peer-cert-file", "FENCESIM_NODE_PEER_CERT_FILE", "", "PEM file of this replica's peer certificate, signed by the CA, with the DNS name fencesim-node-<id>", func(c *config, v string) error {
+		c.PeerFiles.Cert = v
+		return nil
+	}),
+	svcmain.S("peer-key-file", "FENCESIM_NODE_PEER_KEY_FILE", "", "PEM file of this replica's peer certificate's private key", func(c *config, v string) error {
+		c.PeerFiles.Key = v
+		return nil
+	}),
+	svcmain.S("peer-insecure", "FENCESIM_NODE_PEER_INSECURE", "false", "true: replicas talk without TLS and trust whoever reaches the Raft port; only with loopback Raft addresses (a -dev-cluster without certificates)", func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("must be true or false")
+		}
+		c.PeerInsecure = b
 		return nil
 	}),
 	svcmain.TestHooks(func(c *config, on bool) { c.TestHooks = on }),
@@ -205,6 +230,9 @@ func loadConfig(args []string, env map[string]string, stderr io.Writer) (config,
 			c.Listen = strings.TrimPrefix(self.HTTP, "http://")
 		}
 	}
+	if err := c.checkPeerAuth(); err != nil {
+		return config{}, err
+	}
 	// Created only once everything is valid: a rejected configuration
 	// leaves nothing behind.
 	if c.DataDir != "" {
@@ -213,6 +241,45 @@ func loadConfig(args []string, env map[string]string, stderr io.Writer) (config,
 		}
 	}
 	return c, nil
+}
+
+// checkPeerAuth: the replicas authenticate each other (all three files),
+// or the configuration says explicitly that they do not, on loopback only.
+// A dev cluster makes its own certificates unless told insecure.
+func (c config) checkPeerAuth() error {
+	f := c.PeerFiles
+	set := 0
+	for _, v := range []string{f.CA, f.Cert, f.Key} {
+		if v != "" {
+			set++
+		}
+	}
+	switch {
+	case set > 0 && set < 3:
+		return errors.New("FENCESIM_NODE_PEER_CA_FILE, FENCESIM_NODE_PEER_CERT_FILE and FENCESIM_NODE_PEER_KEY_FILE (-peer-ca-file, -peer-cert-file, -peer-key-file) go together: set all three")
+	case set == 3 && c.PeerInsecure:
+		return errors.New("FENCESIM_NODE_PEER_INSECURE=true (-peer-insecure) contradicts the peer certificate files: drop one")
+	case set == 3:
+		if _, err := peertls.Load(f); err != nil {
+			return fmt.Errorf("peer TLS (FENCESIM_NODE_PEER_*_FILE): %v", err)
+		}
+		return nil
+	case c.DevCluster > 0:
+		return nil
+	case !c.PeerInsecure:
+		return errors.New("the replicas must authenticate each other: set FENCESIM_NODE_PEER_CA_FILE, FENCESIM_NODE_PEER_CERT_FILE and FENCESIM_NODE_PEER_KEY_FILE (mutual TLS; see the README's Security section), or FENCESIM_NODE_PEER_INSECURE=true (-peer-insecure) for loopback peers without TLS")
+	}
+	addrs := []string{c.PeerListen}
+	for _, p := range c.Peers {
+		addrs = append(addrs, p.Raft)
+	}
+	for _, a := range addrs {
+		host, _, _ := net.SplitHostPort(a)
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("FENCESIM_NODE_PEER_INSECURE=true (-peer-insecure) binds loopback only, but the Raft address %q is not a loopback address: give the replicas certificates (FENCESIM_NODE_PEER_*_FILE)", a)
+		}
+	}
+	return nil
 }
 
 func usage(w io.Writer) {

@@ -16,14 +16,19 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
+	"time"
 
+	"github.com/fencesim/fencesim/internal/peertls"
 	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/nodesvc"
 	"github.com/fencesim/fencesim/process"
+	"github.com/fencesim/fencesim/realrt"
 )
 
 func main() {
@@ -59,15 +64,16 @@ func run(ctx context.Context, args []string, env map[string]string, stdout, stde
 			}
 		}
 	}()
+	watch := func(r *peertls.Reloader) { go reloadPeerTLS(ctx, r, log) }
 	if cfg.DevCluster > 0 {
 		var cleanup func()
-		members, cleanup, err = startDevCluster(cfg, log)
+		members, cleanup, err = startDevCluster(cfg, log, watch)
 		if cleanup != nil {
 			defer cleanup()
 		}
 	} else {
 		var m *member
-		m, err = startNode(cfg, log)
+		m, err = startNode(cfg, log, watch)
 		if m != nil {
 			members = append(members, m)
 		}
@@ -154,13 +160,55 @@ func apiConfig(cfg config, log *slog.Logger) lockapi.Config {
 		Limiter: nodesvc.APILimiter(cfg.Admission), TokenKey: cfg.TokenKey}
 }
 
+// reloadPeerTLS reads r's files again on SIGHUP, and when they change,
+// until ctx ends.
+func reloadPeerTLS(ctx context.Context, r *peertls.Reloader, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go r.Watch(ctx, time.Second, log)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := r.Reload(); err != nil {
+				log.Error("SIGHUP: the peer TLS files do not load; keeping the current ones", slog.Any("err", err))
+			} else {
+				log.Info("SIGHUP: peer TLS files reloaded")
+			}
+		}
+	}
+}
+
+// peerTLS loads files into realrt's mutual TLS, watched by watch; nil
+// without files (the insecure setting, checked by loadConfig).
+func peerTLS(files peertls.Files, watch func(*peertls.Reloader)) (*realrt.PeerTLS, error) {
+	if files.CA == "" {
+		return nil, nil
+	}
+	r, err := peertls.Load(files)
+	if err != nil {
+		return nil, err
+	}
+	watch(r)
+	return r.PeerTLS(), nil
+}
+
 // startNode starts the one replica the configuration names.
-func startNode(cfg config, log *slog.Logger) (*member, error) {
+func startNode(cfg config, log *slog.Logger, watch func(*peertls.Reloader)) (*member, error) {
+	pt, err := peerTLS(cfg.PeerFiles, watch)
+	if err != nil {
+		return nil, err
+	}
+	if pt == nil {
+		log.Warn("FENCESIM_NODE_PEER_INSECURE=true: the replicas do not authenticate each other; whoever reaches a Raft port can disrupt the group (loopback only)")
+	}
 	hl, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("HTTP listen (FENCESIM_NODE_LISTEN / -listen) %s: %w", cfg.Listen, err)
 	}
-	b, err := nodesvc.Open(nodesvc.Config{ID: cfg.ID, DataDir: cfg.DataDir, Listen: cfg.PeerListen, Peers: cfg.Peers, TokenOffset: cfg.TokenOffset, Logger: log})
+	b, err := nodesvc.Open(nodesvc.Config{ID: cfg.ID, DataDir: cfg.DataDir, Listen: cfg.PeerListen, Peers: cfg.Peers, TokenOffset: cfg.TokenOffset, Logger: log, PeerTLS: pt})
 	if err != nil {
 		hl.Close()
 		return nil, fmt.Errorf("starting the replica (data %s, Raft listen %s): %w", cfg.DataDir, cfg.PeerListen, err)
@@ -187,7 +235,7 @@ func serve(cfg config, log *slog.Logger, id process.NodeID, b *nodesvc.Backend, 
 // startDevCluster starts cfg.DevCluster replicas in this process on free
 // loopback ports, with data under cfg.DataDir/node-<id> when given (kept),
 // else under a temporary directory (removed by cleanup).
-func startDevCluster(cfg config, log *slog.Logger) (members []*member, cleanup func(), err error) {
+func startDevCluster(cfg config, log *slog.Logger, watch func(*peertls.Reloader)) (members []*member, cleanup func(), err error) {
 	root := cfg.DataDir
 	if root == "" {
 		if root, err = os.MkdirTemp("", "fencesim-node-dev-"); err != nil {
@@ -218,9 +266,37 @@ func startDevCluster(cfg config, log *slog.Logger) (members []*member, cleanup f
 		rls = append(rls, rl)
 		peers[i] = nodesvc.Peer{ID: process.NodeID(i), Raft: rl.Addr().String(), HTTP: "http://" + hl.Addr().String()}
 	}
+	// A throwaway CA and a certificate per replica, unless told insecure
+	// or given files (then every replica presents the same certificate,
+	// which must name them all).
+	files := map[process.NodeID]peertls.Files{}
+	if !cfg.PeerInsecure && cfg.PeerFiles.CA == "" {
+		ids := make([]process.NodeID, n)
+		for i := range ids {
+			ids[i] = process.NodeID(i)
+		}
+		tdir := filepath.Join(root, "tls")
+		if err = os.MkdirAll(tdir, 0o700); err == nil {
+			files, err = peertls.DevFiles(tdir, ids)
+		}
+		if err != nil {
+			closeAll()
+			return nil, cleanup, fmt.Errorf("the dev cluster's certificates: %w", err)
+		}
+	}
 	for i := range n {
-		b, err := nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: filepath.Join(root, fmt.Sprintf("node-%d", i)),
-			Listener: rls[i], Peers: peers, TokenOffset: cfg.TokenOffset, Logger: log.With("node", i)})
+		f, ok := files[process.NodeID(i)]
+		if !ok {
+			f = cfg.PeerFiles
+		}
+		pt, err := peerTLS(f, watch)
+		var b *nodesvc.Backend
+		if err != nil {
+			rls[i].Close() // Open closes its listener; nothing opened this one
+		} else {
+			b, err = nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: filepath.Join(root, fmt.Sprintf("node-%d", i)),
+				Listener: rls[i], Peers: peers, TokenOffset: cfg.TokenOffset, Logger: log.With("node", i), PeerTLS: pt})
+		}
 		if err != nil {
 			for _, l := range hls[i:] {
 				l.Close()
@@ -235,6 +311,6 @@ func startDevCluster(cfg config, log *slog.Logger) (members []*member, cleanup f
 		}
 		members = append(members, serve(cfg, log, process.NodeID(i), b, hls[i]))
 	}
-	log.Info("fencesim-node dev cluster serving", slog.Int("replicas", n), slog.String("data", root))
+	log.Info("fencesim-node dev cluster serving", slog.Int("replicas", n), slog.String("data", root), slog.Bool("peer_tls", !cfg.PeerInsecure))
 	return members, cleanup, nil
 }
