@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -53,6 +54,14 @@ type Config struct {
 	// fault endpoints a command mounts with FENCESIM_TEST_HOOKS=1 (package
 	// internal/testhooks). nil, the default: no such route exists.
 	TestRoutes http.Handler
+	// Authenticate, if set, identifies a request's client (package
+	// internal/clientauth: a bearer token from a file); without an
+	// identity a lock request gets 401. A request's client must be its
+	// identity (else 403), so a client renews and releases only leases it
+	// holds under its own identity, and GET shows a held lease only to
+	// its holder (403 to anyone else). nil: no identities, the owner is
+	// whatever client name a request gives.
+	Authenticate func(r *http.Request) (identity string, ok bool)
 	// TokenKey, if set, is the fencing key shared with the fenced store:
 	// every grant and renewal carries a MAC of its token (LeaseResponse).
 	TokenKey []byte
@@ -226,6 +235,22 @@ type opCall struct {
 	s    *Server
 	base context.Context // the request's own context, without the backend deadline
 	left bool            // the admission slot was given back for a wait
+	// identity is the authenticated client (Config.Authenticate), "" when
+	// the server does not authenticate.
+	identity string
+}
+
+// owns refuses (403) a request whose client is not its authenticated
+// identity.
+func (c *opCall) owns(client string) *apiError {
+	if c.identity == "" || client == c.identity {
+		return nil
+	}
+	return forbidden(fmt.Sprintf("client %q is not the authenticated identity %q: a client acts only on leases held under its own identity", client, c.identity))
+}
+
+func forbidden(msg string) *apiError {
+	return &apiError{status: http.StatusForbidden, reason: "forbidden", body: ErrorResponse{Error: CodeForbidden, Message: msg}}
 }
 
 // wait gives the admission slot back and takes one of the MaxWaiting
@@ -255,6 +280,18 @@ func (s *Server) lockOp(op string, h opFunc) http.Handler {
 			s.writeError(w, s.retryLater(503, "draining", CodeDraining, "instance is draining; retry on another"))
 			return
 		}
+		var identity string
+		if s.cfg.Authenticate != nil {
+			id, ok := s.cfg.Authenticate(r)
+			if !ok {
+				om.rejected("unauthorized")
+				w.Header().Set("WWW-Authenticate", `Bearer realm="fencesim"`)
+				s.writeError(w, &apiError{status: http.StatusUnauthorized, reason: "unauthorized", body: ErrorResponse{
+					Error: CodeUnauthorized, Message: "a lock request needs Authorization: Bearer <token> naming a known client"}})
+				return
+			}
+			identity = id
+		}
 		// The body first, then the slot: a request whose body is still
 		// arriving (or never will) must not hold admission.
 		raw, err := httpx.ReadBody(w, r, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)
@@ -274,7 +311,7 @@ func (s *Server) lockOp(op string, h opFunc) http.Handler {
 		resource := r.PathValue("resource")
 		var body any
 		var aerr *apiError
-		call := &opCall{s: s, base: r.Context()}
+		call := &opCall{s: s, base: r.Context(), identity: identity}
 		if e := checkName("resource", resource, MaxNameLen); e != nil {
 			aerr = e
 		} else {
@@ -407,6 +444,9 @@ func (s *Server) acquire(r *http.Request, resource string, call *opCall) (any, *
 	if e := checkName("client", req.Client, MaxNameLen); e != nil {
 		return nil, e
 	}
+	if e := call.owns(req.Client); e != nil {
+		return nil, e
+	}
 	if e := checkName("request_id", req.RequestID, MaxRequestIDLen); e != nil {
 		return nil, e
 	}
@@ -440,9 +480,12 @@ func (s *Server) acquire(r *http.Request, resource string, call *opCall) (any, *
 		TokenMAC: s.tokenMAC(resource, l.Token, req.Client)}, nil
 }
 
-func (s *Server) renew(r *http.Request, resource string, _ *opCall) (any, *apiError) {
+func (s *Server) renew(r *http.Request, resource string, call *opCall) (any, *apiError) {
 	var req RenewRequest
 	if e := s.decodeHolder(r, &req, &req.Client, &req.Token); e != nil {
+		return nil, e
+	}
+	if e := call.owns(req.Client); e != nil {
 		return nil, e
 	}
 	ttl, e := s.checkTTL(req.TTLms)
@@ -465,9 +508,12 @@ func (s *Server) tokenMAC(resource string, token uint64, holder string) string {
 	return fencemac.Sign(s.cfg.TokenKey, resource, token, holder)
 }
 
-func (s *Server) release(r *http.Request, resource string, _ *opCall) (any, *apiError) {
+func (s *Server) release(r *http.Request, resource string, call *opCall) (any, *apiError) {
 	var req ReleaseRequest
 	if e := s.decodeHolder(r, &req, &req.Client, &req.Token); e != nil {
+		return nil, e
+	}
+	if e := call.owns(req.Client); e != nil {
 		return nil, e
 	}
 	if req.RequestID != "" {
@@ -481,10 +527,13 @@ func (s *Server) release(r *http.Request, resource string, _ *opCall) (any, *api
 	return ReleaseResponse{Released: true}, nil
 }
 
-func (s *Server) get(r *http.Request, resource string, _ *opCall) (any, *apiError) {
+func (s *Server) get(r *http.Request, resource string, call *opCall) (any, *apiError) {
 	st, err := s.backend.Get(r.Context(), resource)
 	if err != nil {
 		return nil, s.backendError(r, err)
+	}
+	if st.Held && call.identity != "" && st.Holder != call.identity {
+		return nil, forbidden("the lease is held by another client; only its holder may read it")
 	}
 	resp := LockResponse{Resource: resource, Held: st.Held, LastToken: Token(st.LastToken)}
 	if st.Held {

@@ -96,4 +96,9 @@ const (
 	CodeUnavailable = "unavailable"
 	CodeNotLeader   = "not_leader"
 	CodeNotFound    = "not_found"
+	// CodeUnauthorized (401): no known bearer token; CodeForbidden (403):
+	// the request's client is not its identity, or the lease it reads is
+	// another's.
+	CodeUnauthorized = "unauthorized"
+	CodeForbidden    = "forbidden"
 )

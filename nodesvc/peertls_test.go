@@ -2,10 +2,8 @@ package nodesvc_test
 
 import (
 	"context"
-	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"io"
 	"math"
 	"net"
@@ -120,7 +118,10 @@ func TestForgedFramesRefusedAtHandshake(t *testing.T) {
 	}
 
 	// The group's CA, a non-member's name.
-	caCert, caKey := loadCA(t, dir)
+	caCert, caKey, err := peertls.LoadDevCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cf, kf, err := peertls.Issue(t.TempDir(), caCert, caKey, peertls.MemberName(7), time.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -155,26 +156,4 @@ func TestForgedFramesRefusedAtHandshake(t *testing.T) {
 
 func be64(v uint64) []byte {
 	return []byte{byte(v >> 56), byte(v >> 48), byte(v >> 40), byte(v >> 32), byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}
-}
-
-// loadCA reads back the throwaway CA DevFiles wrote, to issue more
-// certificates from it.
-func loadCA(t *testing.T, dir string) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "ca-key.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, _ := pem.Decode(b)
-	key, err := x509.ParseECPrivateKey(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ = os.ReadFile(filepath.Join(dir, "ca.pem"))
-	blk, _ = pem.Decode(b)
-	cert, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, key
 }

@@ -44,7 +44,11 @@ const (
 	CodeFull        = "full"
 	CodeInternal    = "internal"
 	CodeForged      = "forged_token"
+	CodeUnauth      = "unauthorized"
 )
+
+// identityKey carries the authenticated client in a request's context.
+type identityKey struct{}
 
 // WriteResponse is a 200 to a PUT: the write was accepted and synced.
 type WriteResponse struct {
@@ -134,6 +138,17 @@ func (s *Service) objectOp(op string, h opFunc) http.Handler {
 			s.writeError(w, s.retryLater(http.StatusServiceUnavailable, "draining", CodeDraining, "the store is draining; retry shortly"))
 			return
 		}
+		if s.cfg.Authenticate != nil {
+			id, ok := s.cfg.Authenticate(r)
+			if !ok {
+				om.errors.WithLabelValues("unauthorized").Inc()
+				w.Header().Set("WWW-Authenticate", `Bearer realm="fencesim"`)
+				s.writeError(w, &apiError{status: http.StatusUnauthorized, reason: "unauthorized", body: ErrorResponse{
+					Error: CodeUnauth, Message: "an object request needs Authorization: Bearer <token> naming a known client"}})
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
+		}
 		// The body first, then the slot: a request whose body is still
 		// arriving (or never will) must not hold one of MaxInFlight.
 		raw, err := httpx.ReadBody(w, r, s.cfg.MaxBodyBytes, httpx.BodyTimeout)
@@ -217,6 +232,12 @@ func (s *Service) checkMAC(r *http.Request, key string, token uint64) *apiError 
 		return nil
 	}
 	holder, mac := r.Header.Get(fencemac.HeaderHolder), r.Header.Get(fencemac.HeaderMAC)
+	if id, _ := r.Context().Value(identityKey{}).(string); id != "" && holder != id {
+		return &apiError{status: http.StatusForbidden, reason: "forbidden", body: ErrorResponse{
+			Error: CodeForged, Key: key, Token: token,
+			Message: fmt.Sprintf("the token's holder %q is not the authenticated client %q: only a lease's holder writes with its token", httpx.Truncate(holder, 40), id),
+		}}
+	}
 	if holder != "" && mac != "" && fencemac.Verify(s.cfg.TokenKey, key, token, holder, mac) {
 		return nil
 	}

@@ -14,7 +14,9 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/fencesim/fencesim/internal/clientauth"
 	"github.com/fencesim/fencesim/internal/fencemac"
+	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/lockapi"
 )
@@ -50,6 +52,9 @@ type config struct {
 	DrainTimeout   time.Duration `env:"FENCESIM_DRAIN_TIMEOUT" envDefault:"10s" help:"on SIGTERM, time allowed for the delay plus in-flight requests before connections are cut, 0..10m"`
 	LogFormat      string        `env:"FENCESIM_LOG_FORMAT" envDefault:"text" help:"text or json"`
 	TokenKeyFile   string        `env:"FENCESIM_TOKEN_KEY_FILE" envDefault:"" help:"file of the fencing key shared with the fenced store (>=32 bytes, mode 600): every grant carries a MAC of its token (token_mac) that fencesim-store checks; empty: tokens are not signed"`
+	ClientTokens   string        `env:"FENCESIM_CLIENT_TOKENS_FILE" envDefault:"" help:"file of the API's clients, one \"<identity> <token>\" a line (mode 600; reloaded on SIGHUP): a request needs Authorization: Bearer <token> and acts only under its identity; empty: clients are not authenticated"`
+	APICertFile    string        `env:"FENCESIM_API_CERT_FILE" envDefault:"" help:"PEM certificate (chain) of the API's TLS, with FENCESIM_API_KEY_FILE (reloaded on SIGHUP); empty: plain HTTP"`
+	APIKeyFile     string        `env:"FENCESIM_API_KEY_FILE" envDefault:"" help:"PEM private key of the API's TLS certificate"`
 	TestHooks      string        `env:"FENCESIM_TEST_HOOKS" envDefault:"0" help:"TEST ONLY, never in a deployment: 1 serves POST /test/clock (skews this instance's own clock: its admission windows; leases live on Redis's clock) for live fault-injection runs"`
 }
 
@@ -168,6 +173,9 @@ func (c config) validate() []string {
 	if _, err := testhooks.ParseEnabled(c.TestHooks); err != nil {
 		bad(testhooks.EnvVar, c.TestHooks, err.Error())
 	}
+	if _, err := c.apiAuth(); err != nil {
+		bad("FENCESIM_CLIENT_TOKENS_FILE / FENCESIM_API_*_FILE", c.ClientTokens+" "+c.APICertFile, err.Error())
+	}
 	if c.TokenKeyFile != "" {
 		if _, err := fencemac.LoadKey(c.TokenKeyFile); err != nil {
 			bad("FENCESIM_TOKEN_KEY_FILE", c.TokenKeyFile, err.Error())
@@ -190,6 +198,19 @@ func (c config) serverConfig() lockapi.Config {
 		RetryAfter: c.RetryAfter, RequestTimeout: 4 * c.RedisTimeout, DrainDelay: c.DrainDelay,
 		TokenKey: c.tokenKey(),
 	}
+}
+
+// apiAuth is the API's TLS and client identities (validated).
+func (c config) apiAuth() (svcmain.APIAuth, error) {
+	a := svcmain.APIAuth{TokensFile: c.ClientTokens, CertFile: c.APICertFile, KeyFile: c.APIKeyFile}
+	if c.ClientTokens != "" {
+		t, err := clientauth.Load(c.ClientTokens)
+		if err != nil {
+			return a, err
+		}
+		a.Tokens = t
+	}
+	return a, a.Check("FENCESIM_")
 }
 
 // tokenKey is the fencing key (validated), nil without one.

@@ -85,8 +85,14 @@ func run(ctx context.Context, args []string, env map[string]string, stderr io.Wr
 		log.Error("listen", slog.String("FENCESIM_LISTEN", cfg.Listen), slog.Any("err", err))
 		return 1
 	}
+	api, _ := cfg.apiAuth() // validated
+	if l, err = api.Listener(ctx, log, l); err != nil {
+		log.Error("the API's TLS", slog.Any("err", err))
+		return 1
+	}
 	scfg := cfg.serverConfig()
 	scfg.Logger = log
+	scfg.Authenticate = api.Authenticate()
 	if cfg.testHooks() {
 		// The instance's own clock is what the admission limiter times
 		// with; the leases expire on Redis's clock, which no hook of ours

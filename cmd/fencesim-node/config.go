@@ -42,10 +42,14 @@ type config struct {
 	// PeerInsecure runs without, on loopback peers only.
 	PeerFiles    peertls.Files
 	PeerInsecure bool
+	// API is the client API's TLS and client identities.
+	API svcmain.APIAuth
 }
 
 // settings are the command's flags and variables.
-var settings = []svcmain.Setting[config]{
+var settings = append(baseSettings, svcmain.ClientAuth("FENCESIM_NODE_", func(c *config) *svcmain.APIAuth { return &c.API })...)
+
+var baseSettings = []svcmain.Setting[config]{
 	svcmain.S("dev-cluster", "FENCESIM_NODE_DEV_CLUSTER", "0", "run a local cluster of this many replicas (3 or 5) in this process on free loopback ports, with temporary data (or -data/node-<id>); 0: run one node", func(c *config, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n != 0 && n != 3 && n != 5 {
@@ -178,7 +182,7 @@ func parsePeers(v string) ([]nodesvc.Peer, error) {
 		if err := checkHostPort(f[1]); err != nil {
 			return nil, fmt.Errorf("entry %q: the Raft address %v", e, err)
 		}
-		h := strings.TrimPrefix(f[2], "http://")
+		h := strings.TrimPrefix(strings.TrimPrefix(f[2], "https://"), "http://")
 		if err := checkHostPort(h); err != nil {
 			return nil, fmt.Errorf("entry %q: the HTTP address %v", e, err)
 		}
@@ -233,6 +237,12 @@ func loadConfig(args []string, env map[string]string, stderr io.Writer) (config,
 	if err := c.checkPeerAuth(); err != nil {
 		return config{}, err
 	}
+	if err := c.API.Check("FENCESIM_NODE_"); err != nil {
+		return config{}, err
+	}
+	for i := range c.Peers { // redirects to the leader keep the API's scheme
+		c.Peers[i].HTTP = c.apiScheme() + strings.TrimPrefix(c.Peers[i].HTTP, "http://")
+	}
 	// Created only once everything is valid: a rejected configuration
 	// leaves nothing behind.
 	if c.DataDir != "" {
@@ -241,6 +251,14 @@ func loadConfig(args []string, env map[string]string, stderr io.Writer) (config,
 		}
 	}
 	return c, nil
+}
+
+// apiScheme is the API's URL scheme with "://".
+func (c config) apiScheme() string {
+	if c.API.CertFile != "" {
+		return "https://"
+	}
+	return "http://"
 }
 
 // checkPeerAuth: the replicas authenticate each other (all three files),

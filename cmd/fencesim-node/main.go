@@ -16,9 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/fencesim/fencesim/internal/peertls"
@@ -64,16 +62,15 @@ func run(ctx context.Context, args []string, env map[string]string, stdout, stde
 			}
 		}
 	}()
-	watch := func(r *peertls.Reloader) { go reloadPeerTLS(ctx, r, log) }
 	if cfg.DevCluster > 0 {
 		var cleanup func()
-		members, cleanup, err = startDevCluster(cfg, log, watch)
+		members, cleanup, err = startDevCluster(ctx, cfg, log)
 		if cleanup != nil {
 			defer cleanup()
 		}
 	} else {
 		var m *member
-		m, err = startNode(cfg, log, watch)
+		m, err = startNode(ctx, cfg, log)
 		if m != nil {
 			members = append(members, m)
 		}
@@ -157,33 +154,13 @@ func run(ctx context.Context, args []string, env map[string]string, stdout, stde
 
 func apiConfig(cfg config, log *slog.Logger) lockapi.Config {
 	return lockapi.Config{RequestTimeout: cfg.RequestTimeout, DrainDelay: cfg.DrainDelay, Logger: log,
-		Limiter: nodesvc.APILimiter(cfg.Admission), TokenKey: cfg.TokenKey}
+		Limiter: nodesvc.APILimiter(cfg.Admission), TokenKey: cfg.TokenKey, Authenticate: cfg.API.Authenticate()}
 }
 
-// reloadPeerTLS reads r's files again on SIGHUP, and when they change,
-// until ctx ends.
-func reloadPeerTLS(ctx context.Context, r *peertls.Reloader, log *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go r.Watch(ctx, time.Second, log)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			if err := r.Reload(); err != nil {
-				log.Error("SIGHUP: the peer TLS files do not load; keeping the current ones", slog.Any("err", err))
-			} else {
-				log.Info("SIGHUP: peer TLS files reloaded")
-			}
-		}
-	}
-}
-
-// peerTLS loads files into realrt's mutual TLS, watched by watch; nil
-// without files (the insecure setting, checked by loadConfig).
-func peerTLS(files peertls.Files, watch func(*peertls.Reloader)) (*realrt.PeerTLS, error) {
+// peerTLS loads files into realrt's mutual TLS, read again on SIGHUP and
+// when they change, until ctx ends; nil without files (the insecure
+// setting, checked by loadConfig).
+func peerTLS(ctx context.Context, log *slog.Logger, files peertls.Files) (*realrt.PeerTLS, error) {
 	if files.CA == "" {
 		return nil, nil
 	}
@@ -191,13 +168,14 @@ func peerTLS(files peertls.Files, watch func(*peertls.Reloader)) (*realrt.PeerTL
 	if err != nil {
 		return nil, err
 	}
-	watch(r)
+	svcmain.OnSIGHUP(ctx, log, "peer TLS files", r.Reload)
+	go r.Watch(ctx, time.Second, log)
 	return r.PeerTLS(), nil
 }
 
 // startNode starts the one replica the configuration names.
-func startNode(cfg config, log *slog.Logger, watch func(*peertls.Reloader)) (*member, error) {
-	pt, err := peerTLS(cfg.PeerFiles, watch)
+func startNode(ctx context.Context, cfg config, log *slog.Logger) (*member, error) {
+	pt, err := peerTLS(ctx, log, cfg.PeerFiles)
 	if err != nil {
 		return nil, err
 	}
@@ -213,13 +191,22 @@ func startNode(cfg config, log *slog.Logger, watch func(*peertls.Reloader)) (*me
 		hl.Close()
 		return nil, fmt.Errorf("starting the replica (data %s, Raft listen %s): %w", cfg.DataDir, cfg.PeerListen, err)
 	}
-	m := serve(cfg, log, cfg.ID, b, hl)
+	m, err := serve(ctx, cfg, log, cfg.ID, b, hl)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
 	log.Info("fencesim-node serving", slog.Int("id", int(cfg.ID)), slog.String("http", hl.Addr().String()),
 		slog.String("raft", b.Node().Addr().String()), slog.String("data", cfg.DataDir))
 	return m, nil
 }
 
-func serve(cfg config, log *slog.Logger, id process.NodeID, b *nodesvc.Backend, hl net.Listener) *member {
+func serve(ctx context.Context, cfg config, log *slog.Logger, id process.NodeID, b *nodesvc.Backend, hl net.Listener) (*member, error) {
+	addr := hl.Addr().String()
+	hl, err := cfg.API.Listener(ctx, log, hl)
+	if err != nil {
+		return nil, fmt.Errorf("the API's TLS (FENCESIM_NODE_API_*_FILE): %w", err)
+	}
 	acfg := apiConfig(cfg, log.With("id", int(id)))
 	if cfg.TestHooks {
 		// The replica's own clock (its lease and election timers) and disk.
@@ -227,15 +214,15 @@ func serve(cfg config, log *slog.Logger, id process.NodeID, b *nodesvc.Backend, 
 		log.Warn("FENCESIM_TEST_HOOKS=1: serving the test-only /test/clock and /test/disk; never in a deployment", slog.Int("id", int(id)))
 	}
 	s := lockapi.NewServer(b, acfg)
-	m := &member{id: id, backend: b, server: s, served: make(chan error, 1), http: "http://" + hl.Addr().String()}
+	m := &member{id: id, backend: b, server: s, served: make(chan error, 1), http: cfg.apiScheme() + addr}
 	go func() { m.served <- s.Serve(hl) }()
-	return m
+	return m, nil
 }
 
 // startDevCluster starts cfg.DevCluster replicas in this process on free
 // loopback ports, with data under cfg.DataDir/node-<id> when given (kept),
 // else under a temporary directory (removed by cleanup).
-func startDevCluster(cfg config, log *slog.Logger, watch func(*peertls.Reloader)) (members []*member, cleanup func(), err error) {
+func startDevCluster(ctx context.Context, cfg config, log *slog.Logger) (members []*member, cleanup func(), err error) {
 	root := cfg.DataDir
 	if root == "" {
 		if root, err = os.MkdirTemp("", "fencesim-node-dev-"); err != nil {
@@ -264,7 +251,7 @@ func startDevCluster(cfg config, log *slog.Logger, watch func(*peertls.Reloader)
 			return nil, cleanup, err
 		}
 		rls = append(rls, rl)
-		peers[i] = nodesvc.Peer{ID: process.NodeID(i), Raft: rl.Addr().String(), HTTP: "http://" + hl.Addr().String()}
+		peers[i] = nodesvc.Peer{ID: process.NodeID(i), Raft: rl.Addr().String(), HTTP: cfg.apiScheme() + hl.Addr().String()}
 	}
 	// A throwaway CA and a certificate per replica, unless told insecure
 	// or given files (then every replica presents the same certificate,
@@ -289,7 +276,7 @@ func startDevCluster(cfg config, log *slog.Logger, watch func(*peertls.Reloader)
 		if !ok {
 			f = cfg.PeerFiles
 		}
-		pt, err := peerTLS(f, watch)
+		pt, err := peerTLS(ctx, log, f)
 		var b *nodesvc.Backend
 		if err != nil {
 			rls[i].Close() // Open closes its listener; nothing opened this one
@@ -309,7 +296,12 @@ func startDevCluster(cfg config, log *slog.Logger, watch func(*peertls.Reloader)
 			}
 			return members, cleanup, fmt.Errorf("starting replica %d: %w", i, err)
 		}
-		members = append(members, serve(cfg, log, process.NodeID(i), b, hls[i]))
+		m, err := serve(ctx, cfg, log, process.NodeID(i), b, hls[i])
+		if err != nil {
+			b.Close()
+			return members, cleanup, err
+		}
+		members = append(members, m)
 	}
 	log.Info("fencesim-node dev cluster serving", slog.Int("replicas", n), slog.String("data", root), slog.Bool("peer_tls", !cfg.PeerInsecure))
 	return members, cleanup, nil

@@ -27,10 +27,13 @@ type config struct {
 	TestHooks      bool
 	Unfenced       bool
 	TokenKey       []byte
+	API            svcmain.APIAuth
 }
 
 // settings are the command's flags and variables.
-var settings = []svcmain.Setting[config]{
+var settings = append(baseSettings, svcmain.ClientAuth("FENCESIM_STORE_", func(c *config) *svcmain.APIAuth { return &c.API })...)
+
+var baseSettings = []svcmain.Setting[config]{
 	svcmain.S("listen", "FENCESIM_STORE_LISTEN", "127.0.0.1:8090", "HTTP listen address, host:port (port 0: any free port)", func(c *config, v string) error {
 		if err := svcmain.CheckHostPort(v, "127.0.0.1:8090 or :8090"); err != nil {
 			return err
@@ -80,6 +83,9 @@ func loadConfig(args []string, env map[string]string, stderr io.Writer) (config,
 	if err != nil {
 		return config{}, err
 	}
+	if err := c.API.Check("FENCESIM_STORE_"); err != nil {
+		return config{}, err
+	}
 	if c.Unfenced && !c.TestHooks {
 		return config{}, fmt.Errorf("FENCESIM_STORE_UNFENCED=true (or -unfenced) needs %s=1: an unfenced store exists only for live test runs", testhooks.EnvVar)
 	}
@@ -110,6 +116,6 @@ func (c config) serviceConfig() storesvc.Config {
 	return storesvc.Config{
 		DataDir: c.DataDir, MaxKeys: c.MaxKeys, MaxInFlight: c.MaxInFlight,
 		RequestTimeout: c.RequestTimeout, DrainDelay: c.DrainDelay,
-		TestHooks: c.TestHooks, Unfenced: c.Unfenced, TokenKey: c.TokenKey,
+		TestHooks: c.TestHooks, Unfenced: c.Unfenced, TokenKey: c.TokenKey, Authenticate: c.API.Authenticate(),
 	}
 }

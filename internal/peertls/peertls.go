@@ -242,6 +242,36 @@ func Issue(dir string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name strin
 	return certFile, keyFile, writePEM(keyFile, "EC PRIVATE KEY", kder)
 }
 
+// LoadDevCA reads back the throwaway CA DevFiles wrote into dir, to issue
+// more certificates from it (Issue).
+func LoadDevCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	read := func(name string) ([]byte, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		blk, _ := pem.Decode(b)
+		if blk == nil {
+			return nil, fmt.Errorf("%s holds no PEM block", name)
+		}
+		return blk.Bytes, nil
+	}
+	kb, err := read("ca-key.pem")
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := x509.ParseECPrivateKey(kb)
+	if err != nil {
+		return nil, nil, err
+	}
+	cb, err := read("ca.pem")
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(cb)
+	return cert, key, err
+}
+
 func serial() *big.Int {
 	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
 	return n

@@ -7,6 +7,7 @@ package svcmain
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,9 +19,11 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/clientauth"
 	"github.com/fencesim/fencesim/internal/fencemac"
 	"github.com/fencesim/fencesim/internal/testhooks"
 )
@@ -244,4 +247,109 @@ func TokenKeyFile[C any](env, role string, set func(c *C, key []byte)) Setting[C
 		set(c, k)
 		return err
 	})
+}
+
+// OnSIGHUP calls reload on every SIGHUP until ctx ends, logging the
+// outcome under what; a failed reload keeps what was loaded before.
+func OnSIGHUP(ctx context.Context, log *slog.Logger, what string, reload func() error) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := reload(); err != nil {
+					log.Error("SIGHUP: "+what+" do not load; keeping the current ones", slog.Any("err", err))
+				} else {
+					log.Info("SIGHUP: " + what + " reloaded")
+				}
+			}
+		}
+	}()
+}
+
+// ClientAuth is a service's client settings: the bearer-token file that
+// names its clients (package clientauth) and the certificate and key
+// files of its API's TLS. prefix starts each variable, e.g.
+// "FENCESIM_NODE_".
+func ClientAuth[C any](prefix string, set func(c *C) *APIAuth) []Setting[C] {
+	return []Setting[C]{
+		S("client-tokens-file", prefix+"CLIENT_TOKENS_FILE", "", "file of the API's clients, one \"<identity> <token>\" a line (mode 600; reloaded on SIGHUP): a request needs Authorization: Bearer <token>, and acts only under its identity; empty: clients are not authenticated", func(c *C, v string) error {
+			a := set(c)
+			a.TokensFile, a.Tokens = v, nil
+			if v == "" {
+				return nil
+			}
+			t, err := clientauth.Load(v)
+			a.Tokens = t
+			return err
+		}),
+		S("api-cert-file", prefix+"API_CERT_FILE", "", "PEM certificate (chain) of the API's TLS (with -api-key-file; reloaded on SIGHUP); empty: plain HTTP", func(c *C, v string) error {
+			set(c).CertFile = v
+			return nil
+		}),
+		S("api-key-file", prefix+"API_KEY_FILE", "", "PEM private key of the API's TLS certificate", func(c *C, v string) error {
+			set(c).KeyFile = v
+			return nil
+		}),
+	}
+}
+
+// APIAuth is what ClientAuth reads.
+type APIAuth struct {
+	TokensFile string
+	Tokens     *clientauth.Tokens
+	CertFile   string
+	KeyFile    string
+}
+
+// Check validates the pair of TLS files (both or neither, and loadable).
+func (a APIAuth) Check(prefix string) error {
+	if (a.CertFile == "") != (a.KeyFile == "") {
+		return fmt.Errorf("%sAPI_CERT_FILE and %sAPI_KEY_FILE go together: set both or neither", prefix, prefix)
+	}
+	if a.CertFile != "" {
+		if _, err := tls.LoadX509KeyPair(a.CertFile, a.KeyFile); err != nil {
+			return fmt.Errorf("%sAPI_CERT_FILE / %sAPI_KEY_FILE: %v", prefix, prefix, err)
+		}
+	}
+	return nil
+}
+
+// Listener wraps l in the API's TLS when configured (the certificate read
+// again on SIGHUP, until ctx ends), and arranges the token file's reload
+// on SIGHUP; it returns l itself without TLS.
+func (a APIAuth) Listener(ctx context.Context, log *slog.Logger, l net.Listener) (net.Listener, error) {
+	if a.Tokens != nil {
+		OnSIGHUP(ctx, log, "client tokens", a.Tokens.Reload)
+	}
+	if a.CertFile == "" {
+		return l, nil
+	}
+	var cur atomic.Pointer[tls.Certificate]
+	load := func() error {
+		c, err := tls.LoadX509KeyPair(a.CertFile, a.KeyFile)
+		if err == nil {
+			cur.Store(&c)
+		}
+		return err
+	}
+	if err := load(); err != nil {
+		return nil, err
+	}
+	OnSIGHUP(ctx, log, "API certificate", load)
+	return tls.NewListener(l, &tls.Config{MinVersion: tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cur.Load(), nil }}), nil
+}
+
+// Authenticate is lockapi.Config.Authenticate for the token file, nil
+// without one.
+func (a APIAuth) Authenticate() func(r *http.Request) (string, bool) {
+	if a.Tokens == nil {
+		return nil
+	}
+	return a.Tokens.Identify
 }

@@ -106,6 +106,9 @@ func (c *Client) post(ctx context.Context, base, path string, payload []byte) ou
 		return outcome{base: base, err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if c.cfg.BearerToken != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.BearerToken)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return outcome{base: base, err: err}
