@@ -39,7 +39,9 @@ type config struct {
 	RedisPoolSize  int           `env:"FENCESIM_REDIS_POOL_SIZE" envDefault:"64" help:"Redis connections per instance, 1..10000; a request that finds none free within the Redis timeout is shed as overload"`
 	RedisTimeout   time.Duration `env:"FENCESIM_REDIS_TIMEOUT" envDefault:"500ms" help:"dial/read/write timeout per Redis call, 10ms..30s"`
 	KeyPrefix      string        `env:"FENCESIM_KEY_PREFIX" envDefault:"fencesim:" help:"prefix of every Redis key, 1..64 of [A-Za-z0-9._:-]"`
-	RequireDurable bool          `env:"FENCESIM_REQUIRE_DURABLE" envDefault:"false" help:"refuse to start unless Redis runs appendonly yes + appendfsync always (fence tokens survive a Redis restart)"`
+	RequireDurable bool          `env:"FENCESIM_REQUIRE_DURABLE" envDefault:"false" help:"refuse to start unless Redis runs appendonly yes + appendfsync always (fence tokens survive a Redis restart), stop granting (503, /readyz) whenever a later check finds it otherwise, and grant only over a namespace initialised before (FENCESIM_REDIS_INIT), so that a Redis that lost its data is refused by every instance"`
+	RedisInit      bool          `env:"FENCESIM_REDIS_INIT" envDefault:"false" help:"create the namespace's fence epoch if Redis has none (a new deployment, or a re-initialisation after a loss with FENCESIM_TOKEN_FLOOR); without FENCESIM_REQUIRE_DURABLE an instance always may"`
+	TokenFloor     uint64        `env:"FENCESIM_TOKEN_FLOOR" envDefault:"0" help:"with FENCESIM_REDIS_INIT, where the new epoch's fence counters start: above every token issued before (after a loss: the highest token your fenced resources accepted)"`
 	TTLMin         time.Duration `env:"FENCESIM_TTL_MIN" envDefault:"100ms" help:"shortest lease a client may ask for, 1ms..1h"`
 	TTLMax         time.Duration `env:"FENCESIM_TTL_MAX" envDefault:"5m" help:"longest lease a client may ask for, FENCESIM_TTL_MIN..24h"`
 	Admission      string        `env:"FENCESIM_ADMISSION" envDefault:"gradient" help:"how the concurrency limit adapts: gradient (follows the ratio of long- to short-term latency, no target to set), aimd (shrinks when a request exceeds FENCESIM_LATENCY_TARGET) or static (FENCESIM_MAX_INFLIGHT always)"`
@@ -175,6 +177,9 @@ func (c config) validate() []string {
 	}
 	if _, err := c.apiAuth(); err != nil {
 		bad("FENCESIM_CLIENT_TOKENS_FILE / FENCESIM_API_*_FILE", c.ClientTokens+" "+c.APICertFile, err.Error())
+	}
+	if c.TokenFloor > 0 && !c.RedisInit {
+		bad("FENCESIM_TOKEN_FLOOR", c.TokenFloor, "takes effect only with FENCESIM_REDIS_INIT=true (it is the floor of a new epoch)")
 	}
 	if c.TokenKeyFile != "" {
 		if _, err := fencemac.LoadKey(c.TokenKeyFile); err != nil {
