@@ -104,11 +104,22 @@ type Config struct {
 	// 250ms, about an election; negative: do not wait).
 	LeaderWait time.Duration
 	Logger     *slog.Logger
+	// ElectionTimeout is how long a follower waits to hear from a leader
+	// before it campaigns (default DefaultElectionTimeout; the simulator's
+	// replica uses 100 ms). A real machine's scheduler, saturated by
+	// client work, delays heartbeats far more than the simulated network
+	// does: at 100 ms, 1,000 clients against a 2-core machine's leader
+	// caused an election every time (TestOverloadKeepsTheLeader).
+	ElectionTimeout time.Duration
 	// PeerTLS, if set, authenticates the replicas to each other with
 	// mutual TLS (package internal/peertls); nil trusts whoever reaches
 	// the Raft port.
 	PeerTLS *realrt.PeerTLS
 }
+
+// DefaultElectionTimeout is Config.ElectionTimeout's default: half of
+// etcd's 1 s, 25 heartbeats.
+const DefaultElectionTimeout = 500 * time.Millisecond
 
 // frontEndID is the HTTP front end's node id as the replica's client: no
 // replica has it, so the replica's answers to it are taken by Local.
@@ -200,6 +211,10 @@ func Open(cfg Config) (*Backend, error) {
 	rc := reference.DefaultReplicaConfig(ids)
 	rc.TokenOffset = cfg.TokenOffset
 	rc.GroupCommit = true // realrt runs events in batches: one fsync each
+	if cfg.ElectionTimeout <= 0 {
+		cfg.ElectionTimeout = DefaultElectionTimeout
+	}
+	rc.ElectionTick = max(2*rc.HeartbeatTick+1, int(cfg.ElectionTimeout/rc.TickInterval))
 	if cfg.Replica != nil {
 		cfg.Replica(&rc)
 	}

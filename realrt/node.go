@@ -229,7 +229,7 @@ func (n *Node) Do(ctx context.Context, f func(env process.Env)) error {
 	)
 	var state atomic.Int32
 	done := make(chan struct{})
-	if !n.exec.post(func() {
+	if !n.exec.postLow(func() {
 		if state.CompareAndSwap(waiting, running) {
 			f(n.env)
 			close(done)
