@@ -2,8 +2,10 @@ package lockapi_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/fencesim/fencesim/internal/clientauth"
@@ -66,4 +68,31 @@ func TestClientIdentity(t *testing.T) {
 	}
 	want("alice releasing", lockapitest.DoAs(t, aliceToken, "POST", url+"/release", `{"client":"alice","token":"`+tok+`"}`), 200, "")
 	want("bob reading the free lock", lockapitest.DoAs(t, bobToken, "GET", url, ""), 200, "")
+}
+
+// TestSmallerInputRules: a duplicate JSON key is refused (not "last
+// wins"), a wrongly typed field is explained in the API's terms (no Go
+// type name), and a request from a web page (Origin) is refused.
+func TestSmallerInputRules(t *testing.T) {
+	_, base := lockapitest.Serve(t, lockapitest.NewMem(), lockapi.Config{})
+	acq := base + "/v1/locks/r/acquire"
+	r := lockapitest.Do(t, "POST", acq, `{"client":"a","client":"b","ttl_ms":1000,"request_id":"1"}`)
+	if e := r.Error(t); r.Status != 400 || e.Field != "client" || !strings.Contains(e.Message, "twice") {
+		t.Errorf("duplicate key: %d %s", r.Status, r.Body)
+	}
+	r = lockapitest.Do(t, "POST", acq, `{"client":"a","ttl_ms":"1000","request_id":"1"}`)
+	if e := r.Error(t); r.Status != 400 || e.Field != "ttl_ms" || strings.Contains(e.Message, "int64") || !strings.Contains(e.Message, "an integer") {
+		t.Errorf("a string for ttl_ms: %d %s", r.Status, r.Body)
+	}
+	req, _ := http.NewRequest("POST", acq, strings.NewReader(`{"client":"a","ttl_ms":1000,"request_id":"1"}`))
+	req.Header.Set("Content-Type", "text/plain")
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Errorf("a web page's text/plain POST: %d, want 403", resp.StatusCode)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -280,6 +281,11 @@ func (s *Server) lockOp(op string, h opFunc) http.Handler {
 			s.writeError(w, s.retryLater(503, "draining", CodeDraining, "instance is draining; retry on another"))
 			return
 		}
+		if httpx.FromBrowser(r) {
+			om.rejected("browser")
+			s.writeError(w, forbidden("requests from web pages (Origin, Sec-Fetch-Site) are refused"))
+			return
+		}
 		var identity string
 		if s.cfg.Authenticate != nil {
 			id, ok := s.cfg.Authenticate(r)
@@ -348,6 +354,50 @@ func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
 	httpx.WriteJSON(w, e.status, e.body)
 }
 
+// duplicateKey returns a key that the top-level JSON object raw gives
+// twice ("" if none, or if raw is not an object: Decode says what is
+// wrong then), so that {"client":"a","client":"b"} is refused instead of
+// the last one silently winning.
+func duplicateKey(raw []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		k, _ := t.(string)
+		if seen[k] {
+			return k
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
+// jsonKind names what a field must be in the API's terms, not Go's.
+func jsonKind(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeFor[Token]():
+		return "a decimal string (a token, e.g. \"42\")"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		return "an integer"
+	case t.Kind() == reflect.String:
+		return "a string"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	default:
+		return "a JSON object"
+	}
+}
+
 // bodyError answers a body that could not be read whole.
 func bodyError(err error) *apiError {
 	var mbe *http.MaxBytesError
@@ -368,10 +418,16 @@ func bodyError(err error) *apiError {
 // decode reads one JSON object of at most MaxBodyBytes with no unknown
 // fields and nothing after it.
 func (s *Server) decode(r *http.Request, v any) *apiError {
-	body := http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(body)
+	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		return bodyError(err)
+	}
+	if k := duplicateKey(raw); k != "" {
+		return invalid(k, "appears twice in the body; give each field once")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	err = dec.Decode(v)
 	if err == nil {
 		if _, terr := dec.Token(); terr != io.EOF {
 			err = terr
@@ -392,7 +448,7 @@ func (s *Server) decode(r *http.Request, v any) *apiError {
 	case errors.Is(err, errTokenFormat):
 		return invalid("token", "%v", err)
 	case errors.As(err, &ute):
-		return invalid(ute.Field, "must be a JSON %s, got %s", ute.Type, ute.Value)
+		return invalid(ute.Field, "must be %s, got a JSON %s", jsonKind(ute.Type), ute.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return invalid(f, "unknown field")

@@ -138,6 +138,12 @@ func (s *Service) objectOp(op string, h opFunc) http.Handler {
 			s.writeError(w, s.retryLater(http.StatusServiceUnavailable, "draining", CodeDraining, "the store is draining; retry shortly"))
 			return
 		}
+		if httpx.FromBrowser(r) {
+			om.errors.WithLabelValues("browser").Inc()
+			s.writeError(w, &apiError{status: http.StatusForbidden, reason: "browser", body: ErrorResponse{
+				Error: CodeInvalid, Message: "requests from web pages (Origin, Sec-Fetch-Site) are refused"}})
+			return
+		}
 		if s.cfg.Authenticate != nil {
 			id, ok := s.cfg.Authenticate(r)
 			if !ok {

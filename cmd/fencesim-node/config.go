@@ -169,6 +169,7 @@ func checkHostPort(v string) error {
 func parsePeers(v string) ([]nodesvc.Peer, error) {
 	var ps []nodesvc.Peer
 	seen := map[process.NodeID]bool{}
+	addrs := map[string]bool{}
 	for _, e := range strings.Split(v, ",") {
 		f := strings.Split(strings.TrimSpace(e), "=")
 		if len(f) != 3 {
@@ -191,6 +192,12 @@ func parsePeers(v string) ([]nodesvc.Peer, error) {
 		}
 		if _, port, _ := net.SplitHostPort(f[1]); port == "0" {
 			return nil, fmt.Errorf("entry %q: peers need fixed ports, not 0", e)
+		}
+		for _, a := range []struct{ what, addr string }{{"Raft", f[1]}, {"HTTP", h}} {
+			if addrs[a.addr] {
+				return nil, fmt.Errorf("the %s address %s appears twice: every replica needs addresses of its own", a.what, a.addr)
+			}
+			addrs[a.addr] = true
 		}
 		ps = append(ps, nodesvc.Peer{ID: process.NodeID(id), Raft: f[1], HTTP: "http://" + h})
 	}

@@ -25,7 +25,7 @@ import (
 
 // childEnv makes the test binary run the command instead of the tests, so
 // that a test can run nodes as processes of their own and SIGKILL them.
-const childEnv = "FENCESIM_NODE_TEST_CHILD"
+const childEnv = "FENCESIM_TEST_CHILD_NODE" // outside FENCESIM_NODE_*, whose unknown names the node refuses
 
 func TestMain(m *testing.M) {
 	if svcmain.AsChild(childEnv, main) {
@@ -65,6 +65,8 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"-id", "0", "-data", dir, "-peers", peers, "-peer-ca-file", "/nonexistent/ca", "-peer-cert-file", "c", "-peer-key-file", "k"}, nil, "peer TLS (FENCESIM_NODE_PEER_*_FILE): peer CA file"},
 		{[]string{"-id", "0", "-data", dir, "-peers", strings.ReplaceAll(peers, "127.0.0.1:700", "10.0.0.1:700"), "-peer-insecure", "true"}, nil, `binds loopback only, but the Raft address "10.0.0.1:7000" is not a loopback address`},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_TOKEN_KEY_FILE": "/nonexistent/key"}, "FENCESIM_NODE_TOKEN_KEY_FILE"},
+		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_PEERZ": "x"}, "unknown variable FENCESIM_NODE_PEERZ"},
+		{[]string{"-id", "0", "-data", dir, "-peers", "0=127.0.0.1:7000=127.0.0.1:8000,1=127.0.0.1:7000=127.0.0.1:8001,2=127.0.0.1:7002=127.0.0.1:8002"}, nil, `the Raft address 127.0.0.1:7000 appears twice`},
 		{[]string{"-bogus"}, nil, "flag provided but not defined: -bogus"},
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},
 	}

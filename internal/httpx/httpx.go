@@ -58,6 +58,9 @@ func NewServer(h http.Handler, t Timeouts, logger *slog.Logger) *Server {
 // them, so nothing is lost, and a drain takes as long as its slowest
 // request.
 func (s *Server) Drain(ctx context.Context, delay time.Duration) error {
+	// Every answer from now on closes its connection, so that a keep-alive
+	// client does not send its next request into a socket about to close.
+	s.SetKeepAlivesEnabled(false)
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		select {
@@ -207,6 +210,15 @@ func Truncate(s string, n int) string {
 // LatencyBuckets are the request latency histograms' buckets, in seconds.
 func LatencyBuckets() []float64 {
 	return []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+}
+
+// FromBrowser reports whether r comes from a web page (it carries Origin
+// or a Sec-Fetch-Site header, which browsers set and curl, Go and other
+// programs do not): the services refuse those (403), so that a page a
+// user visits cannot post to a service on their machine or network (a
+// text/plain or form POST needs no CORS preflight).
+func FromBrowser(r *http.Request) bool {
+	return r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != ""
 }
 
 // BodyTimeout is how long ReadBody waits for a whole request body by

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -88,6 +89,22 @@ func Load[C any](name string, settings []Setting[C], args []string, env map[stri
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q (%s -h lists the flags)", fs.Arg(0), name)
+	}
+	// A misspelt variable of this service is an error, not silence.
+	prefix := "FENCESIM_" + strings.ToUpper(strings.TrimPrefix(name, "fencesim-")) + "_"
+	known := map[string]bool{}
+	for _, s := range settings {
+		known[s.Env] = true
+	}
+	var unknown []string
+	for k := range env {
+		if strings.HasPrefix(k, prefix) && !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return c, fmt.Errorf("unknown variable %s (%s -h lists the %s* variables)", strings.Join(unknown, ", "), name, prefix)
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
