@@ -44,13 +44,16 @@ func newExecutor(inboxDepth int, after func()) *executor {
 // post queues f to run after everything posted before it, and reports
 // whether it was accepted (false once the executor is closing). It never
 // waits for f to run, so realclock's timers may call it.
-func (e *executor) post(f func()) bool {
+func (e *executor) post(f func()) bool { return e.push(&e.queue, f) }
+
+// push appends f to a lane, false once the executor is closing.
+func (e *executor) push(lane *[]func(), f func()) bool {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return false
 	}
-	e.queue = append(e.queue, f)
+	*lane = append(*lane, f)
 	e.mu.Unlock()
 	e.signal()
 	return true
@@ -61,17 +64,7 @@ const lowPerBatch = 64
 
 // postLow is post for work from outside the process (Do): it runs after
 // the process's own events that are waiting.
-func (e *executor) postLow(f func()) bool {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return false
-	}
-	e.low = append(e.low, f)
-	e.mu.Unlock()
-	e.signal()
-	return true
-}
+func (e *executor) postLow(f func()) bool { return e.push(&e.low, f) }
 
 // postMessage is post for a message from the network: it is dropped (and
 // counted) when inboxDepth messages are already waiting.

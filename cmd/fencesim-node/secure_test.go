@@ -50,23 +50,9 @@ func TestSecureDeployment(t *testing.T) {
 	tokFile := write("clients", "alice "+aliceTok+"\nbob "+bobTok+"\n")
 	keyFileMAC := write("fence.key", strings.Repeat("k", 44))
 
-	ctx, cancel := context.WithCancel(context.Background())
-	urls := make(chan []string, 1)
-	done := make(chan int, 1)
-	var stdout, logs syncBuffer
-	go func() {
-		done <- run(ctx, []string{"-dev-cluster", "3", "-api-cert-file", certFile, "-api-key-file", keyFile,
-			"-client-tokens-file", tokFile, "-token-key-file", keyFileMAC}, nil, &stdout, &logs, func(u []string) { urls <- u })
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	var us []string
-	select {
-	case us = <-urls:
-	case code := <-done:
-		t.Fatalf("exited %d: %s", code, logs.String())
-	case <-time.After(10 * time.Second):
-		t.Fatal("never served")
-	}
+	us := startDev(t, nil, "-api-cert-file", certFile, "-api-key-file", keyFile,
+		"-client-tokens-file", tokFile, "-token-key-file", keyFileMAC)
+	ctx := context.Background()
 	if !strings.HasPrefix(us[0], "https://") {
 		t.Fatalf("API URLs %v, want https", us)
 	}
@@ -101,7 +87,7 @@ func TestSecureDeployment(t *testing.T) {
 	defer acancel()
 	lock, err := alice.Acquire(actx, "invoice-42", 10*time.Second)
 	if err != nil {
-		t.Fatalf("alice's acquire over TLS with her token: %v\n%s", err, logs.String())
+		t.Fatalf("alice's acquire over TLS with her token: %v", err)
 	}
 	if lock.TokenMAC() == "" {
 		t.Fatal("the grant carries no token MAC")

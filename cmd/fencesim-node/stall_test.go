@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,22 +13,7 @@ import (
 // headers and never their body (more than the API's admission floor, 64)
 // do not make any node answer 429 to a client that sends its body.
 func TestStalledBodiesHoldNoSlot(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	urls := make(chan []string, 1)
-	done := make(chan int, 1)
-	var stdout, logs syncBuffer
-	go func() {
-		done <- run(ctx, []string{"-dev-cluster", "3"}, nil, &stdout, &logs, func(u []string) { urls <- u })
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	var us []string
-	select {
-	case us = <-urls:
-	case code := <-done:
-		t.Fatalf("exited %d: %s", code, logs.String())
-	case <-time.After(10 * time.Second):
-		t.Fatal("never served")
-	}
+	us := startDev(t, nil)
 	for _, u := range us {
 		httpxtest.StallBodies(t, u, "POST", "/v1/locks/r/acquire", 64)
 	}
