@@ -1,13 +1,16 @@
 package lockapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fencesim/fencesim/internal/fencemac"
 	"github.com/fencesim/fencesim/internal/httpx"
 )
 
@@ -29,8 +33,12 @@ type Config struct {
 	// write timeout is raised to cover MaxWait + RequestTimeout.
 	MaxWait      time.Duration
 	MaxWaiting   int
-	MaxBodyBytes int64         // larger bodies get 413 before they are buffered
-	Limiter      LimiterConfig // bounded ingress
+	MaxBodyBytes int64 // larger bodies get 413 before they are buffered
+	// BodyTimeout bounds the arrival of a request's body, which is read
+	// whole before the request takes an admission slot (past it 408): a
+	// client that stalls mid-body holds a connection, never a slot.
+	BodyTimeout time.Duration
+	Limiter     LimiterConfig // bounded ingress
 	// RetryAfter is the hint sent with 429 and 503 (Retry-After in whole
 	// seconds, rounded up; retry_after_ms exact).
 	RetryAfter time.Duration
@@ -47,6 +55,17 @@ type Config struct {
 	// fault endpoints a command mounts with FENCESIM_TEST_HOOKS=1 (package
 	// internal/testhooks). nil, the default: no such route exists.
 	TestRoutes http.Handler
+	// Authenticate, if set, identifies a request's client (package
+	// internal/clientauth: a bearer token from a file); without an
+	// identity a lock request gets 401. A request's client must be its
+	// identity (else 403), so a client renews and releases only leases it
+	// holds under its own identity, and GET shows a held lease only to
+	// its holder (403 to anyone else). nil: no identities, the owner is
+	// whatever client name a request gives.
+	Authenticate func(r *http.Request) (identity string, ok bool)
+	// TokenKey, if set, is the fencing key shared with the fenced store:
+	// every grant and renewal carries a MAC of its token (LeaseResponse).
+	TokenKey []byte
 }
 
 // DefaultConfig is a production-shaped policy.
@@ -77,6 +96,7 @@ func (c Config) withDefaults() Config {
 	def(&c.ReadTimeout, d.ReadTimeout)
 	def(&c.WriteTimeout, d.WriteTimeout)
 	def(&c.IdleTimeout, d.IdleTimeout)
+	def(&c.BodyTimeout, httpx.BodyTimeout)
 	def(&c.MaxWait, d.MaxWait)
 	if c.MaxWaiting == 0 {
 		c.MaxWaiting = d.MaxWaiting
@@ -216,6 +236,22 @@ type opCall struct {
 	s    *Server
 	base context.Context // the request's own context, without the backend deadline
 	left bool            // the admission slot was given back for a wait
+	// identity is the authenticated client (Config.Authenticate), "" when
+	// the server does not authenticate.
+	identity string
+}
+
+// owns refuses (403) a request whose client is not its authenticated
+// identity.
+func (c *opCall) owns(client string) *apiError {
+	if c.identity == "" || client == c.identity {
+		return nil
+	}
+	return forbidden(fmt.Sprintf("client %q is not the authenticated identity %q: a client acts only on leases held under its own identity", client, c.identity))
+}
+
+func forbidden(msg string) *apiError {
+	return &apiError{status: http.StatusForbidden, reason: "forbidden", body: ErrorResponse{Error: CodeForbidden, Message: msg}}
 }
 
 // wait gives the admission slot back and takes one of the MaxWaiting
@@ -245,6 +281,33 @@ func (s *Server) lockOp(op string, h opFunc) http.Handler {
 			s.writeError(w, s.retryLater(503, "draining", CodeDraining, "instance is draining; retry on another"))
 			return
 		}
+		if httpx.FromBrowser(r) {
+			om.rejected("browser")
+			s.writeError(w, forbidden("requests from web pages (Origin, Sec-Fetch-Site) are refused"))
+			return
+		}
+		var identity string
+		if s.cfg.Authenticate != nil {
+			id, ok := s.cfg.Authenticate(r)
+			if !ok {
+				om.rejected("unauthorized")
+				w.Header().Set("WWW-Authenticate", `Bearer realm="fencesim"`)
+				s.writeError(w, &apiError{status: http.StatusUnauthorized, reason: "unauthorized", body: ErrorResponse{
+					Error: CodeUnauthorized, Message: "a lock request needs Authorization: Bearer <token> naming a known client"}})
+				return
+			}
+			identity = id
+		}
+		// The body first, then the slot: a request whose body is still
+		// arriving (or never will) must not hold admission.
+		raw, err := httpx.ReadBody(w, r, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)
+		if err != nil {
+			aerr := bodyError(err)
+			om.rejected(aerr.reason)
+			s.writeError(w, aerr)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(raw))
 		if !s.limiter.TryAcquire() {
 			s.m.shed.Inc()
 			s.writeError(w, s.retryLater(429, "shed", CodeOverloaded, "too many requests in flight; retry later"))
@@ -254,7 +317,7 @@ func (s *Server) lockOp(op string, h opFunc) http.Handler {
 		resource := r.PathValue("resource")
 		var body any
 		var aerr *apiError
-		call := &opCall{s: s, base: r.Context()}
+		call := &opCall{s: s, base: r.Context(), identity: identity}
 		if e := checkName("resource", resource, MaxNameLen); e != nil {
 			aerr = e
 		} else {
@@ -291,13 +354,80 @@ func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
 	httpx.WriteJSON(w, e.status, e.body)
 }
 
+// duplicateKey returns a key that the top-level JSON object raw gives
+// twice ("" if none, or if raw is not an object: Decode says what is
+// wrong then), so that {"client":"a","client":"b"} is refused instead of
+// the last one silently winning.
+func duplicateKey(raw []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		k, _ := t.(string)
+		if seen[k] {
+			return k
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
+// jsonKind names what a field must be in the API's terms, not Go's.
+func jsonKind(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeFor[Token]():
+		return "a decimal string (a token, e.g. \"42\")"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		return "an integer"
+	case t.Kind() == reflect.String:
+		return "a string"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	default:
+		return "a JSON object"
+	}
+}
+
+// bodyError answers a body that could not be read whole.
+func bodyError(err error) *apiError {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return &apiError{status: http.StatusRequestEntityTooLarge, reason: "too_large", body: ErrorResponse{
+			Error: CodeTooLarge, Message: "body exceeds " + strconv.FormatInt(mbe.Limit, 10) + " bytes",
+		}}
+	case errors.Is(err, httpx.ErrBodyTimeout):
+		return &apiError{status: http.StatusRequestTimeout, reason: "body_timeout", body: ErrorResponse{
+			Error: CodeInvalid, Field: "body", Message: "body: " + err.Error(),
+		}}
+	default:
+		return invalid("body", "reading it failed: %v", err)
+	}
+}
+
 // decode reads one JSON object of at most MaxBodyBytes with no unknown
 // fields and nothing after it.
 func (s *Server) decode(r *http.Request, v any) *apiError {
-	body := http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(body)
+	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		return bodyError(err)
+	}
+	if k := duplicateKey(raw); k != "" {
+		return invalid(k, "appears twice in the body; give each field once")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	err = dec.Decode(v)
 	if err == nil {
 		if _, terr := dec.Token(); terr != io.EOF {
 			err = terr
@@ -314,13 +444,11 @@ func (s *Server) decode(r *http.Request, v any) *apiError {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &mbe):
-		return &apiError{status: http.StatusRequestEntityTooLarge, reason: "too_large", body: ErrorResponse{
-			Error: CodeTooLarge, Message: "body exceeds " + strconv.FormatInt(mbe.Limit, 10) + " bytes",
-		}}
+		return bodyError(err)
 	case errors.Is(err, errTokenFormat):
 		return invalid("token", "%v", err)
 	case errors.As(err, &ute):
-		return invalid(ute.Field, "must be a JSON %s, got %s", ute.Type, ute.Value)
+		return invalid(ute.Field, "must be %s, got a JSON %s", jsonKind(ute.Type), ute.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return invalid(f, "unknown field")
@@ -372,6 +500,9 @@ func (s *Server) acquire(r *http.Request, resource string, call *opCall) (any, *
 	if e := checkName("client", req.Client, MaxNameLen); e != nil {
 		return nil, e
 	}
+	if e := call.owns(req.Client); e != nil {
+		return nil, e
+	}
 	if e := checkName("request_id", req.RequestID, MaxRequestIDLen); e != nil {
 		return nil, e
 	}
@@ -401,12 +532,16 @@ func (s *Server) acquire(r *http.Request, resource string, call *opCall) (any, *
 		return nil, s.backendError(r, err)
 	}
 	s.m.grants.WithLabelValues("acquire").Inc()
-	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds(), WaitedMs: l.Waited.Milliseconds()}, nil
+	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds(), WaitedMs: l.Waited.Milliseconds(),
+		TokenMAC: s.tokenMAC(resource, l.Token, req.Client)}, nil
 }
 
-func (s *Server) renew(r *http.Request, resource string, _ *opCall) (any, *apiError) {
+func (s *Server) renew(r *http.Request, resource string, call *opCall) (any, *apiError) {
 	var req RenewRequest
 	if e := s.decodeHolder(r, &req, &req.Client, &req.Token); e != nil {
+		return nil, e
+	}
+	if e := call.owns(req.Client); e != nil {
 		return nil, e
 	}
 	ttl, e := s.checkTTL(req.TTLms)
@@ -418,12 +553,23 @@ func (s *Server) renew(r *http.Request, resource string, _ *opCall) (any, *apiEr
 		return nil, s.backendError(r, err)
 	}
 	s.m.grants.WithLabelValues("renew").Inc()
-	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds()}, nil
+	return LeaseResponse{Token: Token(l.Token), TTLms: l.TTL.Milliseconds(), TokenMAC: s.tokenMAC(resource, l.Token, req.Client)}, nil
 }
 
-func (s *Server) release(r *http.Request, resource string, _ *opCall) (any, *apiError) {
+// tokenMAC signs a grant for the fenced store, when the server has a key.
+func (s *Server) tokenMAC(resource string, token uint64, holder string) string {
+	if s.cfg.TokenKey == nil {
+		return ""
+	}
+	return fencemac.Sign(s.cfg.TokenKey, resource, token, holder)
+}
+
+func (s *Server) release(r *http.Request, resource string, call *opCall) (any, *apiError) {
 	var req ReleaseRequest
 	if e := s.decodeHolder(r, &req, &req.Client, &req.Token); e != nil {
+		return nil, e
+	}
+	if e := call.owns(req.Client); e != nil {
 		return nil, e
 	}
 	if req.RequestID != "" {
@@ -437,10 +583,13 @@ func (s *Server) release(r *http.Request, resource string, _ *opCall) (any, *api
 	return ReleaseResponse{Released: true}, nil
 }
 
-func (s *Server) get(r *http.Request, resource string, _ *opCall) (any, *apiError) {
+func (s *Server) get(r *http.Request, resource string, call *opCall) (any, *apiError) {
 	st, err := s.backend.Get(r.Context(), resource)
 	if err != nil {
 		return nil, s.backendError(r, err)
+	}
+	if st.Held && call.identity != "" && st.Holder != call.identity {
+		return nil, forbidden("the lease is held by another client; only its holder may read it")
 	}
 	resp := LockResponse{Resource: resource, Held: st.Held, LastToken: Token(st.LastToken)}
 	if st.Held {

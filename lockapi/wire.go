@@ -41,10 +41,16 @@ type ReleaseRequest struct {
 // TTLms from no earlier than when the request was sent plus WaitedMs, the
 // time (on the server's clock, rounded down) the acquire waited for the
 // lock after it arrived (wait_ms); absent when it did not wait.
+//
+// TokenMAC, when the service has a fencing key (Config.TokenKey), is its
+// MAC over the resource, the token and the holder (package
+// internal/fencemac): a store that shares the key accepts the token only
+// with it (headers Fencing-Token, Fencing-Holder, Fencing-Token-Mac).
 type LeaseResponse struct {
-	Token    Token `json:"token"`
-	TTLms    int64 `json:"ttl_ms"`
-	WaitedMs int64 `json:"waited_ms,omitempty"`
+	Token    Token  `json:"token"`
+	TTLms    int64  `json:"ttl_ms"`
+	WaitedMs int64  `json:"waited_ms,omitempty"`
+	TokenMAC string `json:"token_mac,omitempty"`
 }
 
 // ReleaseResponse answers a successful release.
@@ -90,4 +96,9 @@ const (
 	CodeUnavailable = "unavailable"
 	CodeNotLeader   = "not_leader"
 	CodeNotFound    = "not_found"
+	// CodeUnauthorized (401): no known bearer token; CodeForbidden (403):
+	// the request's client is not its identity, or the lease it reads is
+	// another's.
+	CodeUnauthorized = "unauthorized"
+	CodeForbidden    = "forbidden"
 )

@@ -46,18 +46,38 @@ import (
 //
 // Reply: {1, token, ttl_ms} granted · {0, holder, pttl} held · error on a
 // corrupt counter or an exhausted one (2^64−1 issued).
+//
+// Before anything, the script checks the namespace's epoch (KEYS[3],
+// "<id> <floor>", see Backend.checkFence) against the one the instance
+// knows (ARGV[4]), and bumps the namespace's grant sequence (KEYS[4]),
+// at each grant, which must not be below any value the instance saw
+// (ARGV[5]): a
+// Redis that lost its data (restarted without AOF, flushed) has no epoch,
+// and one that rewound (failed over to a stale replica) has an older
+// sequence, and either way the script refuses with FENCE_LOST and writes
+// nothing, so no token is ever issued twice. A resource with no counter
+// starts at the epoch's floor (0 unless an operator re-initialised the
+// namespace above every token issued before: see the README).
 var acquireScript = redis.NewScript(`
+local e = redis.call('GET', KEYS[3])
+if e ~= ARGV[4] then
+  return redis.error_reply('FENCE_LOST epoch ' .. tostring(e) .. ', expected ' .. ARGV[4])
+end
+local seq = tonumber(redis.call('GET', KEYS[4]) or '0')
+if seq < tonumber(ARGV[5]) then
+  return redis.error_reply('FENCE_LOST grant sequence ' .. seq .. ' below ' .. ARGV[5] .. ' seen before')
+end
 local v = redis.call('GET', KEYS[1])
 if v then
   local c, r, t = string.match(v, '^(%S+) (%S+) (%d+)$')
   if c == ARGV[1] and r == ARGV[2] then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
-    return {1, t, tonumber(ARGV[3])}
+    return {1, t, tonumber(ARGV[3]), seq}
   end
-  return {0, c or '', redis.call('PTTL', KEYS[1])}
+  return {0, c or '', redis.call('PTTL', KEYS[1]), seq}
 end
 local f = redis.call('GET', KEYS[2])
-if not f then f = '0' end
+if not f then f = string.match(e, ' (%d+)$') or '0' end
 if not string.match(f, '^%d+$') then
   return redis.error_reply('fence counter ' .. KEYS[2] .. ' is not a decimal string')
 end
@@ -76,8 +96,9 @@ if #t > 20 or (#t == 20 and t > '18446744073709551615') then
   return redis.error_reply('fence counter ' .. KEYS[2] .. ' exhausted (2^64-1 tokens issued)')
 end
 redis.call('SET', KEYS[2], t)
+seq = redis.call('INCR', KEYS[4])
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. t, 'NX', 'PX', ARGV[3])
-return {1, t, tonumber(ARGV[3])}
+return {1, t, tonumber(ARGV[3]), seq}
 `)
 
 // renewScript re-arms the lease if client holds it with token. 1 or 0.
@@ -129,7 +150,27 @@ type Options struct {
 	// RetryAfter is the hint given with overload (a full connection pool).
 	RetryAfter time.Duration
 	Logger     *slog.Logger
+	// RequireEpoch refuses to create the namespace's epoch: an instance
+	// grants only over a namespace initialised before (by an instance
+	// without it, e.g. `FENCESIM_REDIS_INIT=true`), so that an instance
+	// started after Redis lost its data finds no epoch and refuses,
+	// instead of starting the fence counters again at 1. Without it, an
+	// instance creates the epoch of an empty namespace.
+	RequireEpoch bool
+	// TokenFloor is where a new epoch's counters start (the epoch keeps
+	// it): 0 for a new deployment; after a loss, above every token ever
+	// issued, so that tokens stay monotonic.
+	TokenFloor uint64
+	// RequireDurable refuses grants (and /readyz) while Redis does not
+	// fsync every write (CheckDurability, checked again by Watch).
+	RequireDurable bool
 }
+
+// ErrFenceLost: Redis lost or rewound the data the fence counters live in,
+// or the instance cannot tell that it did not; the instance grants nothing
+// until an operator restores Redis (and restarts the instance) or
+// re-initialises the namespace above every token issued (see the README).
+var ErrFenceLost = errors.New("lockd: the fence counters are not trustworthy")
 
 // Backend is the Redis lock backend; safe for concurrent use.
 type Backend struct {
@@ -139,6 +180,14 @@ type Backend struct {
 	mu       sync.Mutex
 	warnings []string
 	durable  prometheus.Gauge
+	// The fence's continuity, under mu: the namespace's epoch as this
+	// instance first found (or made) it, the highest grant sequence it
+	// saw, and why it stopped granting ("" while it grants; sticky).
+	epoch      string
+	seqSeen    uint64
+	lost       string
+	notDurable error // with RequireDurable: the last durability check's failure
+	lostGauge  prometheus.Gauge
 }
 
 // New returns a backend over rdb (a *redis.Client or a cluster client).
@@ -155,7 +204,134 @@ func New(rdb redis.UniversalClient, opts Options) *Backend {
 	return &Backend{rdb: rdb, opts: opts, durable: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencesim_lockd_redis_durable",
 		Help: "1 if Redis persists every write before replying (appendonly yes, appendfsync always), so fence tokens survive a Redis restart; 0 if not or unknown.",
+	}), lostGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencesim_lockd_fence_lost",
+		Help: "1 once this instance found Redis lost or rewound the fence counters (it grants nothing since), else 0.",
 	})}
+}
+
+// epochKey holds the namespace's epoch, "<random id> <token floor>";
+// seqKey counts the grants ever made in it.
+func (b *Backend) epochKey() string { return b.opts.Prefix + "epoch" }
+func (b *Backend) seqKey() string   { return b.opts.Prefix + "grants" }
+
+// fence returns the epoch and the highest grant sequence this instance
+// knows, finding (or, unless RequireEpoch, creating) the epoch on first
+// use; ErrFenceLost once the fence was lost, and with RequireDurable while
+// Redis is not durable.
+func (b *Backend) fence(ctx context.Context) (string, uint64, error) {
+	b.mu.Lock()
+	epoch, seq, lost, nd := b.epoch, b.seqSeen, b.lost, b.notDurable
+	b.mu.Unlock()
+	switch {
+	case lost != "":
+		return "", 0, fmt.Errorf("%w: %s", ErrFenceLost, lost)
+	case nd != nil:
+		return "", 0, fmt.Errorf("lockd: FENCESIM_REQUIRE_DURABLE: not granting: %w", nd)
+	case epoch != "":
+		return epoch, seq, nil
+	}
+	e, err := b.rdb.Get(ctx, b.epochKey()).Result()
+	if errors.Is(err, redis.Nil) {
+		if b.opts.RequireEpoch {
+			b.lose("Redis holds no fence epoch (" + b.epochKey() + "): it lost its data, or the namespace was never initialised (start one instance with FENCESIM_REDIS_INIT=true)")
+			return b.fence(ctx)
+		}
+		var id [8]byte
+		for i := range id {
+			id[i] = byte(rand.Uint32())
+		}
+		fresh := fmt.Sprintf("%x %d", id, b.opts.TokenFloor)
+		if err := b.rdb.SetNX(ctx, b.epochKey(), fresh, 0).Err(); err != nil {
+			return "", 0, b.redisError("epoch", err)
+		}
+		e, err = b.rdb.Get(ctx, b.epochKey()).Result()
+	}
+	if err != nil {
+		return "", 0, b.redisError("epoch", err)
+	}
+	s, err := b.rdb.Get(ctx, b.seqKey()).Uint64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", 0, b.redisError("epoch", err)
+	}
+	b.mu.Lock()
+	if b.epoch == "" {
+		b.epoch, b.seqSeen = e, s
+		b.opts.Logger.Info("lockd fence epoch", slog.String("epoch", e), slog.Uint64("grants", s))
+	}
+	b.mu.Unlock()
+	return b.fence(ctx)
+}
+
+// lose stops granting for good (ErrFenceLost), logging why once.
+func (b *Backend) lose(why string) {
+	b.mu.Lock()
+	first := b.lost == ""
+	if first {
+		b.lost = why
+	}
+	b.mu.Unlock()
+	if first {
+		b.lostGauge.Set(1)
+		b.opts.Logger.Error("FENCE LOST: this instance grants nothing until Redis is restored or the namespace re-initialised above every token issued", slog.String("why", why))
+	}
+}
+
+// saw records a grant sequence the script returned.
+func (b *Backend) saw(seq uint64) {
+	b.mu.Lock()
+	b.seqSeen = max(b.seqSeen, seq)
+	b.mu.Unlock()
+}
+
+// CheckFence compares the namespace's epoch and grant sequence with what
+// this instance knows; a missing or different epoch, or a sequence below
+// one it saw, loses the fence (ErrFenceLost from then on).
+func (b *Backend) CheckFence(ctx context.Context) error {
+	b.mu.Lock()
+	epoch, seq := b.epoch, b.seqSeen
+	b.mu.Unlock()
+	if epoch == "" {
+		_, _, err := b.fence(ctx)
+		return err
+	}
+	vals, err := b.rdb.MGet(ctx, b.epochKey(), b.seqKey()).Result()
+	if err != nil {
+		return b.redisError("fence check", err)
+	}
+	e, _ := vals[0].(string)
+	s, _ := vals[1].(string)
+	n, _ := strconv.ParseUint(s, 10, 64)
+	switch {
+	case e != epoch:
+		b.lose(fmt.Sprintf("Redis's fence epoch is %q, this instance's %q: Redis lost its data (a restart without AOF, a flush) or is another Redis", e, epoch))
+	case n < seq:
+		b.lose(fmt.Sprintf("Redis's grant sequence went back from %d to %d: Redis rewound (a failover to a stale replica, an old AOF)", seq, n))
+	}
+	_, _, err = b.fence(ctx)
+	return err
+}
+
+// Watch checks Redis's durability settings and the fence's continuity
+// every interval until ctx ends, so that a Redis restarted empty, flushed,
+// rewound or reconfigured without fsync is caught between grants too (the
+// acquire script itself refuses a lost epoch or a rewound sequence).
+func (b *Backend) Watch(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, interval)
+		if err := b.rdb.Ping(cctx).Err(); err == nil {
+			b.CheckDurability(cctx)
+			b.CheckFence(cctx)
+		}
+		cancel()
+	}
 }
 
 // keys are a resource's keys: its lease, its fence counter and its last
@@ -205,12 +381,25 @@ func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl, wai
 }
 
 func (b *Backend) acquireOnce(ctx context.Context, resource, client string, ttl time.Duration, requestID string) (lockapi.Lease, error) {
-	res, err := acquireScript.Run(ctx, b.rdb, b.keys(resource)[:2], client, requestID, ttl.Milliseconds()).Slice()
+	epoch, seq, err := b.fence(ctx)
+	if err != nil {
+		return lockapi.Lease{}, err
+	}
+	k := b.keys(resource)
+	res, err := acquireScript.Run(ctx, b.rdb, []string{k[0], k[1], b.epochKey(), b.seqKey()}, client, requestID, ttl.Milliseconds(), epoch, seq).Slice()
+	if err != nil && strings.Contains(err.Error(), "FENCE_LOST") {
+		b.lose(err.Error())
+		_, _, err = b.fence(ctx)
+		return lockapi.Lease{}, err
+	}
 	if err != nil {
 		return lockapi.Lease{}, b.redisError("acquire", err)
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return lockapi.Lease{}, fmt.Errorf("lockd: acquire script replied %v", res)
+	}
+	if s, _ := res[3].(int64); s > 0 {
+		b.saw(uint64(s))
 	}
 	ms, _ := res[2].(int64)
 	if granted, _ := res[0].(int64); granted == 0 {
@@ -277,9 +466,17 @@ func (b *Backend) Get(ctx context.Context, resource string) (lockapi.LockState, 
 	return st, nil
 }
 
-// Ready implements lockapi.Backend: Redis answers PING.
+// Ping reports whether Redis answers.
+func (b *Backend) Ping(ctx context.Context) error { return b.rdb.Ping(ctx).Err() }
+
+// Ready implements lockapi.Backend: Redis answers PING and the fence is
+// whole (and durable, with RequireDurable).
 func (b *Backend) Ready(ctx context.Context) error {
-	return b.rdb.Ping(ctx).Err()
+	if err := b.rdb.Ping(ctx).Err(); err != nil {
+		return err
+	}
+	_, _, err := b.fence(ctx)
+	return err
 }
 
 // redisError maps a Redis failure: a full connection pool is overload
@@ -287,6 +484,12 @@ func (b *Backend) Ready(ctx context.Context) error {
 func (b *Backend) redisError(op string, err error) error {
 	if errors.Is(err, redis.ErrPoolTimeout) {
 		return &lockapi.OverloadedError{RetryAfter: b.opts.RetryAfter}
+	}
+	var reply redis.Error
+	if !errors.As(err, &reply) && (op == "acquire" || op == "renew" || op == "release") {
+		// No reply: the script may have run, or may yet run (a Redis
+		// paused mid-call runs it on resume).
+		return fmt.Errorf("lockd %s: outcome unknown, the operation may have taken effect (retry with the same request_id): redis: %w", op, err)
 	}
 	return fmt.Errorf("lockd %s: redis: %w", op, err)
 }
@@ -300,8 +503,15 @@ func (b *Backend) CheckDurability(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.warnings = nil
+	b.notDurable = nil
+	if err != nil && b.opts.RequireDurable {
+		b.notDurable = err
+	}
+	if b.lost != "" {
+		b.warnings = append(b.warnings, "FENCE LOST: "+b.lost)
+	}
 	if err != nil {
-		b.warnings = []string{err.Error()}
+		b.warnings = append(b.warnings, err.Error())
 		b.durable.Set(0)
 		return err
 	}
@@ -335,7 +545,7 @@ func (b *Backend) Collectors() []prometheus.Collector {
 			func() float64 { return float64(f(b.rdb.PoolStats())) })
 	}
 	return []prometheus.Collector{
-		b.durable,
+		b.durable, b.lostGauge,
 		stat("total_conns", "Connections in the Redis pool.", func(s *redis.PoolStats) uint32 { return s.TotalConns }),
 		stat("idle_conns", "Idle connections in the Redis pool.", func(s *redis.PoolStats) uint32 { return s.IdleConns }),
 		stat("timeouts", "Times a request waited for a pool connection in vain (shed as overload).", func(s *redis.PoolStats) uint32 { return s.Timeouts }),

@@ -2,6 +2,7 @@ package lockd_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -172,5 +173,109 @@ func TestCorruptFenceFailsClosed(t *testing.T) {
 	}
 	if m.Exists("fencesim:{r}:lock") {
 		t.Fatal("a lease was written despite the corrupt counter")
+	}
+}
+
+// acquireN acquires and releases r n times and returns the last token.
+func acquireN(t *testing.T, b *lockd.Backend, n int) uint64 {
+	t.Helper()
+	var last uint64
+	for i := range n {
+		l, err := b.Acquire(context.Background(), "r", "a", time.Minute, 0, "n"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Release(context.Background(), "r", "a", l.Token, ""); err != nil {
+			t.Fatal(err)
+		}
+		last = l.Token
+	}
+	return last
+}
+
+// refuses checks that b grants nothing over a lost fence: every acquire
+// fails with ErrFenceLost (never a token at or below acked) and Ready
+// says why.
+func refuses(t *testing.T, b *lockd.Backend, acked uint64) {
+	t.Helper()
+	for i := range 5 {
+		l, err := b.Acquire(context.Background(), "r", "b", time.Minute, 0, "after"+strconv.Itoa(i))
+		if err == nil {
+			t.Fatalf("granted token %d over a lost fence (acknowledged up to %d)", l.Token, acked)
+		}
+		if !errors.Is(err, lockd.ErrFenceLost) {
+			t.Fatalf("acquire over a lost fence: %v, want ErrFenceLost", err)
+		}
+	}
+	if err := b.Ready(context.Background()); !errors.Is(err, lockd.ErrFenceLost) {
+		t.Fatalf("Ready over a lost fence: %v", err)
+	}
+}
+
+// TestRedisLosingDataNeverReissues: a real redis-server restarted empty
+// (no AOF, a new directory), flushed, or rewound (its grant sequence set
+// back, as a stale replica's would be) makes lockd refuse every grant
+// instead of issuing tokens 1, 2, … again: the running instance (the
+// acquire script finds the epoch gone), one started afterwards with
+// FENCESIM_REQUIRE_DURABLE (RequireEpoch: no epoch, no grant), and the
+// watcher without any acquire. Re-initialised with a floor above the
+// acknowledged tokens, grants go on above them.
+func TestRedisLosingDataNeverReissues(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	rdb := newClient(t, srv.Addr)
+
+	b := lockd.New(rdb, lockd.Options{})
+	acked := acquireN(t, b, 4)
+	srv.RestartEmpty()
+	for end := time.Now().Add(5 * time.Second); rdb.Ping(ctx).Err() != nil && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	}
+	refuses(t, b, acked)
+	refuses(t, lockd.New(rdb, lockd.Options{RequireEpoch: true}), acked)
+
+	// Re-initialised above every acknowledged token: grants resume above.
+	re := lockd.New(rdb, lockd.Options{TokenFloor: acked})
+	if got := acquireN(t, re, 1); got <= acked {
+		t.Fatalf("after re-initialising with floor %d: token %d", acked, got)
+	}
+
+	// Flushed, seen by the watcher alone.
+	w := lockd.New(rdb, lockd.Options{})
+	acked = acquireN(t, w, 2)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go w.Watch(wctx, 20*time.Millisecond)
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(2 * time.Second); w.Ready(ctx) == nil && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	}
+	refuses(t, w, acked)
+
+	// Rewound: the grant sequence is behind what the instance saw.
+	rdb.FlushAll(ctx)
+	r := lockd.New(rdb, lockd.Options{})
+	acked = acquireN(t, r, 3)
+	if err := rdb.Set(ctx, "fencesim:grants", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	refuses(t, r, acked)
+}
+
+// TestPausedRedisOutcomeUnknown: an acquire whose script Redis has not
+// answered (paused mid-call) fails saying the outcome is unknown, since
+// Redis runs the script when it resumes.
+func TestPausedRedisOutcomeUnknown(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := newClient(t, srv.Addr)
+	b := lockd.New(rdb, lockd.Options{})
+	acquireN(t, b, 1)
+	srv.Pause()
+	defer srv.Resume()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := b.Acquire(ctx, "r", "a", time.Minute, 0, "paused")
+	if err == nil || !strings.Contains(err.Error(), "outcome unknown") {
+		t.Fatalf("acquire against a paused Redis: %v, want outcome unknown", err)
 	}
 }

@@ -107,6 +107,17 @@ type Config struct {
 	// 250ms, about an election; negative: do not wait).
 	LeaderWait time.Duration
 	Logger     *slog.Logger
+	// ElectionTimeout is how long a follower waits to hear from a leader
+	// before it campaigns (default DefaultElectionTimeout; the simulator's
+	// replica uses 100 ms). A real machine's scheduler, saturated by
+	// client work, delays heartbeats far more than the simulated network
+	// does: at 100 ms, 1,000 clients against a 2-core machine's leader
+	// caused an election every time (TestOverloadKeepsTheLeader).
+	ElectionTimeout time.Duration
+	// PeerTLS, if set, authenticates the replicas to each other with
+	// mutual TLS (package internal/peertls); nil trusts whoever reaches
+	// the Raft port.
+	PeerTLS *realrt.PeerTLS
 }
 
 // Snapshot sets the replica's snapshot thresholds
@@ -120,6 +131,9 @@ type Snapshot struct {
 // DefaultDiskCompactBytes is the file disk's compaction threshold for a
 // node (filedisk.Options.CompactBytes) unless Config.Disk sets one.
 const DefaultDiskCompactBytes = 8 << 20
+// DefaultElectionTimeout is Config.ElectionTimeout's default: half of
+// etcd's 1 s, 25 heartbeats.
+const DefaultElectionTimeout = 500 * time.Millisecond
 
 // frontEndID is the HTTP front end's node id as the replica's client: no
 // replica has it, so the replica's answers to it are taken by Local.
@@ -224,6 +238,10 @@ func Open(cfg Config) (*Backend, error) {
 	if s := cfg.Snapshot; s != (Snapshot{}) {
 		rc.SnapshotEntries, rc.SnapshotBytes, rc.SnapshotKeep = s.Entries, s.Bytes, s.Keep
 	}
+	if cfg.ElectionTimeout <= 0 {
+		cfg.ElectionTimeout = DefaultElectionTimeout
+	}
+	rc.ElectionTick = max(2*rc.HeartbeatTick+1, int(cfg.ElectionTimeout/rc.TickInterval))
 	if cfg.Replica != nil {
 		cfg.Replica(&rc)
 	}
@@ -231,7 +249,7 @@ func Open(cfg Config) (*Backend, error) {
 	b.rep = reference.NewReplica(rc)
 	node, err := realrt.Start(realrt.Config{
 		ID: cfg.ID, DataDir: cfg.DataDir, Disk: cfg.Disk, Listen: cfg.Listen, Listener: cfg.Listener,
-		Peers: raftAddrs, Codec: wire.Codec{}, Local: b.local, Logger: cfg.Logger,
+		Peers: raftAddrs, Codec: wire.Codec{}, Local: b.local, Logger: cfg.Logger, TLS: cfg.PeerTLS,
 	}, wrapper{b})
 	if err != nil {
 		return nil, err

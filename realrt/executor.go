@@ -12,9 +12,18 @@ import "sync"
 // bounded for messages from the network (postMessage), which are dropped
 // beyond inboxDepth: the network may lose a message, and a flood from peers
 // must not grow a node's memory without end.
+//
+// Two lanes: the process's own events (timers, peers' messages: post,
+// postMessage) run before work from outside (Do: postLow), and at most
+// lowPerBatch of the latter run between two looks at the former, so that
+// a flood of client requests never holds up a heartbeat or a vote — a
+// replica that misses them costs the group an election. Each lane is FIFO;
+// the order between them is not promised (it is the order of events from
+// different sources, which the network does not promise either).
 type executor struct {
 	mu         sync.Mutex
 	queue      []func() // posted, not yet taken
+	low        []func() // postLow'ed, not yet taken
 	messages   int      // network messages among queue
 	inboxDepth int
 	closed     bool          // no more posts accepted
@@ -35,17 +44,27 @@ func newExecutor(inboxDepth int, after func()) *executor {
 // post queues f to run after everything posted before it, and reports
 // whether it was accepted (false once the executor is closing). It never
 // waits for f to run, so realclock's timers may call it.
-func (e *executor) post(f func()) bool {
+func (e *executor) post(f func()) bool { return e.push(&e.queue, f) }
+
+// push appends f to a lane, false once the executor is closing.
+func (e *executor) push(lane *[]func(), f func()) bool {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return false
 	}
-	e.queue = append(e.queue, f)
+	*lane = append(*lane, f)
 	e.mu.Unlock()
 	e.signal()
 	return true
 }
+
+// lowPerBatch bounds the outside work run in one batch.
+const lowPerBatch = 64
+
+// postLow is post for work from outside the process (Do): it runs after
+// the process's own events that are waiting.
+func (e *executor) postLow(f func()) bool { return e.push(&e.low, f) }
 
 // postMessage is post for a message from the network: it is dropped (and
 // counted) when inboxDepth messages are already waiting.
@@ -81,23 +100,29 @@ func (e *executor) signal() {
 // queue is empty.
 func (e *executor) loop() {
 	defer close(e.done)
-	var batch []func()
+	var batch, low []func()
 	for {
 		<-e.wake
 		for {
 			e.mu.Lock()
 			batch, e.queue = e.queue, batch[:0]
+			n := min(len(e.low), lowPerBatch)
+			low = append(low[:0], e.low[:n]...)
+			clear(e.low[:n])
+			e.low = append(e.low[:0], e.low[n:]...)
 			closed := e.closed
 			e.mu.Unlock()
-			if len(batch) == 0 {
+			if len(batch) == 0 && len(low) == 0 {
 				if closed {
 					return
 				}
 				break
 			}
-			for i, f := range batch {
-				f()
-				batch[i] = nil // let the closure's captures go
+			for _, b := range [2][]func(){batch, low} {
+				for i, f := range b {
+					f()
+					b[i] = nil // let the closure's captures go
+				}
 			}
 			if e.after != nil {
 				e.after()

@@ -18,6 +18,7 @@ package realrt
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -93,6 +94,26 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the wait between failed dials to a
 	// peer, doubling from one to the other (defaults 20ms and 1s).
 	MinBackoff, MaxBackoff time.Duration
+	// TLS, if set, authenticates peers with mutual TLS; nil: plain TCP,
+	// which trusts whoever reaches the port (see PeerTLS).
+	TLS *PeerTLS
+}
+
+// PeerTLS authenticates the peers of a node with mutual TLS. An inbound
+// connection is refused — before its hello is read, let alone a frame
+// decoded — unless its handshake completes within HandshakeTimeout with
+// a certificate Server verifies and PeerID maps to a peer; its hello must
+// then name that same peer. The caller decides how a certificate names a
+// node (package internal/peertls: a DNS name "fencesim-node-<id>").
+type PeerTLS struct {
+	// Server is the listener's configuration; it must require and verify
+	// client certificates (tls.RequireAndVerifyClientCert).
+	Server *tls.Config
+	// Client returns the configuration to dial peer id with; it must
+	// verify that the server's certificate names id.
+	Client func(id process.NodeID) *tls.Config
+	// PeerID returns the node a verified client certificate names.
+	PeerID func(cs tls.ConnectionState) (process.NodeID, error)
 }
 
 func (c Config) withDefaults() Config {
@@ -208,7 +229,7 @@ func (n *Node) Do(ctx context.Context, f func(env process.Env)) error {
 	)
 	var state atomic.Int32
 	done := make(chan struct{})
-	if !n.exec.post(func() {
+	if !n.exec.postLow(func() {
 		if state.CompareAndSwap(waiting, running) {
 			f(n.env)
 			close(done)

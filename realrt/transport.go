@@ -3,6 +3,7 @@ package realrt
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -203,16 +204,31 @@ func (t *transport) accept() {
 // read serves one inbound connection until it fails or the node stops.
 func (t *transport) read(c net.Conn) {
 	defer t.readers.Done()
+	raw := c // the key in t.inbound; c may become its TLS layer
 	defer func() {
 		t.mu.Lock()
-		delete(t.inbound, c)
+		delete(t.inbound, raw)
 		t.mu.Unlock()
 		c.Close()
 	}()
+	var certID process.NodeID = -1
+	if t.cfg.TLS != nil {
+		tc := tls.Server(c, t.cfg.TLS.Server)
+		c = tc
+		var err error
+		if certID, err = t.handshake(tc); err != nil {
+			t.badPeer(c, err)
+			return
+		}
+	}
 	r := bufio.NewReaderSize(c, 64<<10)
 	from, err := t.readHello(c, r)
 	if err != nil {
 		t.badPeer(c, err)
+		return
+	}
+	if certID >= 0 && from != certID {
+		t.badPeer(c, fmt.Errorf("realrt: hello says node %d, its certificate names node %d", from, certID))
 		return
 	}
 	var hdr [frameHeader]byte
@@ -245,6 +261,24 @@ func (t *transport) read(c net.Conn) {
 		t.received.Add(1)
 		t.deliver(from, m)
 	}
+}
+
+// handshake runs an inbound TLS handshake within HandshakeTimeout and
+// returns the peer its verified certificate names.
+func (t *transport) handshake(c *tls.Conn) (process.NodeID, error) {
+	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.HandshakeTimeout)
+	defer cancel()
+	if err := c.HandshakeContext(ctx); err != nil {
+		return -1, fmt.Errorf("realrt: TLS handshake: %w", err)
+	}
+	id, err := t.cfg.TLS.PeerID(c.ConnectionState())
+	if err != nil {
+		return -1, fmt.Errorf("realrt: peer certificate: %w", err)
+	}
+	if _, ok := t.peers[id]; !ok {
+		return -1, fmt.Errorf("realrt: the peer certificate names node %d, which is not among this node's peers", id)
+	}
+	return id, nil
 }
 
 // readHello reads and checks the hello within the handshake timeout.
@@ -414,6 +448,17 @@ func (p *peer) dial() (c net.Conn, gone <-chan struct{}, err error) {
 	d := net.Dialer{Timeout: cfg.DialTimeout}
 	if c, err = d.DialContext(p.t.ctx, "tcp", p.addr); err != nil {
 		return nil, nil, err
+	}
+	if cfg.TLS != nil {
+		tc := tls.Client(c, cfg.TLS.Client(p.id))
+		ctx, cancel := context.WithTimeout(p.t.ctx, cfg.DialTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			c.Close()
+			return nil, nil, fmt.Errorf("TLS handshake with node %d: %w", p.id, err)
+		}
+		c = tc
 	}
 	c.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 	if _, err := c.Write(appendHello(nil, p.t.self, p.id)); err != nil {

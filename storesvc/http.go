@@ -1,6 +1,7 @@
 package storesvc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fencesim/fencesim/internal/fencemac"
 	"github.com/fencesim/fencesim/internal/httpx"
 	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/process"
@@ -41,7 +43,12 @@ const (
 	CodeUnavailable = "unavailable"
 	CodeFull        = "full"
 	CodeInternal    = "internal"
+	CodeForged      = "forged_token"
+	CodeUnauth      = "unauthorized"
 )
+
+// identityKey carries the authenticated client in a request's context.
+type identityKey struct{}
 
 // WriteResponse is a 200 to a PUT: the write was accepted and synced.
 type WriteResponse struct {
@@ -131,6 +138,33 @@ func (s *Service) objectOp(op string, h opFunc) http.Handler {
 			s.writeError(w, s.retryLater(http.StatusServiceUnavailable, "draining", CodeDraining, "the store is draining; retry shortly"))
 			return
 		}
+		if httpx.FromBrowser(r) {
+			om.errors.WithLabelValues("browser").Inc()
+			s.writeError(w, &apiError{status: http.StatusForbidden, reason: "browser", body: ErrorResponse{
+				Error: CodeInvalid, Message: "requests from web pages (Origin, Sec-Fetch-Site) are refused"}})
+			return
+		}
+		if s.cfg.Authenticate != nil {
+			id, ok := s.cfg.Authenticate(r)
+			if !ok {
+				om.errors.WithLabelValues("unauthorized").Inc()
+				w.Header().Set("WWW-Authenticate", `Bearer realm="fencesim"`)
+				s.writeError(w, &apiError{status: http.StatusUnauthorized, reason: "unauthorized", body: ErrorResponse{
+					Error: CodeUnauth, Message: "an object request needs Authorization: Bearer <token> naming a known client"}})
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
+		}
+		// The body first, then the slot: a request whose body is still
+		// arriving (or never will) must not hold one of MaxInFlight.
+		raw, err := httpx.ReadBody(w, r, s.cfg.MaxBodyBytes, httpx.BodyTimeout)
+		if err != nil {
+			aerr := bodyError(err)
+			om.errors.WithLabelValues(aerr.reason).Inc()
+			s.writeError(w, aerr)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(raw))
 		if s.inFlight.Add(1) > int64(s.cfg.MaxInFlight) {
 			s.inFlight.Add(-1)
 			om.errors.WithLabelValues("shed").Inc()
@@ -170,6 +204,9 @@ func (s *Service) put(w http.ResponseWriter, r *http.Request, key string) (int, 
 	if aerr != nil {
 		return 0, nil, aerr
 	}
+	if aerr := s.checkMAC(r, key, token); aerr != nil {
+		return 0, nil, aerr
+	}
 	value, aerr := s.parseValue(w, r)
 	if aerr != nil {
 		return 0, nil, aerr
@@ -191,6 +228,30 @@ func (s *Service) put(w http.ResponseWriter, r *http.Request, key string) (int, 
 	}
 	s.m.writes.WithLabelValues("accepted").Inc()
 	return http.StatusOK, WriteResponse{Key: key, Token: token, TMax: rep.Highest}, nil
+}
+
+// checkMAC, with a fencing key, refuses a token the lock service did not
+// sign for this key (resource) and the holder the request names: 403,
+// before the store sees the write.
+func (s *Service) checkMAC(r *http.Request, key string, token uint64) *apiError {
+	if s.cfg.TokenKey == nil {
+		return nil
+	}
+	holder, mac := r.Header.Get(fencemac.HeaderHolder), r.Header.Get(fencemac.HeaderMAC)
+	if id, _ := r.Context().Value(identityKey{}).(string); id != "" && holder != id {
+		return &apiError{status: http.StatusForbidden, reason: "forbidden", body: ErrorResponse{
+			Error: CodeForged, Key: key, Token: token,
+			Message: fmt.Sprintf("the token's holder %q is not the authenticated client %q: only a lease's holder writes with its token", httpx.Truncate(holder, 40), id),
+		}}
+	}
+	if holder != "" && mac != "" && fencemac.Verify(s.cfg.TokenKey, key, token, holder, mac) {
+		return nil
+	}
+	s.cfg.Logger.Warn("storesvc.forged-token", slog.String("key", key), slog.Uint64("token", token), slog.String("holder", httpx.Truncate(holder, 40)), slog.String("remote", r.RemoteAddr))
+	return &apiError{status: http.StatusForbidden, reason: "forged", body: ErrorResponse{
+		Error: CodeForged, Key: key, Token: token,
+		Message: fmt.Sprintf("token %d for %q carries no valid lock-service signature (headers %s and %s): this store accepts only tokens its lock service issued", token, key, fencemac.HeaderHolder, fencemac.HeaderMAC),
+	}}
 }
 
 // get is GET /v1/objects/{key}.
@@ -240,15 +301,9 @@ func parseToken(vals []string) (uint64, *apiError) {
 // parseValue reads a PUT's body: a decimal int64, surrounding whitespace
 // allowed (curl -d, echo), at most MaxBodyBytes.
 func (s *Service) parseValue(w http.ResponseWriter, r *http.Request) (int64, *apiError) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return 0, &apiError{status: http.StatusRequestEntityTooLarge, reason: "too_large", body: ErrorResponse{
-			Error: CodeTooLarge, Field: "body", Message: fmt.Sprintf("body: exceeds %d bytes (the value is a decimal int64)", mbe.Limit),
-		}}
-	case err != nil:
-		return 0, invalid("body", "reading it failed: %v", err)
+	b, err := io.ReadAll(r.Body) // read whole, bounded and timed, by objectOp
+	if err != nil {
+		return 0, bodyError(err)
 	}
 	v := strings.TrimSpace(string(b))
 	n, err := strconv.ParseInt(v, 10, 64)
@@ -256,6 +311,23 @@ func (s *Service) parseValue(w http.ResponseWriter, r *http.Request) (int64, *ap
 		return 0, invalid("body", "must be a decimal int64 (the store holds integers, as the simulated store does), got %q", httpx.Truncate(v, 40))
 	}
 	return n, nil
+}
+
+// bodyError answers a body that could not be read whole.
+func bodyError(err error) *apiError {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return &apiError{status: http.StatusRequestEntityTooLarge, reason: "too_large", body: ErrorResponse{
+			Error: CodeTooLarge, Field: "body", Message: fmt.Sprintf("body: exceeds %d bytes (the value is a decimal int64)", mbe.Limit),
+		}}
+	case errors.Is(err, httpx.ErrBodyTimeout):
+		return &apiError{status: http.StatusRequestTimeout, reason: "body_timeout", body: ErrorResponse{
+			Error: CodeInvalid, Field: "body", Message: "body: " + err.Error(),
+		}}
+	default:
+		return invalid("body", "reading it failed: %v", err)
+	}
 }
 
 // storeError maps a failure to reach the store: a request that timed out

@@ -60,6 +60,17 @@ type Config struct {
 	// instead of having it refused. Test-only: Open refuses it without
 	// TestHooks.
 	Unfenced bool
+	// TokenKey, if set, is the fencing key shared with the lock service:
+	// a write is accepted only with the lock service's MAC of its token
+	// (headers Fencing-Holder and Fencing-Token-Mac, package fencemac);
+	// without one, or with a wrong one, it gets 403 and changes nothing.
+	TokenKey []byte
+	// Authenticate, if set, identifies a request's client (package
+	// internal/clientauth: a bearer token from a file); an object
+	// request without an identity gets 401. With TokenKey too, a write's
+	// Fencing-Holder must be its identity (403 otherwise): only the lease's
+	// holder writes with its token.
+	Authenticate func(r *http.Request) (identity string, ok bool)
 }
 
 // DefaultConfig is a production-shaped policy (DataDir left empty).

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/httpx/httpxtest"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -466,4 +467,14 @@ func BenchmarkWrite(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestStalledBodiesHoldNoSlot: 64 writes that send their headers and never
+// their body, against MaxInFlight 16, do not make the store answer 429 to
+// a writer that sends its body: the body is read before the slot is taken.
+func TestStalledBodiesHoldNoSlot(t *testing.T) {
+	s := start(t, t.TempDir(), Config{MaxInFlight: 16})
+	httpxtest.StallBodies(t, s.url, "PUT", "/v1/objects/k", 64)
+	put(t, s.url, "k", 1, "7").expect(t, 200, map[string]string{"token": "1"})
+	get(t, s.url, "k").expect(t, 200, map[string]string{"value": "7"})
 }

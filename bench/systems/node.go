@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/peertls"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/nodesvc"
 	"github.com/fencesim/fencesim/process"
+	"github.com/fencesim/fencesim/realrt"
 )
 
 // Node is a three-replica fencesim-node cluster in this process, built as
@@ -25,10 +27,26 @@ type Node struct {
 }
 
 // StartNode starts the cluster with data under dir and waits (at most
-// 10s) for a leader.
-func StartNode(dir string, log *slog.Logger) (*Node, error) {
+// 10s) for a leader. With peerTLS its replicas authenticate each other
+// with mutual TLS under a throwaway CA, as -dev-cluster does.
+func StartNode(dir string, log *slog.Logger, peerTLS bool) (*Node, error) {
 	n := &Node{}
 	const size = 3
+	tls := make([]*realrt.PeerTLS, size)
+	if peerTLS {
+		ids := []process.NodeID{0, 1, 2}
+		files, err := peertls.DevFiles(dir, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			r, err := peertls.Load(files[id])
+			if err != nil {
+				return nil, err
+			}
+			tls[id] = r.PeerTLS()
+		}
+	}
 	var hls, rls []net.Listener
 	peers := make([]nodesvc.Peer, size)
 	for i := range size {
@@ -46,7 +64,7 @@ func StartNode(dir string, log *slog.Logger) (*Node, error) {
 	}
 	for i := range size {
 		b, err := nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", i)),
-			Listener: rls[i], Peers: peers, Logger: log.With("node", i)})
+			Listener: rls[i], Peers: peers, Logger: log.With("node", i), PeerTLS: tls[i]})
 		if err != nil {
 			n.Close()
 			return nil, closeAll(fmt.Errorf("starting replica %d: %w", i, err), hls[i:], rls[i+1:])

@@ -60,6 +60,7 @@ type options struct {
 	// soak and soakInterval: the soak's length (0: no soak, the table)
 	// and how often it reports.
 	soak, soakInterval time.Duration
+	peerTLS          bool // fencesim-node's replicas over mutual TLS
 }
 
 // Report is what -json prints: the machine, the run's options and every
@@ -82,7 +83,8 @@ type Machine struct {
 	WarmupSeconds float64  `json:"warmup_seconds"`
 	CellSeconds   float64  `json:"cell_seconds"`
 	Systems       []string `json:"systems"`
-	Held          string   `json:"held"` // how node and lockd clients met a held lock
+	Held          string   `json:"held"`     // how node and lockd clients met a held lock
+	PeerTLS       bool     `json:"peer_tls"` // fencesim-node's replicas over mutual TLS
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -95,6 +97,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per cell (10ms..10m)")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "warm-up per cell, not counted (0..1m)")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of the table")
+	fs.BoolVar(&o.peerTLS, "peer-tls", true, "fencesim-node's replicas authenticate each other with mutual TLS, as -dev-cluster runs them (false: plain TCP, to measure what TLS costs)")
 	held := fs.String("held", systems.HeldWait, "node and lockd clients finding the lock held: wait (the Go client's Acquire, waiting at the service to be granted as the lock frees), retry (at once, the anchor's way) or backoff (the Go client's Acquire polling with jittered exponential backoff)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "use the Redis at host:port for lockd instead of starting redis-server")
 	fs.StringVar(&o.etcdDriver, "etcd-driver", "", "the etcd driver binary (default: build bench/etcd of this checkout)")
@@ -170,7 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// errors only.
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m := Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-		LoadBefore: loadavg(), WarmupSeconds: o.warmup.Seconds(), CellSeconds: o.duration.Seconds(), Systems: o.only, Held: o.held}
+		LoadBefore: loadavg(), WarmupSeconds: o.warmup.Seconds(), CellSeconds: o.duration.Seconds(), Systems: o.only, Held: o.held, PeerTLS: o.peerTLS}
 	began := time.Now()
 	var results []bench.Result
 	failed := false
@@ -251,7 +254,7 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 		if err != nil {
 			return nil, err
 		}
-		n, err := systems.StartNode(sub, log)
+		n, err := systems.StartNode(sub, log, o.peerTLS)
 		if err != nil {
 			return nil, err
 		}

@@ -14,6 +14,9 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/fencesim/fencesim/internal/clientauth"
+	"github.com/fencesim/fencesim/internal/fencemac"
+	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/lockapi"
 )
@@ -36,7 +39,9 @@ type config struct {
 	RedisPoolSize  int           `env:"FENCESIM_REDIS_POOL_SIZE" envDefault:"64" help:"Redis connections per instance, 1..10000; a request that finds none free within the Redis timeout is shed as overload"`
 	RedisTimeout   time.Duration `env:"FENCESIM_REDIS_TIMEOUT" envDefault:"500ms" help:"dial/read/write timeout per Redis call, 10ms..30s"`
 	KeyPrefix      string        `env:"FENCESIM_KEY_PREFIX" envDefault:"fencesim:" help:"prefix of every Redis key, 1..64 of [A-Za-z0-9._:-]"`
-	RequireDurable bool          `env:"FENCESIM_REQUIRE_DURABLE" envDefault:"false" help:"refuse to start unless Redis runs appendonly yes + appendfsync always (fence tokens survive a Redis restart)"`
+	RequireDurable bool          `env:"FENCESIM_REQUIRE_DURABLE" envDefault:"false" help:"refuse to start unless Redis runs appendonly yes + appendfsync always (fence tokens survive a Redis restart), stop granting (503, /readyz) whenever a later check finds it otherwise, and grant only over a namespace initialised before (FENCESIM_REDIS_INIT), so that a Redis that lost its data is refused by every instance"`
+	RedisInit      bool          `env:"FENCESIM_REDIS_INIT" envDefault:"false" help:"create the namespace's fence epoch if Redis has none (a new deployment, or a re-initialisation after a loss with FENCESIM_TOKEN_FLOOR); without FENCESIM_REQUIRE_DURABLE an instance always may"`
+	TokenFloor     uint64        `env:"FENCESIM_TOKEN_FLOOR" envDefault:"0" help:"with FENCESIM_REDIS_INIT, where the new epoch's fence counters start: above every token issued before (after a loss: the highest token your fenced resources accepted)"`
 	TTLMin         time.Duration `env:"FENCESIM_TTL_MIN" envDefault:"100ms" help:"shortest lease a client may ask for, 1ms..1h"`
 	TTLMax         time.Duration `env:"FENCESIM_TTL_MAX" envDefault:"5m" help:"longest lease a client may ask for, FENCESIM_TTL_MIN..24h"`
 	Admission      string        `env:"FENCESIM_ADMISSION" envDefault:"gradient" help:"how the concurrency limit adapts: gradient (follows the ratio of long- to short-term latency, no target to set), aimd (shrinks when a request exceeds FENCESIM_LATENCY_TARGET) or static (FENCESIM_MAX_INFLIGHT always)"`
@@ -48,6 +53,10 @@ type config struct {
 	DrainDelay     time.Duration `env:"FENCESIM_DRAIN_DELAY" envDefault:"0s" help:"on SIGTERM, time /readyz answers 503 before the listener closes (let the load balancer notice), 0..FENCESIM_DRAIN_TIMEOUT"`
 	DrainTimeout   time.Duration `env:"FENCESIM_DRAIN_TIMEOUT" envDefault:"10s" help:"on SIGTERM, time allowed for the delay plus in-flight requests before connections are cut, 0..10m"`
 	LogFormat      string        `env:"FENCESIM_LOG_FORMAT" envDefault:"text" help:"text or json"`
+	TokenKeyFile   string        `env:"FENCESIM_TOKEN_KEY_FILE" envDefault:"" help:"file of the fencing key shared with the fenced store (>=32 bytes, mode 600): every grant carries a MAC of its token (token_mac) that fencesim-store checks; empty: tokens are not signed"`
+	ClientTokens   string        `env:"FENCESIM_CLIENT_TOKENS_FILE" envDefault:"" help:"file of the API's clients, one \"<identity> <token>\" a line (mode 600; reloaded on SIGHUP): a request needs Authorization: Bearer <token> and acts only under its identity; empty: clients are not authenticated"`
+	APICertFile    string        `env:"FENCESIM_API_CERT_FILE" envDefault:"" help:"PEM certificate (chain) of the API's TLS, with FENCESIM_API_KEY_FILE (reloaded on SIGHUP); empty: plain HTTP"`
+	APIKeyFile     string        `env:"FENCESIM_API_KEY_FILE" envDefault:"" help:"PEM private key of the API's TLS certificate"`
 	TestHooks      string        `env:"FENCESIM_TEST_HOOKS" envDefault:"0" help:"TEST ONLY, never in a deployment: 1 serves POST /test/clock (skews this instance's own clock: its admission windows; leases live on Redis's clock) for live fault-injection runs"`
 }
 
@@ -166,6 +175,17 @@ func (c config) validate() []string {
 	if _, err := testhooks.ParseEnabled(c.TestHooks); err != nil {
 		bad(testhooks.EnvVar, c.TestHooks, err.Error())
 	}
+	if _, err := c.apiAuth(); err != nil {
+		bad("FENCESIM_CLIENT_TOKENS_FILE / FENCESIM_API_*_FILE", c.ClientTokens+" "+c.APICertFile, err.Error())
+	}
+	if c.TokenFloor > 0 && !c.RedisInit {
+		bad("FENCESIM_TOKEN_FLOOR", c.TokenFloor, "takes effect only with FENCESIM_REDIS_INIT=true (it is the floor of a new epoch)")
+	}
+	if c.TokenKeyFile != "" {
+		if _, err := fencemac.LoadKey(c.TokenKeyFile); err != nil {
+			bad("FENCESIM_TOKEN_KEY_FILE", c.TokenKeyFile, err.Error())
+		}
+	}
 	return p
 }
 
@@ -181,7 +201,30 @@ func (c config) serverConfig() lockapi.Config {
 		MinTTL: c.TTLMin, MaxTTL: c.TTLMax, MaxBodyBytes: c.MaxBodyBytes,
 		Limiter:    lockapi.LimiterConfig{Algorithm: c.Admission, Min: c.MinInFlight, Max: c.MaxInFlight, Target: c.LatencyTarget},
 		RetryAfter: c.RetryAfter, RequestTimeout: 4 * c.RedisTimeout, DrainDelay: c.DrainDelay,
+		TokenKey: c.tokenKey(),
 	}
+}
+
+// apiAuth is the API's TLS and client identities (validated).
+func (c config) apiAuth() (svcmain.APIAuth, error) {
+	a := svcmain.APIAuth{TokensFile: c.ClientTokens, CertFile: c.APICertFile, KeyFile: c.APIKeyFile}
+	if c.ClientTokens != "" {
+		t, err := clientauth.Load(c.ClientTokens)
+		if err != nil {
+			return a, err
+		}
+		a.Tokens = t
+	}
+	return a, a.Check("FENCESIM_")
+}
+
+// tokenKey is the fencing key (validated), nil without one.
+func (c config) tokenKey() []byte {
+	if c.TokenKeyFile == "" {
+		return nil
+	}
+	k, _ := fencemac.LoadKey(c.TokenKeyFile)
+	return k
 }
 
 func fields() []reflect.StructField {

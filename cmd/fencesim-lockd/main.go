@@ -74,19 +74,30 @@ func run(ctx context.Context, args []string, env map[string]string, stderr io.Wr
 		MaxRetries: -1,
 	})
 	defer rdb.Close()
-	backend := lockd.New(rdb, lockd.Options{Prefix: cfg.KeyPrefix, RetryAfter: cfg.RetryAfter, Logger: log})
+	backend := lockd.New(rdb, lockd.Options{Prefix: cfg.KeyPrefix, RetryAfter: cfg.RetryAfter, Logger: log,
+		RequireDurable: cfg.RequireDurable, RequireEpoch: cfg.RequireDurable && !cfg.RedisInit, TokenFloor: cfg.TokenFloor})
 
 	if code := checkRedis(ctx, cfg, backend, log); code != 0 {
 		return code
 	}
+	// Durability and the fence's continuity, checked all along: a Redis
+	// that restarts empty, is flushed, rewinds or stops fsyncing is caught
+	// between grants too (the acquire script refuses the first two itself).
+	go backend.Watch(ctx, time.Second)
 
 	l, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		log.Error("listen", slog.String("FENCESIM_LISTEN", cfg.Listen), slog.Any("err", err))
 		return 1
 	}
+	api, _ := cfg.apiAuth() // validated
+	if l, err = api.Listener(ctx, log, l); err != nil {
+		log.Error("the API's TLS", slog.Any("err", err))
+		return 1
+	}
 	scfg := cfg.serverConfig()
 	scfg.Logger = log
+	scfg.Authenticate = api.Authenticate()
 	if cfg.testHooks() {
 		// The instance's own clock is what the admission limiter times
 		// with; the leases expire on Redis's clock, which no hook of ours
@@ -118,7 +129,7 @@ func run(ctx context.Context, args []string, env map[string]string, stderr io.Wr
 func checkRedis(ctx context.Context, cfg config, b *lockd.Backend, log *slog.Logger) int {
 	pctx, cancel := context.WithTimeout(ctx, 2*cfg.RedisTimeout)
 	defer cancel()
-	if err := b.Ready(pctx); err != nil {
+	if err := b.Ping(pctx); err != nil {
 		log.Warn("Redis not reachable at boot; serving 503 until it is", slog.Any("err", err))
 		if cfg.RequireDurable {
 			log.Error("FENCESIM_REQUIRE_DURABLE=true: refusing to start without checking Redis's persistence", slog.Any("err", err))
@@ -132,6 +143,13 @@ func checkRedis(ctx context.Context, cfg config, b *lockd.Backend, log *slog.Log
 			return 2
 		}
 		log.Warn("FENCE TOKENS ARE NOT DURABLE", slog.Any("err", err))
+	}
+	if err := b.CheckFence(pctx); err != nil {
+		if cfg.RequireDurable {
+			log.Error("FENCESIM_REQUIRE_DURABLE=true: refusing to start", slog.Any("err", err))
+			return 2
+		}
+		log.Error("not granting", slog.Any("err", err))
 	}
 	return 0
 }

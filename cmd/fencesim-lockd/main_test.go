@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/fencesim/fencesim/internal/httpx/httpxtest"
 	"github.com/fencesim/fencesim/internal/redistest"
 	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/lockapi/lockapitest"
@@ -294,4 +296,20 @@ func TestMain(m *testing.M) {
 		return
 	}
 	os.Exit(m.Run())
+}
+
+// TestStalledBodiesHoldNoSlot: 64 acquires that send their headers and
+// never their body, against a static limit of 16 requests in flight, do
+// not make lockd answer 429 to a client that sends its body.
+func TestStalledBodiesHoldNoSlot(t *testing.T) {
+	base, _, _ := instance(t, map[string]string{"FENCESIM_ADMISSION": "static", "FENCESIM_MIN_INFLIGHT": "16", "FENCESIM_MAX_INFLIGHT": "16"})
+	httpxtest.StallBodies(t, base, "POST", "/v1/locks/r/acquire", 64)
+	resp, err := http.Post(base+"/v1/locks/good/acquire", "application/json", strings.NewReader(`{"client":"good","ttl_ms":1000,"request_id":"1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("a well-behaved acquire beside 64 stalled bodies: %d", resp.StatusCode)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/peertls"
 	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockservice/reference"
@@ -31,6 +32,8 @@ type config struct {
 	DrainDelay     time.Duration
 	DrainTimeout   time.Duration
 	Admission      string // lockapi.LimiterConfig.Algorithm
+	// ElectionTimeout is nodesvc.Config.ElectionTimeout.
+	ElectionTimeout time.Duration
 	// HandoverTimeout bounds the leadership transfer on SIGTERM.
 	HandoverTimeout time.Duration
 	LogFormat       string
@@ -38,12 +41,21 @@ type config struct {
 	TokenOffset uint64
 	// Snapshot is when the replica snapshots its lock table and drops the
 	// log it covers (nodesvc.Snapshot).
-	Snapshot  nodesvc.Snapshot
-	TestHooks bool
+	Snapshot    nodesvc.Snapshot
+	TestHooks   bool
+	TokenKey    []byte // the fencing key shared with the store (lockapi.Config)
+	// PeerFiles authenticate the replicas to each other (mutual TLS);
+	// PeerInsecure runs without, on loopback peers only.
+	PeerFiles    peertls.Files
+	PeerInsecure bool
+	// API is the client API's TLS and client identities.
+	API svcmain.APIAuth
 }
 
 // settings are the command's flags and variables.
-var settings = []svcmain.Setting[config]{
+var settings = append(baseSettings, svcmain.ClientAuth("FENCESIM_NODE_", func(c *config) *svcmain.APIAuth { return &c.API })...)
+
+var baseSettings = []svcmain.Setting[config]{
 	svcmain.S("dev-cluster", "FENCESIM_NODE_DEV_CLUSTER", "0", "run a local cluster of this many replicas (3 or 5) in this process on free loopback ports, with temporary data (or -data/node-<id>); 0: run one node", func(c *config, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n != 0 && n != 3 && n != 5 {
@@ -108,6 +120,7 @@ var settings = []svcmain.Setting[config]{
 		c.Admission = v
 		return nil
 	}),
+	svcmain.S("election-timeout", "FENCESIM_NODE_ELECTION_TIMEOUT", "500ms", "how long a follower waits to hear from the leader before it campaigns (50ms..10s; every replica alike): a leader crash is noticed after it, and a CPU-saturated leader keeps its term as long as its heartbeats arrive within it", svcmain.DurIn(50*time.Millisecond, 10*time.Second, func(c *config, d time.Duration) { c.ElectionTimeout = d })),
 	svcmain.S("handover-timeout", "FENCESIM_NODE_HANDOVER_TIMEOUT", "2s", "on SIGTERM, how long a leader waits for a follower to take over before it drains anyway (the others then elect one after their election timeout) (0..1m; 0: no hand-over)", svcmain.DurIn(0, time.Minute, func(c *config, d time.Duration) { c.HandoverTimeout = d })),
 	svcmain.S("token-offset", tokenOffsetVar, "0", "start the group's fencing tokens above this number (token = log index + offset), e.g. past the tokens an older lock service gave the same fenced resources; only for a brand-new data directory: a node whose data was created with another offset refuses to start (0..2^64−2^40)", func(c *config, v string) error {
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -127,7 +140,28 @@ var settings = []svcmain.Setting[config]{
 		c.LogFormat = v
 		return nil
 	}),
+	svcmain.S("peer-ca-file", "FENCESIM_NODE_PEER_CA_FILE", "", "PEM file of the CA that signs every replica's peer certificate (mutual TLS between replicas; with -peer-cert-file and -peer-key-file; reloaded on SIGHUP or when a file changes)", func(c *config, v string) error {
+		c.PeerFiles.CA = v
+		return nil
+	}),
+	svcmain.S("peer-cert-file", "FENCESIM_NODE_PEER_CERT_FILE", "", "PEM file of this replica's peer certificate, signed by the CA, with the DNS name fencesim-node-<id>", func(c *config, v string) error {
+		c.PeerFiles.Cert = v
+		return nil
+	}),
+	svcmain.S("peer-key-file", "FENCESIM_NODE_PEER_KEY_FILE", "", "PEM file of this replica's peer certificate's private key", func(c *config, v string) error {
+		c.PeerFiles.Key = v
+		return nil
+	}),
+	svcmain.S("peer-insecure", "FENCESIM_NODE_PEER_INSECURE", "false", "true: replicas talk without TLS and trust whoever reaches the Raft port; only with loopback Raft addresses (a -dev-cluster without certificates)", func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("must be true or false")
+		}
+		c.PeerInsecure = b
+		return nil
+	}),
 	svcmain.TestHooks(func(c *config, on bool) { c.TestHooks = on }),
+	svcmain.TokenKeyFile("FENCESIM_NODE_TOKEN_KEY_FILE", "with it every grant carries a MAC of its token (token_mac) that fencesim-store checks", func(c *config, k []byte) { c.TokenKey = k }),
 }
 
 // uintIn parses an integer in lo..hi and hands it to set.
@@ -154,6 +188,7 @@ func checkHostPort(v string) error {
 func parsePeers(v string) ([]nodesvc.Peer, error) {
 	var ps []nodesvc.Peer
 	seen := map[process.NodeID]bool{}
+	addrs := map[string]bool{}
 	for _, e := range strings.Split(v, ",") {
 		f := strings.Split(strings.TrimSpace(e), "=")
 		if len(f) != 3 {
@@ -170,12 +205,18 @@ func parsePeers(v string) ([]nodesvc.Peer, error) {
 		if err := checkHostPort(f[1]); err != nil {
 			return nil, fmt.Errorf("entry %q: the Raft address %v", e, err)
 		}
-		h := strings.TrimPrefix(f[2], "http://")
+		h := strings.TrimPrefix(strings.TrimPrefix(f[2], "https://"), "http://")
 		if err := checkHostPort(h); err != nil {
 			return nil, fmt.Errorf("entry %q: the HTTP address %v", e, err)
 		}
 		if _, port, _ := net.SplitHostPort(f[1]); port == "0" {
 			return nil, fmt.Errorf("entry %q: peers need fixed ports, not 0", e)
+		}
+		for _, a := range []struct{ what, addr string }{{"Raft", f[1]}, {"HTTP", h}} {
+			if addrs[a.addr] {
+				return nil, fmt.Errorf("the %s address %s appears twice: every replica needs addresses of its own", a.what, a.addr)
+			}
+			addrs[a.addr] = true
 		}
 		ps = append(ps, nodesvc.Peer{ID: process.NodeID(id), Raft: f[1], HTTP: "http://" + h})
 	}
@@ -225,6 +266,15 @@ func loadConfig(args []string, env map[string]string, stderr io.Writer) (config,
 	if c.Snapshot.Entries == 0 && c.Snapshot.Bytes == 0 {
 		return config{}, errors.New("FENCESIM_NODE_SNAPSHOT_ENTRIES (or -snapshot-entries) and FENCESIM_NODE_SNAPSHOT_BYTES (or -snapshot-bytes) are both 0: the Raft log would grow for ever; set at least one")
 	}
+	if err := c.checkPeerAuth(); err != nil {
+		return config{}, err
+	}
+	if err := c.API.Check("FENCESIM_NODE_"); err != nil {
+		return config{}, err
+	}
+	for i := range c.Peers { // redirects to the leader keep the API's scheme
+		c.Peers[i].HTTP = c.apiScheme() + strings.TrimPrefix(c.Peers[i].HTTP, "http://")
+	}
 	// Created only once everything is valid: a rejected configuration
 	// leaves nothing behind.
 	if c.DataDir != "" {
@@ -233,6 +283,53 @@ func loadConfig(args []string, env map[string]string, stderr io.Writer) (config,
 		}
 	}
 	return c, nil
+}
+
+// apiScheme is the API's URL scheme with "://".
+func (c config) apiScheme() string {
+	if c.API.CertFile != "" {
+		return "https://"
+	}
+	return "http://"
+}
+
+// checkPeerAuth: the replicas authenticate each other (all three files),
+// or the configuration says explicitly that they do not, on loopback only.
+// A dev cluster makes its own certificates unless told insecure.
+func (c config) checkPeerAuth() error {
+	f := c.PeerFiles
+	set := 0
+	for _, v := range []string{f.CA, f.Cert, f.Key} {
+		if v != "" {
+			set++
+		}
+	}
+	switch {
+	case set > 0 && set < 3:
+		return errors.New("FENCESIM_NODE_PEER_CA_FILE, FENCESIM_NODE_PEER_CERT_FILE and FENCESIM_NODE_PEER_KEY_FILE (-peer-ca-file, -peer-cert-file, -peer-key-file) go together: set all three")
+	case set == 3 && c.PeerInsecure:
+		return errors.New("FENCESIM_NODE_PEER_INSECURE=true (-peer-insecure) contradicts the peer certificate files: drop one")
+	case set == 3:
+		if _, err := peertls.Load(f); err != nil {
+			return fmt.Errorf("peer TLS (FENCESIM_NODE_PEER_*_FILE): %v", err)
+		}
+		return nil
+	case c.DevCluster > 0:
+		return nil
+	case !c.PeerInsecure:
+		return errors.New("the replicas must authenticate each other: set FENCESIM_NODE_PEER_CA_FILE, FENCESIM_NODE_PEER_CERT_FILE and FENCESIM_NODE_PEER_KEY_FILE (mutual TLS; see the README's Security section), or FENCESIM_NODE_PEER_INSECURE=true (-peer-insecure) for loopback peers without TLS")
+	}
+	addrs := []string{c.PeerListen}
+	for _, p := range c.Peers {
+		addrs = append(addrs, p.Raft)
+	}
+	for _, a := range addrs {
+		host, _, _ := net.SplitHostPort(a)
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("FENCESIM_NODE_PEER_INSECURE=true (-peer-insecure) binds loopback only, but the Raft address %q is not a loopback address: give the replicas certificates (FENCESIM_NODE_PEER_*_FILE)", a)
+		}
+	}
+	return nil
 }
 
 func usage(w io.Writer) {

@@ -17,13 +17,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/fencesim/fencesim/internal/peertls"
 	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/internal/testhooks"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/nodesvc"
 	"github.com/fencesim/fencesim/process"
+	"github.com/fencesim/fencesim/realrt"
 )
 
 func main() {
@@ -61,13 +64,13 @@ func run(ctx context.Context, args []string, env map[string]string, stdout, stde
 	}()
 	if cfg.DevCluster > 0 {
 		var cleanup func()
-		members, cleanup, err = startDevCluster(cfg, log)
+		members, cleanup, err = startDevCluster(ctx, cfg, log)
 		if cleanup != nil {
 			defer cleanup()
 		}
 	} else {
 		var m *member
-		m, err = startNode(cfg, log)
+		m, err = startNode(ctx, cfg, log)
 		if m != nil {
 			members = append(members, m)
 		}
@@ -151,28 +154,60 @@ func run(ctx context.Context, args []string, env map[string]string, stdout, stde
 
 func apiConfig(cfg config, log *slog.Logger) lockapi.Config {
 	return lockapi.Config{RequestTimeout: cfg.RequestTimeout, DrainDelay: cfg.DrainDelay, Logger: log,
-		Limiter: nodesvc.APILimiter(cfg.Admission)}
+		Limiter: nodesvc.APILimiter(cfg.Admission), TokenKey: cfg.TokenKey, Authenticate: cfg.API.Authenticate()}
+}
+
+// peerTLS loads files into realrt's mutual TLS, read again on SIGHUP and
+// when they change, until ctx ends; nil without files (the insecure
+// setting, checked by loadConfig).
+func peerTLS(ctx context.Context, log *slog.Logger, files peertls.Files) (*realrt.PeerTLS, error) {
+	if files.CA == "" {
+		return nil, nil
+	}
+	r, err := peertls.Load(files)
+	if err != nil {
+		return nil, err
+	}
+	svcmain.OnSIGHUP(ctx, log, "peer TLS files", r.Reload)
+	go r.Watch(ctx, time.Second, log)
+	return r.PeerTLS(), nil
 }
 
 // startNode starts the one replica the configuration names.
-func startNode(cfg config, log *slog.Logger) (*member, error) {
+func startNode(ctx context.Context, cfg config, log *slog.Logger) (*member, error) {
+	pt, err := peerTLS(ctx, log, cfg.PeerFiles)
+	if err != nil {
+		return nil, err
+	}
+	if pt == nil {
+		log.Warn("FENCESIM_NODE_PEER_INSECURE=true: the replicas do not authenticate each other; whoever reaches a Raft port can disrupt the group (loopback only)")
+	}
 	hl, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("HTTP listen (FENCESIM_NODE_LISTEN / -listen) %s: %w", cfg.Listen, err)
 	}
 	b, err := nodesvc.Open(nodesvc.Config{ID: cfg.ID, DataDir: cfg.DataDir, Listen: cfg.PeerListen, Peers: cfg.Peers, TokenOffset: cfg.TokenOffset,
-		Snapshot: cfg.Snapshot, Logger: log})
+		Snapshot: cfg.Snapshot, Logger: log, PeerTLS: pt, ElectionTimeout: cfg.ElectionTimeout})
 	if err != nil {
 		hl.Close()
 		return nil, fmt.Errorf("starting the replica (data %s, Raft listen %s): %w", cfg.DataDir, cfg.PeerListen, err)
 	}
-	m := serve(cfg, log, cfg.ID, b, hl)
+	m, err := serve(ctx, cfg, log, cfg.ID, b, hl)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
 	log.Info("fencesim-node serving", slog.Int("id", int(cfg.ID)), slog.String("http", hl.Addr().String()),
 		slog.String("raft", b.Node().Addr().String()), slog.String("data", cfg.DataDir))
 	return m, nil
 }
 
-func serve(cfg config, log *slog.Logger, id process.NodeID, b *nodesvc.Backend, hl net.Listener) *member {
+func serve(ctx context.Context, cfg config, log *slog.Logger, id process.NodeID, b *nodesvc.Backend, hl net.Listener) (*member, error) {
+	addr := hl.Addr().String()
+	hl, err := cfg.API.Listener(ctx, log, hl)
+	if err != nil {
+		return nil, fmt.Errorf("the API's TLS (FENCESIM_NODE_API_*_FILE): %w", err)
+	}
 	acfg := apiConfig(cfg, log.With("id", int(id)))
 	if cfg.TestHooks {
 		// The replica's own clock (its lease and election timers) and disk.
@@ -180,15 +215,15 @@ func serve(cfg config, log *slog.Logger, id process.NodeID, b *nodesvc.Backend, 
 		log.Warn("FENCESIM_TEST_HOOKS=1: serving the test-only /test/clock and /test/disk; never in a deployment", slog.Int("id", int(id)))
 	}
 	s := lockapi.NewServer(b, acfg)
-	m := &member{id: id, backend: b, server: s, served: make(chan error, 1), http: "http://" + hl.Addr().String()}
+	m := &member{id: id, backend: b, server: s, served: make(chan error, 1), http: cfg.apiScheme() + addr}
 	go func() { m.served <- s.Serve(hl) }()
-	return m
+	return m, nil
 }
 
 // startDevCluster starts cfg.DevCluster replicas in this process on free
 // loopback ports, with data under cfg.DataDir/node-<id> when given (kept),
 // else under a temporary directory (removed by cleanup).
-func startDevCluster(cfg config, log *slog.Logger) (members []*member, cleanup func(), err error) {
+func startDevCluster(ctx context.Context, cfg config, log *slog.Logger) (members []*member, cleanup func(), err error) {
 	root := cfg.DataDir
 	if root == "" {
 		if root, err = os.MkdirTemp("", "fencesim-node-dev-"); err != nil {
@@ -217,11 +252,39 @@ func startDevCluster(cfg config, log *slog.Logger) (members []*member, cleanup f
 			return nil, cleanup, err
 		}
 		rls = append(rls, rl)
-		peers[i] = nodesvc.Peer{ID: process.NodeID(i), Raft: rl.Addr().String(), HTTP: "http://" + hl.Addr().String()}
+		peers[i] = nodesvc.Peer{ID: process.NodeID(i), Raft: rl.Addr().String(), HTTP: cfg.apiScheme() + hl.Addr().String()}
+	}
+	// A throwaway CA and a certificate per replica, unless told insecure
+	// or given files (then every replica presents the same certificate,
+	// which must name them all).
+	files := map[process.NodeID]peertls.Files{}
+	if !cfg.PeerInsecure && cfg.PeerFiles.CA == "" {
+		ids := make([]process.NodeID, n)
+		for i := range ids {
+			ids[i] = process.NodeID(i)
+		}
+		tdir := filepath.Join(root, "tls")
+		if err = os.MkdirAll(tdir, 0o700); err == nil {
+			files, err = peertls.DevFiles(tdir, ids)
+		}
+		if err != nil {
+			closeAll()
+			return nil, cleanup, fmt.Errorf("the dev cluster's certificates: %w", err)
+		}
 	}
 	for i := range n {
-		b, err := nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: filepath.Join(root, fmt.Sprintf("node-%d", i)),
-			Listener: rls[i], Peers: peers, TokenOffset: cfg.TokenOffset, Snapshot: cfg.Snapshot, Logger: log.With("node", i)})
+		f, ok := files[process.NodeID(i)]
+		if !ok {
+			f = cfg.PeerFiles
+		}
+		pt, err := peerTLS(ctx, log, f)
+		var b *nodesvc.Backend
+		if err != nil {
+			rls[i].Close() // Open closes its listener; nothing opened this one
+		} else {
+			b, err = nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: filepath.Join(root, fmt.Sprintf("node-%d", i)),
+				Listener: rls[i], Peers: peers, TokenOffset: cfg.TokenOffset, Snapshot: cfg.Snapshot, Logger: log.With("node", i), PeerTLS: pt, ElectionTimeout: cfg.ElectionTimeout})
+		}
 		if err != nil {
 			for _, l := range hls[i:] {
 				l.Close()
@@ -234,8 +297,13 @@ func startDevCluster(cfg config, log *slog.Logger) (members []*member, cleanup f
 			}
 			return members, cleanup, fmt.Errorf("starting replica %d: %w", i, err)
 		}
-		members = append(members, serve(cfg, log, process.NodeID(i), b, hls[i]))
+		m, err := serve(ctx, cfg, log, process.NodeID(i), b, hls[i])
+		if err != nil {
+			b.Close()
+			return members, cleanup, err
+		}
+		members = append(members, m)
 	}
-	log.Info("fencesim-node dev cluster serving", slog.Int("replicas", n), slog.String("data", root))
+	log.Info("fencesim-node dev cluster serving", slog.Int("replicas", n), slog.String("data", root), slog.Bool("peer_tls", !cfg.PeerInsecure))
 	return members, cleanup, nil
 }

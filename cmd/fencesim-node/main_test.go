@@ -17,13 +17,15 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/filedisk"
+	"github.com/fencesim/fencesim/internal/peertls"
 	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/lockapi/lockclient"
+	"github.com/fencesim/fencesim/process"
 )
 
 // childEnv makes the test binary run the command instead of the tests, so
 // that a test can run nodes as processes of their own and SIGKILL them.
-const childEnv = "FENCESIM_NODE_TEST_CHILD"
+const childEnv = "FENCESIM_TEST_CHILD_NODE" // outside FENCESIM_NODE_*, whose unknown names the node refuses
 
 func TestMain(m *testing.M) {
 	if svcmain.AsChild(childEnv, main) {
@@ -61,6 +63,13 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_SNAPSHOT_ENTRIES": "-1"}, `FENCESIM_NODE_SNAPSHOT_ENTRIES="-1": must be an integer in 0..100000000`},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers, "-snapshot-keep", "1e9"}, nil, `-snapshot-keep="1e9": must be an integer in 0..10000000`},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers, "-snapshot-entries", "0"}, map[string]string{"FENCESIM_NODE_SNAPSHOT_BYTES": "0"}, "are both 0: the Raft log would grow for ever"},
+		{[]string{"-id", "0", "-data", dir, "-peers", peers}, nil, "the replicas must authenticate each other: set FENCESIM_NODE_PEER_CA_FILE"},
+		{[]string{"-id", "0", "-data", dir, "-peers", peers, "-peer-ca-file", "ca.pem"}, nil, "go together: set all three"},
+		{[]string{"-id", "0", "-data", dir, "-peers", peers, "-peer-ca-file", "/nonexistent/ca", "-peer-cert-file", "c", "-peer-key-file", "k"}, nil, "peer TLS (FENCESIM_NODE_PEER_*_FILE): peer CA file"},
+		{[]string{"-id", "0", "-data", dir, "-peers", strings.ReplaceAll(peers, "127.0.0.1:700", "10.0.0.1:700"), "-peer-insecure", "true"}, nil, `binds loopback only, but the Raft address "10.0.0.1:7000" is not a loopback address`},
+		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_TOKEN_KEY_FILE": "/nonexistent/key"}, "FENCESIM_NODE_TOKEN_KEY_FILE"},
+		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_PEERZ": "x"}, "unknown variable FENCESIM_NODE_PEERZ"},
+		{[]string{"-id", "0", "-data", dir, "-peers", "0=127.0.0.1:7000=127.0.0.1:8000,1=127.0.0.1:7000=127.0.0.1:8001,2=127.0.0.1:7002=127.0.0.1:8002"}, nil, `the Raft address 127.0.0.1:7000 appears twice`},
 		{[]string{"-bogus"}, nil, "flag provided but not defined: -bogus"},
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},
 	}
@@ -155,6 +164,7 @@ type procCluster struct {
 	logs  []*syncBuffer
 	// args are added to every node's command line.
 	args []string
+	tls  [][]string // each node's peer TLS flags
 }
 
 func freePort(t testing.TB) string {
@@ -177,6 +187,16 @@ func newProcCluster(t *testing.T, args ...string) *procCluster {
 		pc.dirs = append(pc.dirs, t.TempDir())
 	}
 	pc.peers = strings.Join(entries, ",")
+	// The replicas authenticate each other (mutual TLS), as deployed.
+	tdir := t.TempDir()
+	files, err := peertls.DevFiles(tdir, []process.NodeID{0, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		f := files[process.NodeID(i)]
+		pc.tls = append(pc.tls, []string{"-peer-ca-file", f.CA, "-peer-cert-file", f.Cert, "-peer-key-file", f.Key})
+	}
 	t.Cleanup(func() {
 		for i := range pc.procs {
 			pc.kill(i)
@@ -192,7 +212,8 @@ func newProcCluster(t *testing.T, args ...string) *procCluster {
 // API answers.
 func (pc *procCluster) start(i int) {
 	pc.t.Helper()
-	cmd := svcmain.Child(childEnv, append([]string{"-id", fmt.Sprint(i), "-data", pc.dirs[i], "-peers", pc.peers}, pc.args...)...)
+	args := append([]string{"-id", fmt.Sprint(i), "-data", pc.dirs[i], "-peers", pc.peers}, pc.tls[i]...)
+	cmd := svcmain.Child(childEnv, append(args, pc.args...)...)
 	pc.logs[i] = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = pc.logs[i], pc.logs[i]
 	if err := cmd.Start(); err != nil {
@@ -415,7 +436,7 @@ func TestTokenOffsetMismatchExits2(t *testing.T) {
 	d.Close()
 	peers := "0=127.0.0.1:7000=127.0.0.1:8000,1=127.0.0.1:7001=127.0.0.1:8001,2=127.0.0.1:7002=127.0.0.1:8002"
 	var out bytes.Buffer
-	code := run(context.Background(), []string{"-id", "0", "-data", dir, "-peers", peers, "-listen", "127.0.0.1:0", "-peer-listen", "127.0.0.1:0"},
+	code := run(context.Background(), []string{"-id", "0", "-data", dir, "-peers", peers, "-listen", "127.0.0.1:0", "-peer-listen", "127.0.0.1:0", "-peer-insecure", "true"},
 		map[string]string{"FENCESIM_NODE_TOKEN_OFFSET": "4294967296"}, &out, &out, nil)
 	if code != 2 || !strings.Contains(out.String(), "FENCESIM_NODE_TOKEN_OFFSET") || !strings.Contains(out.String(), "brand-new data directory") {
 		t.Fatalf("exit %d, output %q; want exit 2 naming FENCESIM_NODE_TOKEN_OFFSET", code, out.String())

@@ -25,16 +25,16 @@ func post(t *testing.T, url, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// startDev runs a -dev-cluster 3 with env and returns its lock API URLs;
-// the cluster drains when the test ends.
-func startDev(t *testing.T, env map[string]string) []string {
+// startDev runs a -dev-cluster 3 with env and the extra flags args and
+// returns its lock API URLs; the cluster drains when the test ends.
+func startDev(t *testing.T, env map[string]string, args ...string) []string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	urls := make(chan []string, 1)
 	done := make(chan int, 1)
 	var stdout, logs syncBuffer
 	go func() {
-		done <- run(ctx, []string{"-dev-cluster", "3"}, env, &stdout, &logs, func(u []string) { urls <- u })
+		done <- run(ctx, append([]string{"-dev-cluster", "3"}, args...), env, &stdout, &logs, func(u []string) { urls <- u })
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -26,10 +26,14 @@ type config struct {
 	LogFormat      string
 	TestHooks      bool
 	Unfenced       bool
+	TokenKey       []byte
+	API            svcmain.APIAuth
 }
 
 // settings are the command's flags and variables.
-var settings = []svcmain.Setting[config]{
+var settings = append(baseSettings, svcmain.ClientAuth("FENCESIM_STORE_", func(c *config) *svcmain.APIAuth { return &c.API })...)
+
+var baseSettings = []svcmain.Setting[config]{
 	svcmain.S("listen", "FENCESIM_STORE_LISTEN", "127.0.0.1:8090", "HTTP listen address, host:port (port 0: any free port)", func(c *config, v string) error {
 		if err := svcmain.CheckHostPort(v, "127.0.0.1:8090 or :8090"); err != nil {
 			return err
@@ -60,6 +64,7 @@ var settings = []svcmain.Setting[config]{
 		return nil
 	}),
 	svcmain.TestHooks(func(c *config, on bool) { c.TestHooks = on }),
+	svcmain.TokenKeyFile("FENCESIM_STORE_TOKEN_KEY_FILE", "with it a write needs the lock service's MAC of its token (else 403)", func(c *config, k []byte) { c.TokenKey = k }),
 	svcmain.S("unfenced", "FENCESIM_STORE_UNFENCED", "false", "TEST ONLY (needs FENCESIM_TEST_HOOKS=1): true accepts every write and records its token, for live runs of lock services without fencing", func(c *config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -76,6 +81,9 @@ var settings = []svcmain.Setting[config]{
 func loadConfig(args []string, env map[string]string, stderr io.Writer) (config, error) {
 	c, err := svcmain.Load("fencesim-store", settings, args, env, stderr, usage)
 	if err != nil {
+		return config{}, err
+	}
+	if err := c.API.Check("FENCESIM_STORE_"); err != nil {
 		return config{}, err
 	}
 	if c.Unfenced && !c.TestHooks {
@@ -108,6 +116,6 @@ func (c config) serviceConfig() storesvc.Config {
 	return storesvc.Config{
 		DataDir: c.DataDir, MaxKeys: c.MaxKeys, MaxInFlight: c.MaxInFlight,
 		RequestTimeout: c.RequestTimeout, DrainDelay: c.DrainDelay,
-		TestHooks: c.TestHooks, Unfenced: c.Unfenced,
+		TestHooks: c.TestHooks, Unfenced: c.Unfenced, TokenKey: c.TokenKey, Authenticate: c.API.Authenticate(),
 	}
 }

@@ -50,11 +50,16 @@ func run(ctx context.Context, args []string, env map[string]string, stderr io.Wr
 		log.Error("listen (FENCESIM_STORE_LISTEN / -listen)", slog.String("addr", cfg.Listen), slog.Any("err", err))
 		return 1
 	}
+	addr := l.Addr().String()
+	if l, err = cfg.API.Listener(ctx, log, l); err != nil {
+		log.Error("the API's TLS (FENCESIM_STORE_API_*_FILE)", slog.Any("err", err))
+		return 1
+	}
 	served := make(chan error, 1)
 	go func() { served <- svc.Serve(l) }()
-	log.Info("fencesim-store serving", slog.String("addr", l.Addr().String()), slog.String("data", cfg.DataDir))
+	log.Info("fencesim-store serving", slog.String("addr", addr), slog.String("data", cfg.DataDir))
 	if ready != nil {
-		ready(l.Addr().String())
+		ready(addr)
 	}
 
 	return svcmain.ServeUntilDone(ctx, log, "fencesim-store", served, cfg.DrainTimeout, cfg.DrainDelay+cfg.DrainTimeout, svc.Shutdown)

@@ -23,7 +23,7 @@ import (
 
 // childEnv makes the test binary run the command instead of the tests, so
 // that a test can run the store as a process of its own and SIGKILL it.
-const childEnv = "FENCESIM_STORE_TEST_CHILD"
+const childEnv = "FENCESIM_TEST_CHILD_STORE" // outside FENCESIM_STORE_*, whose unknown names the store refuses
 
 func TestMain(m *testing.M) {
 	if svcmain.AsChild(childEnv, main) {

@@ -87,22 +87,26 @@ var layers = []struct {
 		why:     "the HTTP plumbing lockapi and storesvc share (server timeouts, JSON answers, draining, name checks) is standard library only",
 	},
 	{
+		pattern: "./internal/fencemac",
+		why:     "the fencing-token MAC the lock API signs and the store checks is standard library only",
+	},
+	{
 		pattern: "./internal/testhooks",
 		why:     "the test-only endpoints (clock, disk, apply log) are standard library only: each service hands them its own setters",
 	},
 	{
 		pattern: "./lockapi",
-		allowed: []string{"admission", "internal/httpx"},
+		allowed: []string{"admission", "internal/httpx", "internal/fencemac"},
 		why:     "the HTTP lock API is generic over its Backend: a Redis or Raft backend plugs in from outside, the API depends on neither (only on the admission algorithms and the shared HTTP plumbing)",
 	},
 	{
 		pattern: "./lockapi/lockapitest",
-		allowed: []string{"lockapi", "admission", "internal/httpx"},
+		allowed: []string{"lockapi", "admission", "internal/httpx", "internal/fencemac"},
 		why:     "the API's test backend and contract suite are the API's, generic over any Backend",
 	},
 	{
 		pattern: "./lockapi/lockclient",
-		allowed: []string{"lockapi", "admission", "internal/httpx", "process", "coverage", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "realclock"},
+		allowed: []string{"lockapi", "admission", "internal/httpx", "internal/fencemac", "process", "coverage", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "realclock"},
 		why:     "the HTTP client is the simulator's lock client on the real clock: its state machine and the contract it speaks, nothing of the simulator or of any service",
 	},
 	{
@@ -129,7 +133,7 @@ var layers = []struct {
 	},
 	{
 		pattern: "./live/apilocker",
-		allowed: []string{"live/liveclient", "lockapi", "admission", "internal/httpx"},
+		allowed: []string{"live/liveclient", "lockapi", "admission", "internal/httpx", "internal/fencemac"},
 		why:     "the lock API's Locker speaks the API's wire format and the live protocol, nothing of the services it talks to",
 	},
 	{
@@ -141,7 +145,7 @@ var layers = []struct {
 	},
 	{
 		pattern: "./lockd",
-		allowed: []string{"lockapi", "admission", "internal/httpx"},
+		allowed: []string{"lockapi", "admission", "internal/httpx", "internal/fencemac"},
 		why:     "the Redis backend is a lockapi.Backend and nothing else of fencesim",
 	},
 }

@@ -7,9 +7,12 @@ package httpx
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -55,6 +58,9 @@ func NewServer(h http.Handler, t Timeouts, logger *slog.Logger) *Server {
 // them, so nothing is lost, and a drain takes as long as its slowest
 // request.
 func (s *Server) Drain(ctx context.Context, delay time.Duration) error {
+	// Every answer from now on closes its connection, so that a keep-alive
+	// client does not send its next request into a socket about to close.
+	s.SetKeepAlivesEnabled(false)
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		select {
@@ -204,4 +210,42 @@ func Truncate(s string, n int) string {
 // LatencyBuckets are the request latency histograms' buckets, in seconds.
 func LatencyBuckets() []float64 {
 	return []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+}
+
+// FromBrowser reports whether r comes from a web page (it carries Origin
+// or a Sec-Fetch-Site header, which browsers set and curl, Go and other
+// programs do not): the services refuse those (403), so that a page a
+// user visits cannot post to a service on their machine or network (a
+// text/plain or form POST needs no CORS preflight).
+func FromBrowser(r *http.Request) bool {
+	return r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != ""
+}
+
+// BodyTimeout is how long ReadBody waits for a whole request body by
+// default: a client that sends its headers and then stalls is cut off
+// after it, well before the server's ReadTimeout.
+const BodyTimeout = time.Second
+
+// ErrBodyTimeout is ReadBody's error for a body that did not arrive in time.
+var ErrBodyTimeout = errors.New("the request body did not arrive in time")
+
+// ReadBody reads r's whole body, at most max bytes (else an
+// *http.MaxBytesError), within timeout (else ErrBodyTimeout). A service
+// reads the body with it before the request takes an admission slot, so
+// that requests whose bodies are still arriving — or never will — hold no
+// slot and cannot shed well-behaved clients.
+func ReadBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(timeout))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = ErrBodyTimeout
+	}
+	if err == nil {
+		rc.SetReadDeadline(time.Time{})
+	}
+	return b, err
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -24,6 +25,7 @@ type Server struct {
 	dir  string
 	port int
 	stop func()
+	proc *os.Process
 }
 
 // Start returns a fresh redis-server. Without the binary the test is
@@ -64,6 +66,22 @@ func (s *Server) Crash() {
 	}
 }
 
+// RestartEmpty kills redis-server with SIGKILL and starts it again on the
+// same port with an empty directory: a Redis that lost its data (run
+// without persistence, or its disk replaced).
+func (s *Server) RestartEmpty() {
+	s.t.Helper()
+	s.stop()
+	s.dir = s.t.TempDir()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("redis-server did not restart: %v", err)
+	}
+}
+
+// Pause stops redis-server with SIGSTOP; Resume continues it (SIGCONT).
+func (s *Server) Pause()  { s.proc.Signal(syscall.SIGSTOP) }
+func (s *Server) Resume() { s.proc.Signal(syscall.SIGCONT) }
+
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -85,6 +103,7 @@ func (s *Server) start() error {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	stop := func() {
+		cmd.Process.Signal(syscall.SIGCONT) // a paused server dies as well
 		cmd.Process.Kill()
 		<-exited
 	}
@@ -92,7 +111,7 @@ func (s *Server) start() error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if ping(addr) == nil {
-			s.Addr, s.stop = addr, stop
+			s.Addr, s.stop, s.proc = addr, stop, cmd.Process
 			return nil
 		}
 		select {

@@ -7,6 +7,7 @@ package svcmain
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,11 +17,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/clientauth"
+	"github.com/fencesim/fencesim/internal/fencemac"
 	"github.com/fencesim/fencesim/internal/testhooks"
 )
 
@@ -84,6 +89,22 @@ func Load[C any](name string, settings []Setting[C], args []string, env map[stri
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q (%s -h lists the flags)", fs.Arg(0), name)
+	}
+	// A misspelt variable of this service is an error, not silence.
+	prefix := "FENCESIM_" + strings.ToUpper(strings.TrimPrefix(name, "fencesim-")) + "_"
+	known := map[string]bool{}
+	for _, s := range settings {
+		known[s.Env] = true
+	}
+	var unknown []string
+	for k := range env {
+		if strings.HasPrefix(k, prefix) && !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return c, fmt.Errorf("unknown variable %s (%s -h lists the %s* variables)", strings.Join(unknown, ", "), name, prefix)
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -227,4 +248,125 @@ func TestHooks[C any](set func(c *C, on bool)) Setting[C] {
 		set(c, on)
 		return err
 	})
+}
+
+// TokenKeyFile is a service's fencing-key setting (flag -token-key-file):
+// the file of the key the lock service and the fenced store share, so that
+// the store accepts only tokens the lock service signed (package
+// fencemac). Empty: no key (tokens are not signed, or not checked).
+func TokenKeyFile[C any](env, role string, set func(c *C, key []byte)) Setting[C] {
+	return S("token-key-file", env, "", "file of the fencing key shared by the lock service and the store (≥32 bytes, mode 600); "+role, func(c *C, v string) error {
+		if v == "" {
+			set(c, nil)
+			return nil
+		}
+		k, err := fencemac.LoadKey(v)
+		set(c, k)
+		return err
+	})
+}
+
+// OnSIGHUP calls reload on every SIGHUP until ctx ends, logging the
+// outcome under what; a failed reload keeps what was loaded before.
+func OnSIGHUP(ctx context.Context, log *slog.Logger, what string, reload func() error) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := reload(); err != nil {
+					log.Error("SIGHUP: "+what+" do not load; keeping the current ones", slog.Any("err", err))
+				} else {
+					log.Info("SIGHUP: " + what + " reloaded")
+				}
+			}
+		}
+	}()
+}
+
+// ClientAuth is a service's client settings: the bearer-token file that
+// names its clients (package clientauth) and the certificate and key
+// files of its API's TLS. prefix starts each variable, e.g.
+// "FENCESIM_NODE_".
+func ClientAuth[C any](prefix string, set func(c *C) *APIAuth) []Setting[C] {
+	return []Setting[C]{
+		S("client-tokens-file", prefix+"CLIENT_TOKENS_FILE", "", "file of the API's clients, one \"<identity> <token>\" a line (mode 600; reloaded on SIGHUP): a request needs Authorization: Bearer <token>, and acts only under its identity; empty: clients are not authenticated", func(c *C, v string) error {
+			a := set(c)
+			a.TokensFile, a.Tokens = v, nil
+			if v == "" {
+				return nil
+			}
+			t, err := clientauth.Load(v)
+			a.Tokens = t
+			return err
+		}),
+		S("api-cert-file", prefix+"API_CERT_FILE", "", "PEM certificate (chain) of the API's TLS (with -api-key-file; reloaded on SIGHUP); empty: plain HTTP", func(c *C, v string) error {
+			set(c).CertFile = v
+			return nil
+		}),
+		S("api-key-file", prefix+"API_KEY_FILE", "", "PEM private key of the API's TLS certificate", func(c *C, v string) error {
+			set(c).KeyFile = v
+			return nil
+		}),
+	}
+}
+
+// APIAuth is what ClientAuth reads.
+type APIAuth struct {
+	TokensFile string
+	Tokens     *clientauth.Tokens
+	CertFile   string
+	KeyFile    string
+}
+
+// Check validates the pair of TLS files (both or neither, and loadable).
+func (a APIAuth) Check(prefix string) error {
+	if (a.CertFile == "") != (a.KeyFile == "") {
+		return fmt.Errorf("%sAPI_CERT_FILE and %sAPI_KEY_FILE go together: set both or neither", prefix, prefix)
+	}
+	if a.CertFile != "" {
+		if _, err := tls.LoadX509KeyPair(a.CertFile, a.KeyFile); err != nil {
+			return fmt.Errorf("%sAPI_CERT_FILE / %sAPI_KEY_FILE: %v", prefix, prefix, err)
+		}
+	}
+	return nil
+}
+
+// Listener wraps l in the API's TLS when configured (the certificate read
+// again on SIGHUP, until ctx ends), and arranges the token file's reload
+// on SIGHUP; it returns l itself without TLS.
+func (a APIAuth) Listener(ctx context.Context, log *slog.Logger, l net.Listener) (net.Listener, error) {
+	if a.Tokens != nil {
+		OnSIGHUP(ctx, log, "client tokens", a.Tokens.Reload)
+	}
+	if a.CertFile == "" {
+		return l, nil
+	}
+	var cur atomic.Pointer[tls.Certificate]
+	load := func() error {
+		c, err := tls.LoadX509KeyPair(a.CertFile, a.KeyFile)
+		if err == nil {
+			cur.Store(&c)
+		}
+		return err
+	}
+	if err := load(); err != nil {
+		return nil, err
+	}
+	OnSIGHUP(ctx, log, "API certificate", load)
+	return tls.NewListener(l, &tls.Config{MinVersion: tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cur.Load(), nil }}), nil
+}
+
+// Authenticate is lockapi.Config.Authenticate for the token file, nil
+// without one.
+func (a APIAuth) Authenticate() func(r *http.Request) (string, bool) {
+	if a.Tokens == nil {
+		return nil
+	}
+	return a.Tokens.Identify
 }

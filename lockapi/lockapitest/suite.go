@@ -117,6 +117,12 @@ var noRedirect = &http.Client{
 // Do sends one request (body "" = none) and reads the reply.
 func Do(t T, method, url, body string) Reply {
 	t.Helper()
+	return DoAs(t, "", method, url, body)
+}
+
+// DoAs is Do with a bearer token ("" = none).
+func DoAs(t T, bearer, method, url, body string) Reply {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -124,6 +130,9 @@ func Do(t T, method, url, body string) Reply {
 	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
 	resp, err := noRedirect.Do(req)
 	if err != nil {

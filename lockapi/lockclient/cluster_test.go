@@ -24,7 +24,7 @@ func TestClusterLeaderStopWhileHeld(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	const ttl = 1500 * time.Millisecond
+	const ttl = 3 * time.Second // the new leader is elected within 2 election timeouts (nodesvc.DefaultElectionTimeout 500 ms) of the stop
 	l, err := cl.Acquire(ctx, "x", ttl)
 	if err != nil {
 		t.Fatal(err)

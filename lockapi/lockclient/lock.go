@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"strconv"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/fencemac"
 	"github.com/fencesim/fencesim/lockservice"
 	simclient "github.com/fencesim/fencesim/lockservice/lockclient"
 	"github.com/fencesim/fencesim/process"
@@ -32,6 +35,7 @@ type Lock struct {
 
 	// Written before acquired or released is signalled; read after.
 	token  uint64
+	mac    string // the service's MAC of token (TokenMAC), if it signs
 	relErr error
 
 	// On the executor only.
@@ -43,7 +47,8 @@ type Lock struct {
 	last       *StatusError       // the latest refusal
 	unanswered uint64             // the latest request an attempt of which got no answer
 	releasing  bool
-	over       bool // acquire failed, release ended, or given up
+	macs       map[uint64]string // token → its MAC, as the grants came
+	over       bool              // acquire failed, release ended, or given up
 }
 
 func (c *Client) newLock(resource string, ttl, wait time.Duration) *Lock {
@@ -135,6 +140,7 @@ type handler struct{ l *Lock }
 
 func (h handler) Granted() {
 	h.l.token = h.l.sm.Token()
+	h.l.mac = h.l.macs[h.l.token]
 	h.l.acquired <- nil
 }
 
@@ -192,6 +198,22 @@ func (l *Lock) closeLost() {
 // Token is the fencing token: send it with every write to the fenced
 // resource.
 func (l *Lock) Token() uint64 { return l.token }
+
+// TokenMAC is the lock service's MAC of the token, "" if it signs none;
+// a store that verifies tokens (fencesim-store with a fencing key) wants
+// it with the token and the holder: SetFencingHeaders sets all three.
+func (l *Lock) TokenMAC() string { return l.mac }
+
+// SetFencingHeaders sets the fenced store's headers of a write under this
+// lock: Fencing-Token, and Fencing-Holder and Fencing-Token-Mac when the
+// service signs its tokens.
+func (l *Lock) SetFencingHeaders(h http.Header) {
+	h.Set("Fencing-Token", strconv.FormatUint(l.token, 10))
+	if l.mac != "" {
+		h.Set(fencemac.HeaderHolder, l.c.cfg.Name)
+		h.Set(fencemac.HeaderMAC, l.mac)
+	}
+}
 
 // Resource is the locked resource's name.
 func (l *Lock) Resource() string { return l.resource }

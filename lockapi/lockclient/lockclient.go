@@ -61,7 +61,13 @@ type Config struct {
 	// a random one. [A-Za-z0-9._-], at most 128 characters.
 	Name string
 	// HTTP is the transport; its redirects are handled here, not by it.
+	// For an API served over TLS (https endpoints) with a private CA, give
+	// one whose Transport's TLSClientConfig trusts it.
 	HTTP *http.Client
+	// BearerToken, if set, goes with every request (Authorization:
+	// Bearer): the service's client token file maps it to this client's
+	// identity, which must be Name.
+	BearerToken string
 	// DriftBoundPPM is ρ, the assumed bound on the clock rate difference
 	// between client and server (default 1000 = 0.1%).
 	DriftBoundPPM int64

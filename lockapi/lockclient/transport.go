@@ -106,6 +106,9 @@ func (c *Client) post(ctx context.Context, base, path string, payload []byte) ou
 		return outcome{base: base, err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if c.cfg.BearerToken != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.BearerToken)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return outcome{base: base, err: err}
@@ -141,6 +144,12 @@ func (l *Lock) answer(req uint64, msg process.Message, o outcome) {
 		r.Token, r.TTL = uint64(lr.Token), time.Duration(lr.TTLms)*time.Millisecond
 		switch msg.(type) {
 		case lockservice.AcquireRequest:
+			if lr.TokenMAC != "" {
+				if l.macs == nil {
+					l.macs = map[uint64]string{}
+				}
+				l.macs[r.Token] = lr.TokenMAC
+			}
 			r.Status = lockservice.Granted
 			r.Waited = time.Duration(lr.WaitedMs) * time.Millisecond
 		case lockservice.RenewRequest:

@@ -128,8 +128,12 @@
 //
 // # Errors and panics
 //
-// A malformed or misaddressed message from a peer is answered with an error
-// from Step and changes nothing; messages from older terms are ignored (or
+// Wire input is untrusted. A malformed or misaddressed message from a peer
+// is answered with an error from Step and changes nothing: one from a node
+// that is not a member, a term above MaxTerm or more than MaxTermJump
+// ahead of the node's (so that the term never wraps nor runs out), a log term above the message's term, entries that are not
+// contiguous or conflict with committed ones, an acknowledgement beyond the
+// leader's log, and leader traffic from another node than the term's leader; messages from older terms are ignored (or
 // answered with the current term), as the paper prescribes. The package
 // panics only when one of its own invariants is broken, with a message that
 // says which.

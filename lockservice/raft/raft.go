@@ -33,6 +33,16 @@ const (
 	// dropped and counted (Status.DroppedMessages), which Raft tolerates
 	// as message loss.
 	MaxPendingMsgs = 4096
+	// MaxTerm is the highest term a node takes or campaigns at, and
+	// MaxTermJump the furthest ahead of its own term a message's term may
+	// be. A message past either is refused (Step's error), so that a
+	// forged or corrupt term cannot wrap the term to 0 at the next
+	// election (which breaks the log's order), nor push a group to its
+	// last term in a few frames (each term step must be persisted, so
+	// 2^62/2^20 of them take centuries). An honest node falls 2^20 terms
+	// behind only by missing a million elections its group held.
+	MaxTerm     = 1 << 62
+	MaxTermJump = 1 << 20
 )
 
 type voteState uint8
@@ -341,6 +351,15 @@ func (n *Node) checkMessage(m Message) error {
 	if m.Term == 0 {
 		return fmt.Errorf("raft: %v has term 0; every message carries a term >= 1", m)
 	}
+	if m.Term > MaxTerm {
+		return fmt.Errorf("raft: %v has term %d above MaxTerm %d; refused, so that the term never wraps", m, m.Term, uint64(MaxTerm))
+	}
+	if m.Term > n.term+MaxTermJump {
+		return fmt.Errorf("raft: %v has term %d, more than MaxTermJump %d ahead of this node's %d; refused", m, m.Term, uint64(MaxTermJump), n.term)
+	}
+	if m.LogTerm > m.Term {
+		return fmt.Errorf("raft: %v has log term %d above its term %d; no log holds an entry of a later term than its node's", m, m.LogTerm, m.Term)
+	}
 	if (m.Snapshot != nil) != (m.Type == MsgSnap) {
 		return fmt.Errorf("raft: %v: a MsgSnap, and only a MsgSnap, carries a snapshot", m)
 	}
@@ -500,6 +519,15 @@ func (n *Node) stepCandidate(m Message) error {
 
 func (n *Node) stepFollower(m Message) error {
 	switch m.Type {
+	case MsgApp, MsgHeartbeat, MsgTimeoutNow:
+		// At most one leader is elected per term: leader traffic at our
+		// term from another node than the leader we follow is forged or
+		// broken, and must not move our log, commit index or role.
+		if n.lead != None && m.From != n.lead {
+			return fmt.Errorf("raft: %v: node %d leads this node's term %d, not node %d; at most one leader is elected per term", m, n.lead, n.term, m.From)
+		}
+	}
+	switch m.Type {
 	case MsgApp:
 		n.electionElapsed = 0
 		n.lead = m.From
@@ -602,6 +630,9 @@ func (n *Node) handleHeartbeat(m Message) {
 // campaign starts a pre-election (pre) or an election; transfer marks the
 // election as one the leader asked for (MsgTimeoutNow).
 func (n *Node) campaign(pre, transfer bool) {
+	if n.term >= MaxTerm {
+		return // never reached (MaxTerm, MaxTermJump); the term must not wrap
+	}
 	typ := MsgVote
 	if pre {
 		n.becomePreCandidate()

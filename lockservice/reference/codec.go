@@ -85,6 +85,26 @@ func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
 	return c, nil
 }
 
+// checkEntries refuses a Raft message whose entries carry a command this
+// replica could not apply: one that does not decode, of no known kind, or
+// with a negative TTL. Raft checks the entries' places in the log; what
+// they say is the lock service's to check, before they reach the disk.
+func checkEntries(m raft.Message) error {
+	for _, e := range m.Entries {
+		if e.Data == nil {
+			continue // a new leader's empty entry
+		}
+		c, err := decodeCommand(e.Data)
+		if err != nil {
+			return fmt.Errorf("raft message from %d: entry %d: %w", m.From, e.Index, err)
+		}
+		if c.Kind < CmdAcquire || c.Kind > CmdExpire || c.TTL < 0 {
+			return fmt.Errorf("raft message from %d: entry %d: command kind %d with TTL %v cannot be applied", m.From, e.Index, c.Kind, c.TTL)
+		}
+	}
+	return nil
+}
+
 // encodeEntry writes a Raft log entry; a nil Data (a new leader's empty
 // entry) stays distinct from empty data.
 func encodeEntry(e raft.Entry) []byte {
