@@ -296,7 +296,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	}()
 	var obs lockservice.Observer = &boundedObserver{next: rec, w: w, left: reports, max: reports}
 	var dobs *designObserver
-	if info.UnorderedTokens || info.ClientGrants {
+	if info.UnorderedTokens || info.ResourceTokens || info.ClientGrants {
 		dobs = newDesignObserver(obs, info, func(name string) bool {
 			id, ok := ids[name]
 			return ok && w.State(id) == sim.Crashed
@@ -346,8 +346,9 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	if ids[storeNode] != run.Store {
 		return Result{}, fmt.Errorf("scenario %q: the store got node id %d, want %d", spec.Name, ids[storeNode], run.Store)
 	}
+	frontEnds := serverIDs[:len(serverIDs)-info.BackEnds]
 	for _, c := range spec.Clients {
-		cfg := workload.DefaultConfig(c.Name, serverIDs, run.Store, c.Resource)
+		cfg := workload.DefaultConfig(c.Name, frontEnds, run.Store, c.Resource)
 		cfg.TTL, cfg.StartDelay, cfg.WorkDuration = time.Duration(c.TTL), time.Duration(c.StartDelay), time.Duration(c.WorkDuration)
 		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM, cfg.Wait = c.Cycles, c.WritesPerHold, c.DriftBoundPPM, time.Duration(c.Wait)
 		cfg.Observer, cfg.Marks = obs, marks
@@ -544,7 +545,7 @@ const rankSpacing = 1000
 type designObserver struct {
 	next lockservice.Observer
 	info lockservice.DesignInfo
-	rank map[uint64]uint64 // raw token → rank (1000: the run's first grant)
+	rank map[rankKey]uint64 // raw token → rank (1000: the run's first grant)
 	// open lists the grants not yet ended, by raw token, in grant order.
 	open []lockservice.Event
 	// crashed reports whether a node is down now.
@@ -552,7 +553,14 @@ type designObserver struct {
 }
 
 func newDesignObserver(next lockservice.Observer, info lockservice.DesignInfo, crashed func(string) bool) *designObserver {
-	return &designObserver{next: next, info: info, rank: map[uint64]uint64{}, crashed: crashed}
+	return &designObserver{next: next, info: info, rank: map[rankKey]uint64{}, crashed: crashed}
+}
+
+// rankKey names a raw token: by itself, or with its resource for a design
+// whose tokens count per resource (DesignInfo.ResourceTokens).
+type rankKey struct {
+	resource string
+	token    uint64
 }
 
 // Observe records e, its token renamed.
@@ -568,11 +576,15 @@ func (o *designObserver) Observe(e lockservice.Event) {
 			})
 		}
 	}
-	if o.info.UnorderedTokens && e.Token != 0 {
-		r, ok := o.rank[e.Token]
+	if (o.info.UnorderedTokens || o.info.ResourceTokens) && e.Token != 0 {
+		k := rankKey{token: e.Token}
+		if o.info.ResourceTokens {
+			k.resource = e.Resource
+		}
+		r, ok := o.rank[k]
 		if !ok && e.Kind == lockservice.EvGranted {
 			r, ok = uint64(len(o.rank)+1)*rankSpacing, true
-			o.rank[e.Token] = r
+			o.rank[k] = r
 		}
 		if ok {
 			e.Token = r

@@ -28,6 +28,7 @@ func BuiltinDesigns() []lockservice.Design {
 		replicatedDesign{name: DesignLeaseOnly, unfenced: true,
 			description: "contrast: the reference service, but the store ignores tokens — leases alone protect it"},
 		redlock.RedlockDesign{},
+		lockdDesign{},
 	}
 }
 
