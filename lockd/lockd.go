@@ -36,6 +36,7 @@ var (
 	renewScript   = redis.NewScript(scripts.Renew)
 	releaseScript = redis.NewScript(scripts.Release)
 	getScript     = redis.NewScript(scripts.Get)
+	heldScript    = redis.NewScript(scripts.Held)
 )
 
 // run runs one script call.
@@ -106,7 +107,36 @@ func New(rdb redis.UniversalClient, opts Options) *Backend {
 // script with the same request id, so a grant is never doubled, and a
 // waiter spares its client the round trips. It is not fair (Redis has no
 // queue here): whichever attempt comes first after the release wins.
+//
+// A held answer is settled before it is given (scripts.Held): the request
+// is remembered as answered held, so that a late copy of it cannot be
+// granted a lock nobody waits for; if a copy was granted meanwhile, that
+// grant is the answer (with no time left).
 func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl, wait time.Duration, requestID string) (lockapi.Lease, error) {
+	l, err := b.acquireWait(ctx, resource, client, ttl, wait, requestID)
+	var held *lockapi.HeldError
+	if !errors.As(err, &held) {
+		return l, err
+	}
+	c, ok := scripts.HeldCall(b.opts.Prefix, resource, client, requestID, b.opts.RequestMemory)
+	if !ok {
+		return l, err
+	}
+	res, rerr := b.run(ctx, heldScript, c).Result()
+	if rerr != nil {
+		return lockapi.Lease{}, b.redisError("acquire", rerr)
+	}
+	tok, perr := scripts.ParseHeld(res)
+	if perr != nil {
+		return lockapi.Lease{}, perr
+	}
+	if tok != 0 {
+		return lockapi.Lease{Token: tok}, nil
+	}
+	return l, err
+}
+
+func (b *Backend) acquireWait(ctx context.Context, resource, client string, ttl, wait time.Duration, requestID string) (lockapi.Lease, error) {
 	l, err := b.acquireOnce(ctx, resource, client, ttl, requestID)
 	var held *lockapi.HeldError
 	if wait <= 0 || !errors.As(err, &held) {

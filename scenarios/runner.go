@@ -301,6 +301,11 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 			id, ok := ids[name]
 			return ok && w.State(id) == sim.Crashed
 		})
+		dobs.syncing = rec.syncing
+		dobs.crashedAt = func(name string) time.Duration {
+			at, _ := w.CrashedAt(ids[name])
+			return at
+		}
 		obs = dobs
 	}
 	moments := &momentTap{next: obs}
@@ -550,6 +555,22 @@ type designObserver struct {
 	open []lockservice.Event
 	// crashed reports whether a node is down now.
 	crashed func(name string) bool
+	// ranked counts the ranks handed out.
+	ranked uint64
+	// tentative are the ranks of grants whose node's slow sync was in
+	// flight when reported (DesignInfo.SyncedDecisions): a crash before
+	// it completes takes the grant back, and a grant of the same token
+	// after the restart is a new one. syncing and crashedAt tell.
+	tentative []tentativeRank
+	syncing   func(node string) (time.Duration, bool)
+	crashedAt func(node string) time.Duration
+}
+
+// tentativeRank is a rank that node's crash before done takes back.
+type tentativeRank struct {
+	node string
+	done time.Duration
+	key  rankKey
 }
 
 func newDesignObserver(next lockservice.Observer, info lockservice.DesignInfo, crashed func(string) bool) *designObserver {
@@ -583,8 +604,14 @@ func (o *designObserver) Observe(e lockservice.Event) {
 		}
 		r, ok := o.rank[k]
 		if !ok && e.Kind == lockservice.EvGranted {
-			r, ok = uint64(len(o.rank)+1)*rankSpacing, true
+			o.ranked++
+			r, ok = o.ranked*rankSpacing, true
 			o.rank[k] = r
+			if o.syncing != nil && e.Node != "" {
+				if done, slow := o.syncing(e.Node); slow {
+					o.tentative = append(o.tentative, tentativeRank{node: e.Node, done: done, key: k})
+				}
+			}
 		}
 		if ok {
 			e.Token = r
@@ -593,8 +620,21 @@ func (o *designObserver) Observe(e lockservice.Event) {
 	o.next.Observe(e)
 }
 
-// nodeStarted ends the open grants of a restarted client.
+// nodeStarted ends the open grants of a restarted client, and forgets the
+// ranks of the grants a restarted service node's crash took back.
 func (o *designObserver) nodeStarted(name string) {
+	if len(o.tentative) > 0 {
+		keep := o.tentative[:0]
+		for _, t := range o.tentative {
+			switch {
+			case t.node != name:
+				keep = append(keep, t)
+			case t.done > o.crashedAt(name):
+				delete(o.rank, t.key)
+			}
+		}
+		o.tentative = keep
+	}
 	o.endWhere(func(g lockservice.Event) bool { return g.Client == name })
 }
 

@@ -61,6 +61,7 @@ if v then
 end
 if ARGV[4] ~= '0' then
   local g = redis.call('GET', KEYS[3])
+  if g == 'held' then return {0, '', 0} end
   if g then return {1, g, 0} end
 end
 if v then
@@ -132,6 +133,21 @@ if ARGV[3] ~= '' then
   redis.call('SET', KEYS[2], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3], 'PX', ARGV[4])
 end
 return 1
+`
+
+// Held settles a request as held, once its instance gives up waiting: it
+// remembers the request as answered held (for ARGV[1] ms), so that a late
+// copy of it — duplicated on the wire, queued in a paused instance —
+// answers held too instead of granting a lock nobody waits for. If a copy
+// was granted meanwhile, it returns that grant's token instead: the
+// request's answer is that grant (ended, or soon to be).
+//
+// KEYS: request memory. ARGV: memory ms. Reply: 0 held · token granted.
+const Held = `
+local g = redis.call('GET', KEYS[1])
+if g and g ~= 'held' then return g end
+redis.call('SET', KEYS[1], 'held', 'PX', ARGV[1])
+return 0
 `
 
 // Get reads a resource's lease and counter at one instant:
@@ -206,6 +222,33 @@ func AcquireCall(prefix, resource, client, requestID string, ttl, memory time.Du
 	k := KeysOf(prefix, resource)
 	return Call{Script: Acquire, Keys: []string{k.Lock, k.Fence, k.Request(client, requestID)},
 		Args: []string{client, requestID, ms(ttl), memoryArg(requestID, memory)}}
+}
+
+// HeldCall settles client's acquire of resource with requestID as held
+// (Held); ok is false when nothing is remembered (no request id, or
+// memory off), and the answer stands as it is.
+func HeldCall(prefix, resource, client, requestID string, memory time.Duration) (c Call, ok bool) {
+	m := memoryArg(requestID, memory)
+	if m == "0" {
+		return Call{}, false
+	}
+	return Call{Script: Held, Keys: []string{KeysOf(prefix, resource).Request(client, requestID)}, Args: []string{m}}, true
+}
+
+// ParseHeld reads a Held script's reply: the token a copy of the request
+// was granted, or 0 if it stays held.
+func ParseHeld(res any) (uint64, error) {
+	switch v := res.(type) {
+	case int64:
+		return 0, nil
+	case string:
+		tok, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || tok == 0 {
+			return 0, fmt.Errorf("lockd: held script returned token %q", v)
+		}
+		return tok, nil
+	}
+	return 0, fmt.Errorf("lockd: held script replied %v", res)
 }
 
 // RenewCall is client's renewal of token on resource for ttl.

@@ -118,6 +118,9 @@ func (in *Instance) script(c *call) scripts.Call {
 		return scripts.AcquireCall(p, m.Resource, m.Client, requestID(m.Request), m.TTL, in.cfg.RequestMemory)
 	case lockservice.RenewRequest:
 		return scripts.RenewCall(p, m.Resource, m.Client, m.Token, m.TTL, in.cfg.RequestMemory)
+	case heldRequest:
+		call, _ := scripts.HeldCall(p, m.Resource, m.Client, requestID(m.Request), in.cfg.RequestMemory)
+		return call
 	case lockservice.ReleaseRequest:
 		id := m.RequestID
 		if id == "" {
@@ -183,7 +186,17 @@ func (in *Instance) reply(m EvalReply) {
 			// for busy.
 			rep.Status = lockservice.Overloaded
 		default:
+			if in.settle(c, req) {
+				return
+			}
 			rep.Status = lockservice.Busy
+		}
+	case heldRequest:
+		rep.Status = lockservice.Busy
+		if tok, err := scripts.ParseHeld(m.Value); err != nil {
+			rep.Status, rep.Err = lockservice.Invalid, err.Error()
+		} else if tok != 0 {
+			rep.Status, rep.Token = lockservice.Granted, tok // a copy's grant, no time left
 		}
 	case lockservice.RenewRequest:
 		rep.Status = lockservice.NotHolder
@@ -197,6 +210,20 @@ func (in *Instance) reply(m EvalReply) {
 		}
 	}
 	in.env.Send(c.from, rep)
+}
+
+// heldRequest is an acquire being settled as held (scripts.Held).
+type heldRequest struct{ lockservice.AcquireRequest }
+
+// settle settles c's acquire as held before it is answered (as
+// lockd.Backend.Acquire does) and reports whether it sent the script; the
+// answer comes with its reply.
+func (in *Instance) settle(c *call, req lockservice.AcquireRequest) bool {
+	if _, ok := scripts.HeldCall(in.cfg.Prefix, req.Resource, req.Client, requestID(req.Request), in.cfg.RequestMemory); !ok {
+		return false
+	}
+	in.eval(&call{from: c.from, msg: heldRequest{req}, request: c.request})
+	return true
 }
 
 // waitAgain schedules a waiting acquire's next attempt, if its wait has
