@@ -180,9 +180,11 @@ func TestFenceSurvivesRedisCrash(t *testing.T) {
 	}
 	srv.Crash()
 	var l lockapi.Lease
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		// The lease survived too, so the first acquire is "held".
-		if l, err = b.Acquire(ctx, "r", "b", time.Minute, 0, "after"); err == nil || time.Now().After(deadline) {
+	for try, deadline := 0, time.Now().Add(5*time.Second); ; try++ {
+		time.Sleep(20 * time.Millisecond)
+		// The lease survived too, so the first acquire is "held" (and that
+		// request id stays held: each attempt is a new one).
+		if l, err = b.Acquire(ctx, "r", "b", time.Minute, 0, "after"+strconv.Itoa(try)); err == nil || time.Now().After(deadline) {
 			break
 		}
 		if _, ok := err.(*lockapi.HeldError); ok {
