@@ -160,6 +160,24 @@ local f = redis.call('GET', KEYS[2])
 return {v or '', redis.call('PTTL', KEYS[1]), f or '0'}
 `
 
+// Name names a script source for logs and traces ("acquire", …), or
+// "script" for one not of this package.
+func Name(src string) string {
+	switch src {
+	case Acquire:
+		return "acquire"
+	case Renew:
+		return "renew"
+	case Release:
+		return "release"
+	case Held:
+		return "held"
+	case Get:
+		return "get"
+	}
+	return "script"
+}
+
 // ReleasedFor is how long a release's request id is kept for its retries.
 const ReleasedFor = time.Minute
 

@@ -13,6 +13,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/fencesim/fencesim/lockd/scripts"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -50,6 +51,11 @@ type EvalReply struct {
 	ID    uint64
 	Value any
 	Err   string
+}
+
+// String shows the script by name, not its source, in traces.
+func (m Eval) String() string {
+	return fmt.Sprintf("{ID:%d %s keys=%q args=%q}", m.ID, scripts.Name(m.Script), m.Keys, m.Args)
 }
 
 // Fingerprint implements process.Message.
