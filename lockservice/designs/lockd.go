@@ -38,7 +38,9 @@ func (lockdDesign) Nodes(replicas int) ([]string, error) {
 func (lockdDesign) NewServer(i int, run lockservice.DesignRun) process.Process {
 	redis := run.Servers[len(run.Servers)-1]
 	if i == len(run.Servers)-1 {
-		return lockdsim.NewRedis(lockdsim.RedisConfig{Watch: lockdsim.Watcher(lockdsim.Prefix, run.Observer)})
+		cfg := lockdsim.RedisConfig{Watch: lockdsim.Watcher(lockdsim.Prefix, run.Observer)}
+		mutants.InjectRedis(run.Mutant, &cfg)
+		return lockdsim.NewRedis(cfg)
 	}
 	cfg := lockdsim.InstanceConfig{Redis: redis, Prefix: lockdsim.Prefix, Limits: run.Limits}
 	mutants.InjectLockd(run.Mutant, &cfg)

@@ -89,6 +89,12 @@ const (
 	// while its client retried on another, was granted and released) is
 	// granted a second time, with a new token. Planted in the lockd design.
 	MutLockdForgetsRequest lockservice.Mutant = "lockd-forgets-request"
+	// MutLockdAOFEverySec: lockd's Redis syncs its append-only file once a
+	// second (appendfsync everysec, Redis's default with appendonly yes)
+	// instead of before every reply: a Redis crash loses grants already
+	// acknowledged, and the fence tokens they carried are issued again —
+	// what lockd's durability check warns of. Planted in the lockd design.
+	MutLockdAOFEverySec lockservice.Mutant = "lockd-aof-everysec"
 )
 
 // designOf names the design a planted bug lives in, for the bugs that are
@@ -96,6 +102,7 @@ const (
 // (Design).
 var designOf = map[lockservice.Mutant]string{
 	MutLockdForgetsRequest: "lockd",
+	MutLockdAOFEverySec:    "lockd",
 }
 
 // Design returns the design m is planted in, or "" for the reference's
@@ -107,6 +114,7 @@ var mutants = []MutantInfo{
 	{MutAckBeforeCommit, "the leader answers a grant before the entry commits (predicted from its applied table)"},
 	{MutClientNoDriftMargin, "the client watchdog ignores ρ and the margin and measures the lease from the reply, not the request start"},
 	{MutExpiryWallclock, "the leader expires leases by its wall clock instead of its monotonic clock"},
+	{MutLockdAOFEverySec, "lockd: Redis syncs its AOF once a second, so a Redis crash forgets acknowledged grants and reissues their tokens"},
 	{MutLockdForgetsRequest, "lockd: a request id is forgotten with its lease, so a late copy of a granted and released acquire is granted again"},
 	{MutNoRetryDedup, "a duplicated or retried acquire is applied twice"},
 	{MutQuorumOffByOne, "Raft's majority is computed as n/2"},
@@ -136,6 +144,7 @@ type injection struct {
 	store   func(*fencedstore.StoreConfig)
 	client  func(*lockservice.ClientConfig)
 	lockd   func(*lockdsim.InstanceConfig)
+	redis   func(*lockdsim.RedisConfig)
 }
 
 // injections maps every planted bug to its injections.
@@ -173,6 +182,7 @@ var injections = map[lockservice.Mutant]injection{
 		replica: func(c *reference.ReplicaConfig) { c.UnsafeNoFsync = true },
 		server:  func(c *reference.ServerConfig) { c.UnsafeNoFsync = true },
 	},
+	MutLockdAOFEverySec:    {redis: func(c *lockdsim.RedisConfig) { c.Fsync = lockdsim.FsyncEverySec }},
 	MutLockdForgetsRequest: {lockd: func(c *lockdsim.InstanceConfig) { c.RequestMemory = -1 }},
 	MutTokenWallclock:      {replica: func(c *reference.ReplicaConfig) { c.Tokens = wallTokens{} }},
 	MutWaitSkipsLeaseCheck: {replica: func(c *reference.ReplicaConfig) { c.Grants = &waitSkipsLeaseCheck{waiting: map[string]time.Duration{}} }},
@@ -212,6 +222,13 @@ func InjectServer(m lockservice.Mutant, cfg *reference.ServerConfig) {
 // InjectLockd sets m's injections in the config of one lockd instance.
 func InjectLockd(m lockservice.Mutant, cfg *lockdsim.InstanceConfig) {
 	if f := injections[m].lockd; f != nil {
+		f(cfg)
+	}
+}
+
+// InjectRedis sets m's injections in the config of lockd's Redis process.
+func InjectRedis(m lockservice.Mutant, cfg *lockdsim.RedisConfig) {
+	if f := injections[m].redis; f != nil {
 		f(cfg)
 	}
 }
