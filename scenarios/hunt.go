@@ -39,7 +39,9 @@ func HuntScenario(m lockservice.Mutant) string {
 		return "kleppmann-gc-pause-store-crash"
 	case mutants.MutTokenUnsynced:
 		return "restart-all-replicas"
-	case mutants.MutLockdForgetsRequest, mutants.MutLockdAOFEverySec:
+	case mutants.MutLockdForgetsRequest:
+		return "lockd-paused-instance"
+	case mutants.MutLockdAOFEverySec:
 		return "lockd-swarm"
 	}
 	return "swarm"

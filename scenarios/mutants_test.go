@@ -86,7 +86,7 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	mutants.MutWaitSkipsLeaseCheck:   {[]hunt{{"swarm", 30}}, []string{"L1"}},
 	// lockd's: the swarm on lockd ("swarm" is switched to the mutant's
 	// design, as simrun hunt does), and lockd-swarm, the same mix.
-	mutants.MutLockdForgetsRequest: {[]hunt{{"swarm", 25}, {"lockd-swarm", 25}}, []string{"S7", "S2", "S1", "L1"}},
+	mutants.MutLockdForgetsRequest: {[]hunt{{"swarm", 25}, {"lockd-swarm", 25}, {"lockd-paused-instance", 3}}, []string{"S7", "S2", "S1", "L1"}},
 	mutants.MutLockdAOFEverySec:    {[]hunt{{"swarm", 10}, {"lockd-swarm", 10}}, []string{"S1", "S2", "S5", "S7"}},
 }
 
