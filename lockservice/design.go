@@ -131,6 +131,11 @@ type DesignRun struct {
 	// IngressDepth bounds each server's requests in flight (0: the
 	// design's default), for designs that shed load.
 	IngressDepth int
+	// GroupCommit runs the service's processes as the real runtime does,
+	// for designs whose processes are process.Batchers: work deferred to
+	// the end of each batch of queued events (one append and one fsync
+	// for the batch). Designs without batching ignore it.
+	GroupCommit bool
 	// Marks counts the protocol corners the run reaches (package
 	// coverage): the harness hands every run its own; a design's processes
 	// may hit marks in it or ignore it. nil counts nothing.

@@ -98,6 +98,9 @@ func NewPlan(spec Spec, seed uint64) (Plan, error) {
 		if spec.IngressDepth == 0 {
 			p.Spec.IngressDepth = drawIngressDepth(seed)
 		}
+		if !spec.GroupCommit {
+			p.Spec.GroupCommit = drawGroupCommit(seed)
+		}
 	}
 	if spec.Liveness != nil {
 		p.Schedule = p.Schedule.HealAll(time.Duration(spec.Duration), spec.cluster())
@@ -323,7 +326,8 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	}
 	servers := spec.serverNames()
 	run := lockservice.DesignRun{Limits: lockservice.DefaultLimits(), Observer: obs,
-		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks, TokenOffset: spec.TokenOffset}
+		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks, TokenOffset: spec.TokenOffset,
+		GroupCommit: spec.GroupCommit}
 	for i := range servers {
 		// Ids are dense and handed out in order: the servers come first,
 		// then the store.

@@ -58,6 +58,7 @@ func (d replicatedDesign) NewServer(_ int, run lockservice.DesignRun) process.Pr
 	if run.IngressDepth > 0 {
 		cfg.IngressDepth = run.IngressDepth
 	}
+	cfg.GroupCommit = run.GroupCommit
 	return reference.NewReplica(cfg)
 }
 
