@@ -60,7 +60,7 @@ func (m Eval) String() string {
 
 // Fingerprint implements process.Message.
 func (m Eval) Fingerprint() uint64 {
-	h := process.Mix(process.Mix(0x45564131, m.ID), process.HashString(m.Script))
+	h := process.Mix(process.Mix(50, m.ID), process.HashString(m.Script))
 	for _, k := range m.Keys {
 		h = process.Mix(h, process.HashString(k))
 	}
@@ -72,7 +72,7 @@ func (m Eval) Fingerprint() uint64 {
 
 // Fingerprint implements process.Message.
 func (m EvalReply) Fingerprint() uint64 {
-	return process.Mix(process.Mix(process.Mix(0x45564152, m.ID), hashValue(m.Value)), process.HashString(m.Err))
+	return process.Mix(process.Mix(process.Mix(51, m.ID), hashValue(m.Value)), process.HashString(m.Err))
 }
 
 func hashValue(v any) uint64 {
