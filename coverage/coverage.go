@@ -101,6 +101,9 @@ const (
 	ReplicaStepDownPending
 	// ReplicaShed: a replica shed a request at its ingress bound.
 	ReplicaShed
+	// ReplicaGroupCommit: with group commit, the end of a batch did the
+	// Raft work of several events in one append and one fsync.
+	ReplicaGroupCommit
 	// ReplicaDuplicateEntry: a second log entry of one request applied (a
 	// copy proposed while the first was in flight), answered as a replay.
 	ReplicaDuplicateEntry
@@ -235,6 +238,7 @@ var info = [numMarks]struct{ name, where, doc string }{
 	ReplicaNewLeaderLeases:      {"replica.new-leader-leases", "reference", "a new leader restarted inherited leases"},
 	ReplicaStepDownPending:      {"replica.step-down-pending", "reference", "a leader stepped down with requests waiting"},
 	ReplicaShed:                 {"replica.shed", "reference", "a request shed at the ingress bound"},
+	ReplicaGroupCommit:          {"replica.group-commit", "reference", "one append and one fsync for a batch of several events (group commit)"},
 	ReplicaDuplicateEntry:       {"replica.duplicate-entry", "reference", "a second log entry of one request applied as a replay"},
 	ReplicaLogTailCut:           {"replica.log-tail-cut", "reference", "a restarted replica cut a torn or incomplete log tail"},
 	ReplicaLogTermCut:           {"replica.log-term-cut", "reference", "a restarted replica cut entries newer than its persisted term"},

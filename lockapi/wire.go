@@ -10,7 +10,10 @@ package lockapi
 // willing to wait for a held resource: the server answers once the lock is
 // granted (fairly: fencesim-node queues waiters at the leader, first come
 // first served) or, when WaitMs has passed, 409 held as without waiting.
-// Without it a held resource is answered 409 at once.
+// Without it a held resource is answered 409 at once. After a 409 held,
+// ask again with a new request id: lockd keeps a request answered held
+// held, so that a late copy of it (queued in a paused instance, duplicated
+// on the wire) cannot be granted a lock nobody waits for.
 type AcquireRequest struct {
 	Client    string `json:"client"`
 	TTLms     int64  `json:"ttl_ms"`

@@ -14,6 +14,7 @@ import (
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockapi/lockapitest"
 	"github.com/fencesim/fencesim/lockapi/lockclient"
+	"github.com/fencesim/fencesim/lockd/scripts"
 )
 
 // BenchmarkCycles measures acquire→release cycles/s on loopback, the
@@ -60,9 +61,9 @@ func runCycles(b *testing.B, addr, sys string, shared bool, workers int) {
 	switch sys {
 	case "raw":
 		cycle = func(ctx context.Context, w, n int, res string) (bool, error) {
-			keys := []string{"fencesim:{" + res + "}:lock", "fencesim:{" + res + "}:fence", "fencesim:{" + res + "}:released"}
 			client, id := "w"+strconv.Itoa(w), strconv.Itoa(n)
-			r, err := acquireScript.Run(ctx, rdb, keys[:2], client, id, 10000).Slice()
+			be := New(rdb, Options{})
+			r, err := be.run(ctx, acquireScript, scripts.AcquireCall(be.opts.Prefix, res, client, id, 10*time.Second, be.opts.RequestMemory)).Slice()
 			if err != nil {
 				return false, err
 			}
@@ -70,8 +71,9 @@ func runCycles(b *testing.B, addr, sys string, shared bool, workers int) {
 				return false, nil
 			}
 			tok, _ := r[1].(string)
+			t, _ := strconv.ParseUint(tok, 10, 64)
 			// With a request id, as the Go client releases.
-			ok, err := releaseScript.Run(ctx, rdb, []string{keys[0], keys[2]}, client, tok, "r"+id, releasedFor.Milliseconds()).Int()
+			ok, err := be.run(ctx, releaseScript, scripts.ReleaseCall(be.opts.Prefix, res, client, t, "r"+id)).Int()
 			if err == nil && ok != 1 {
 				err = errors.New("release refused")
 			}

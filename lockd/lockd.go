@@ -4,13 +4,7 @@
 // instances keep no state of their own: any number of them can serve the
 // same resources, and a restarted instance loses nothing.
 //
-// Keys, per resource R (the braces are a Redis Cluster hash tag, so both
-// keys of a resource live in one slot and one script may touch both):
-//
-//	<prefix>{R}:lock   "client requestID token", with PX = the lease
-//	<prefix>{R}:fence  the last token issued, a decimal string, never expires
-//	<prefix>{R}:released  "client token requestID" of the last release made
-//	                   with a request id, for a minute: its retry answers released
+// The scripts, and the keys they keep per resource, are lockd/scripts'.
 //
 // Fence counters never go backwards only as long as Redis does not lose
 // writes: with appendonly yes + appendfsync always a counter survives a
@@ -34,114 +28,27 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencesim/fencesim/lockapi"
+	"github.com/fencesim/fencesim/lockd/scripts"
 )
 
-// acquireScript grants the lease with SET NX PX and issues the next fence
-// token in the same atomic step. The counter is incremented as a decimal
-// string rather than with INCR: Redis hands integers to Lua as doubles, so
-// INCR's reply would round above 2^53, and INCR stops at 2^63−1 while
-// tokens are uint64. A retry with the same client and request id while the
-// lease is held returns the same token and re-arms the lease (it is the
-// same request arriving again, not a second holder).
-//
-// Reply: {1, token, ttl_ms} granted · {0, holder, pttl} held · error on a
-// corrupt counter or an exhausted one (2^64−1 issued).
-//
-// Before anything, the script checks the namespace's epoch (KEYS[3],
-// "<id> <floor>", see Backend.checkFence) against the one the instance
-// knows (ARGV[4]), and bumps the namespace's grant sequence (KEYS[4]),
-// at each grant, which must not be below any value the instance saw
-// (ARGV[5]): a
-// Redis that lost its data (restarted without AOF, flushed) has no epoch,
-// and one that rewound (failed over to a stale replica) has an older
-// sequence, and either way the script refuses with FENCE_LOST and writes
-// nothing, so no token is ever issued twice. A resource with no counter
-// starts at the epoch's floor (0 unless an operator re-initialised the
-// namespace above every token issued before: see the README).
-var acquireScript = redis.NewScript(`
-local e = redis.call('GET', KEYS[3])
-if e ~= ARGV[4] then
-  return redis.error_reply('FENCE_LOST epoch ' .. tostring(e) .. ', expected ' .. ARGV[4])
-end
-local seq = tonumber(redis.call('GET', KEYS[4]) or '0')
-if seq < tonumber(ARGV[5]) then
-  return redis.error_reply('FENCE_LOST grant sequence ' .. seq .. ' below ' .. ARGV[5] .. ' seen before')
-end
-local v = redis.call('GET', KEYS[1])
-if v then
-  local c, r, t = string.match(v, '^(%S+) (%S+) (%d+)$')
-  if c == ARGV[1] and r == ARGV[2] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[3])
-    return {1, t, tonumber(ARGV[3]), seq}
-  end
-  return {0, c or '', redis.call('PTTL', KEYS[1]), seq}
-end
-local f = redis.call('GET', KEYS[2])
-if not f then f = string.match(e, ' (%d+)$') or '0' end
-if not string.match(f, '^%d+$') then
-  return redis.error_reply('fence counter ' .. KEYS[2] .. ' is not a decimal string')
-end
-local i = #f
-local t = nil
-while i > 0 do
-  local d = string.byte(f, i) - 48
-  if d < 9 then
-    t = string.sub(f, 1, i - 1) .. string.char(d + 49) .. string.rep('0', #f - i)
-    break
-  end
-  i = i - 1
-end
-if not t then t = '1' .. string.rep('0', #f) end
-if #t > 20 or (#t == 20 and t > '18446744073709551615') then
-  return redis.error_reply('fence counter ' .. KEYS[2] .. ' exhausted (2^64-1 tokens issued)')
-end
-redis.call('SET', KEYS[2], t)
-seq = redis.call('INCR', KEYS[4])
-redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. t, 'NX', 'PX', ARGV[3])
-return {1, t, tonumber(ARGV[3]), seq}
-`)
+// The scripts are lockd/scripts': the one definition of each atomic
+// operation, which the simulator's Redis-like process runs too.
+var (
+	acquireScript = redis.NewScript(scripts.Acquire)
+	renewScript   = redis.NewScript(scripts.Renew)
+	releaseScript = redis.NewScript(scripts.Release)
+	getScript     = redis.NewScript(scripts.Get)
+	heldScript    = redis.NewScript(scripts.Held)
+)
 
-// renewScript re-arms the lease if client holds it with token. 1 or 0.
-var renewScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local c, r, t = string.match(v, '^(%S+) (%S+) (%d+)$')
-if c ~= ARGV[1] or t ~= ARGV[2] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return 1
-`)
-
-// releaseScript deletes the lease if client holds it with token. 1 or 0.
-// A release with a request id (ARGV[3]) leaves "client token requestID"
-// in KEYS[2] for releasedFor, so that a retry of it — its reply lost —
-// answers 1 again instead of 0.
-var releaseScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-local c, r, t
-if v then c, r, t = string.match(v, '^(%S+) (%S+) (%d+)$') end
-if not v or c ~= ARGV[1] or t ~= ARGV[2] then
-  if ARGV[3] ~= '' and redis.call('GET', KEYS[2]) == ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3] then
-    return 1
-  end
-  return 0
-end
-redis.call('DEL', KEYS[1])
-if ARGV[3] ~= '' then
-  redis.call('SET', KEYS[2], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3], 'PX', ARGV[4])
-end
-return 1
-`)
-
-// releasedFor is how long a release's request id is kept for its retries.
-const releasedFor = time.Minute
-
-// getScript reads a resource's lease and counter at one instant:
-// {lease value or ”, pttl, last token or '0'}.
-var getScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-local f = redis.call('GET', KEYS[2])
-return {v or '', redis.call('PTTL', KEYS[1]), f or '0'}
-`)
+// run runs one script call.
+func (b *Backend) run(ctx context.Context, s *redis.Script, c scripts.Call) *redis.Cmd {
+	args := make([]any, len(c.Args))
+	for i, a := range c.Args {
+		args[i] = a
+	}
+	return s.Run(ctx, b.rdb, c.Keys, args...)
+}
 
 // Options configure a Backend.
 type Options struct {
@@ -164,6 +71,16 @@ type Options struct {
 	// RequireDurable refuses grants (and /readyz) while Redis does not
 	// fsync every write (CheckDurability, checked again by Watch).
 	RequireDurable bool
+	// RequestMemory is how long an acquire's request id is remembered past
+	// its lease (0: scripts.Memory), so that a copy of the request run
+	// late — queued in a paused instance while its client retried
+	// elsewhere — cannot be granted a second time.
+	RequestMemory time.Duration
+	// UnsafeForgetRequests remembers no request id past its lease (lockd
+	// before the fix): a late copy of a request that was granted and
+	// released elsewhere is granted again. For the planted bug
+	// lockd-forgets-request only.
+	UnsafeForgetRequests bool
 }
 
 // ErrFenceLost: Redis lost or rewound the data the fence counters live in,
@@ -200,6 +117,12 @@ func New(rdb redis.UniversalClient, opts Options) *Backend {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.RequestMemory == 0 {
+		opts.RequestMemory = scripts.Memory
+	}
+	if opts.UnsafeForgetRequests {
+		opts.RequestMemory = -1
 	}
 	return &Backend{rdb: rdb, opts: opts, durable: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencesim_lockd_redis_durable",
@@ -334,13 +257,6 @@ func (b *Backend) Watch(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// keys are a resource's keys: its lease, its fence counter and its last
-// release made with a request id.
-func (b *Backend) keys(resource string) []string {
-	k := b.opts.Prefix + "{" + resource + "}:"
-	return []string{k + "lock", k + "fence", k + "released"}
-}
-
 // Acquire implements lockapi.Backend. With wait > 0 a held resource is
 // asked for again inside the instance, after a jittered backoff from 1 ms
 // doubling to 32 ms (never past the lease's reported end or the wait's),
@@ -348,7 +264,36 @@ func (b *Backend) keys(resource string) []string {
 // script with the same request id, so a grant is never doubled, and a
 // waiter spares its client the round trips. It is not fair (Redis has no
 // queue here): whichever attempt comes first after the release wins.
+//
+// A held answer is settled before it is given (scripts.Held): the request
+// is remembered as answered held, so that a late copy of it cannot be
+// granted a lock nobody waits for; if a copy was granted meanwhile, that
+// grant is the answer (with no time left).
 func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl, wait time.Duration, requestID string) (lockapi.Lease, error) {
+	l, err := b.acquireWait(ctx, resource, client, ttl, wait, requestID)
+	var held *lockapi.HeldError
+	if !errors.As(err, &held) {
+		return l, err
+	}
+	c, ok := scripts.HeldCall(b.opts.Prefix, resource, client, requestID, b.opts.RequestMemory)
+	if !ok {
+		return l, err
+	}
+	res, rerr := b.run(ctx, heldScript, c).Result()
+	if rerr != nil {
+		return lockapi.Lease{}, b.redisError("acquire", rerr)
+	}
+	tok, perr := scripts.ParseHeld(res)
+	if perr != nil {
+		return lockapi.Lease{}, perr
+	}
+	if tok != 0 {
+		return lockapi.Lease{Token: tok}, nil
+	}
+	return l, err
+}
+
+func (b *Backend) acquireWait(ctx context.Context, resource, client string, ttl, wait time.Duration, requestID string) (lockapi.Lease, error) {
 	l, err := b.acquireOnce(ctx, resource, client, ttl, requestID)
 	var held *lockapi.HeldError
 	if wait <= 0 || !errors.As(err, &held) {
@@ -385,8 +330,8 @@ func (b *Backend) acquireOnce(ctx context.Context, resource, client string, ttl 
 	if err != nil {
 		return lockapi.Lease{}, err
 	}
-	k := b.keys(resource)
-	res, err := acquireScript.Run(ctx, b.rdb, []string{k[0], k[1], b.epochKey(), b.seqKey()}, client, requestID, ttl.Milliseconds(), epoch, seq).Slice()
+	c := scripts.AcquireCall(b.opts.Prefix, resource, client, requestID, ttl, b.opts.RequestMemory).WithFence(b.epochKey(), b.seqKey(), epoch, seq)
+	res, err := b.run(ctx, acquireScript, c).Slice()
 	if err != nil && strings.Contains(err.Error(), "FENCE_LOST") {
 		b.lose(err.Error())
 		_, _, err = b.fence(ctx)
@@ -395,28 +340,22 @@ func (b *Backend) acquireOnce(ctx context.Context, resource, client string, ttl 
 	if err != nil {
 		return lockapi.Lease{}, b.redisError("acquire", err)
 	}
-	if len(res) != 4 {
-		return lockapi.Lease{}, fmt.Errorf("lockd: acquire script replied %v", res)
+	a, err := scripts.ParseAcquire(res)
+	if err != nil {
+		return lockapi.Lease{}, err
 	}
-	if s, _ := res[3].(int64); s > 0 {
-		b.saw(uint64(s))
+	if a.Seq > 0 {
+		b.saw(a.Seq)
 	}
-	ms, _ := res[2].(int64)
-	if granted, _ := res[0].(int64); granted == 0 {
-		holder, _ := res[1].(string)
-		return lockapi.Lease{}, &lockapi.HeldError{Holder: holder, RetryAfter: time.Duration(max(ms, 0)) * time.Millisecond}
+	if !a.Granted {
+		return lockapi.Lease{}, &lockapi.HeldError{Holder: a.Holder, RetryAfter: a.Left}
 	}
-	ts, _ := res[1].(string)
-	tok, err := strconv.ParseUint(ts, 10, 64)
-	if err != nil || tok == 0 {
-		return lockapi.Lease{}, fmt.Errorf("lockd: acquire script returned token %q", ts)
-	}
-	return lockapi.Lease{Token: tok, TTL: time.Duration(ms) * time.Millisecond}, nil
+	return lockapi.Lease{Token: a.Token, TTL: a.TTL}, nil
 }
 
 // Renew implements lockapi.Backend.
 func (b *Backend) Renew(ctx context.Context, resource, client string, token uint64, ttl time.Duration) (lockapi.Lease, error) {
-	ok, err := renewScript.Run(ctx, b.rdb, b.keys(resource)[:1], client, strconv.FormatUint(token, 10), ttl.Milliseconds()).Int()
+	ok, err := b.run(ctx, renewScript, scripts.RenewCall(b.opts.Prefix, resource, client, token, ttl, b.opts.RequestMemory)).Int()
 	if err != nil {
 		return lockapi.Lease{}, b.redisError("renew", err)
 	}
@@ -428,8 +367,7 @@ func (b *Backend) Renew(ctx context.Context, resource, client string, token uint
 
 // Release implements lockapi.Backend.
 func (b *Backend) Release(ctx context.Context, resource, client string, token uint64, requestID string) error {
-	k := b.keys(resource)
-	ok, err := releaseScript.Run(ctx, b.rdb, []string{k[0], k[2]}, client, strconv.FormatUint(token, 10), requestID, releasedFor.Milliseconds()).Int()
+	ok, err := b.run(ctx, releaseScript, scripts.ReleaseCall(b.opts.Prefix, resource, client, token, requestID)).Int()
 	if err != nil {
 		return b.redisError("release", err)
 	}
@@ -441,29 +379,12 @@ func (b *Backend) Release(ctx context.Context, resource, client string, token ui
 
 // Get implements lockapi.Backend.
 func (b *Backend) Get(ctx context.Context, resource string) (lockapi.LockState, error) {
-	res, err := getScript.Run(ctx, b.rdb, b.keys(resource)[:2]).Slice()
+	res, err := b.run(ctx, getScript, scripts.GetCall(b.opts.Prefix, resource)).Slice()
 	if err != nil {
 		return lockapi.LockState{}, b.redisError("get", err)
 	}
-	if len(res) != 3 {
-		return lockapi.LockState{}, fmt.Errorf("lockd: get script replied %v", res)
-	}
-	var st lockapi.LockState
-	fs, _ := res[2].(string)
-	st.LastToken, _ = strconv.ParseUint(fs, 10, 64)
-	v, _ := res[0].(string)
-	if v == "" {
-		return st, nil
-	}
-	f := strings.Split(v, " ")
-	if len(f) != 3 {
-		return st, fmt.Errorf("lockd: corrupt lease value %q", v)
-	}
-	st.Held, st.Holder = true, f[0]
-	st.Token, _ = strconv.ParseUint(f[2], 10, 64)
-	ms, _ := res[1].(int64)
-	st.TTL = time.Duration(max(ms, 0)) * time.Millisecond
-	return st, nil
+	st, err := scripts.ParseGet(res)
+	return lockapi.LockState{Held: st.Held, Holder: st.Holder, Token: st.Token, TTL: st.TTL, LastToken: st.LastToken}, err
 }
 
 // Ping reports whether Redis answers.

@@ -33,6 +33,8 @@ func harness(t *testing.T, addr string, advance func(time.Duration)) lockapitest
 	return lockapitest.Harness{
 		Backends: [2]lockapi.Backend{lockd.New(a, lockd.Options{}), lockd.New(b, lockd.Options{})},
 		Advance:  advance,
+		// A request id is remembered past its lease (scripts.Memory).
+		RemembersGrants: true,
 		SetFence: func(resource string, tok uint64) {
 			if err := a.Set(context.Background(), "fencesim:{"+resource+"}:fence", strconv.FormatUint(tok, 10), 0).Err(); err != nil {
 				t.Fatal(err)
@@ -91,6 +93,43 @@ func TestKeysAndDurability(t *testing.T) {
 	}
 }
 
+// TestLateRequestIsNotGrantedTwice is lockd's double grant, found by the
+// live runner: an instance paused with alice's acquire queued; alice
+// retried the same request id on the other instance, was granted and
+// released; then the paused instance ran the queued script. With the
+// request remembered past its lease, the late copy answers the first
+// grant (ended); without (the planted bug lockd-forgets-request), it is
+// granted a second time, with a new token.
+func TestLateRequestIsNotGrantedTwice(t *testing.T) {
+	ctx := context.Background()
+	addr := redistest.Start(t).Addr
+	for _, forget := range []bool{false, true} {
+		rdb := newClient(t, addr)
+		rdb.FlushAll(ctx)
+		b := lockd.New(rdb, lockd.Options{UnsafeForgetRequests: forget})
+		first, err := b.Acquire(ctx, "res", "alice", 5*time.Second, 0, "q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Release(ctx, "res", "alice", first.Token, "rel"); err != nil {
+			t.Fatal(err)
+		}
+		late, err := b.Acquire(ctx, "res", "alice", 5*time.Second, 0, "q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case !forget && (late.Token != first.Token || late.TTL != 0):
+			t.Fatalf("late copy: token %d ttl %v, want the first grant %d, ended (ttl 0)", late.Token, late.TTL, first.Token)
+		case forget && late.Token == first.Token:
+			t.Fatalf("forgetting requests: late copy got token %d again, want a second grant (the bug)", late.Token)
+		}
+		if st, _ := b.Get(ctx, "res"); st.Held != forget {
+			t.Fatalf("forget=%v: held after the late copy = %v", forget, st.Held)
+		}
+	}
+}
+
 // TestMiniredisIsNotDurable: the embedded Redis keeps nothing across a
 // restart, and the check says so.
 func TestMiniredisIsNotDurable(t *testing.T) {
@@ -142,9 +181,11 @@ func TestFenceSurvivesRedisCrash(t *testing.T) {
 	}
 	srv.Crash()
 	var l lockapi.Lease
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		// The lease survived too, so the first acquire is "held".
-		if l, err = b.Acquire(ctx, "r", "b", time.Minute, 0, "after"); err == nil || time.Now().After(deadline) {
+	for try, deadline := 0, time.Now().Add(5*time.Second); ; try++ {
+		time.Sleep(20 * time.Millisecond)
+		// The lease survived too, so the first acquire is "held" (and that
+		// request id stays held: each attempt is a new one).
+		if l, err = b.Acquire(ctx, "r", "b", time.Minute, 0, "after"+strconv.Itoa(try)); err == nil || time.Now().After(deadline) {
 			break
 		}
 		if _, ok := err.(*lockapi.HeldError); ok {

@@ -98,6 +98,22 @@ type DesignInfo struct {
 	// flight as tentative until the sync ends. A replicated service's
 	// decisions are facts once committed, whatever one replica's disk does.
 	SyncedDecisions bool
+	// ResourceTokens says the design counts tokens per resource (lockd's
+	// fence counter per key), while the checker compares tokens across
+	// resources (S1). The harness renames each (resource, token) to its
+	// grant's rank in true-time order, as for UnorderedTokens, but the
+	// store fences the raw tokens: S1 then judges tokens issued twice for
+	// a resource, and S3 and S8 judge grant order.
+	ResourceTokens bool
+	// WallClockLeases says the service ends leases by a node's wall clock
+	// (Redis expires a key at an absolute wall time): a wall jump on a
+	// service node is then outside the lease model (L1 excuses it), as
+	// that design's documentation says; fencing still holds.
+	WallClockLeases bool
+	// BackEnds counts the last nodes of Nodes that clients never address
+	// (lockd's Redis): the clients' Servers are the nodes before them.
+	// Faults reach them as any node.
+	BackEnds int
 }
 
 // DesignRun is what a design's processes are built with for one run.
@@ -115,6 +131,11 @@ type DesignRun struct {
 	// IngressDepth bounds each server's requests in flight (0: the
 	// design's default), for designs that shed load.
 	IngressDepth int
+	// GroupCommit runs the service's processes as the real runtime does,
+	// for designs whose processes are process.Batchers: work deferred to
+	// the end of each batch of queued events (one append and one fsync
+	// for the batch). Designs without batching ignore it.
+	GroupCommit bool
 	// Marks counts the protocol corners the run reaches (package
 	// coverage): the harness hands every run its own; a design's processes
 	// may hit marks in it or ignore it. nil counts nothing.

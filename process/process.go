@@ -41,7 +41,9 @@ type Process interface {
 // Batcher is a Process that wants to hear when the runtime has run a batch
 // of queued events (the real runtime runs what queued up while the last
 // batch ran), to do once what each event would otherwise do alone: one
-// append and one fsync for many proposals. The simulator never calls it.
+// append and one fsync for many proposals. The simulator calls it when
+// the node's next event is not another delivery or timer at the same
+// instant.
 type Batcher interface {
 	EndBatch(env Env)
 }

@@ -34,6 +34,7 @@ var swarmFloor = map[coverage.Mark]int{
 	coverage.ReplicaNewLeaderLeases:      25, // 50
 	coverage.ReplicaStepDownPending:      16, // 33
 	coverage.ReplicaShed:                 6,  // 12 (a quarter of the seeds draw an ingress bound of 1..3)
+	coverage.ReplicaGroupCommit:          12, // 24 (half of the seeds draw group commit)
 	coverage.ReplicaDuplicateEntry:       15, // 30
 	coverage.ReplicaSnapshotTaken:        30, // 60
 	coverage.ReplicaRestartFromSnapshot:  16, // 32

@@ -13,7 +13,9 @@ import (
 // the lease fault model was active (see checker.CheckLeaseSafety): a pause
 // of a client, and clock drift beyond the clients' bound ρ — on a client
 // (its own beliefs), or on a service node (every client's: the leader times
-// the leases).
+// the leases); and for a design whose service times leases by a wall
+// clock (DesignInfo.WallClockLeases), a wall jump on a service node, for
+// every client, from the jump until a TTL after it ends.
 //
 // A trigger (a fault with When) excuses nothing in the plan: where and
 // when it struck is known once it fires (Result.Fired,
@@ -39,6 +41,14 @@ func (p Plan) leaseExcuses(fired nemesis.Schedule) []checker.LeaseExcuse {
 		bound = max(bound, c.DriftBoundPPM)
 	}
 	end := p.End()
+	var ttl time.Duration
+	for _, c := range p.Spec.Clients {
+		ttl = max(ttl, time.Duration(c.TTL))
+	}
+	wallLeases := false
+	if d := p.Spec.design(); d != nil {
+		wallLeases = d.Info().WallClockLeases
+	}
 	who := func(node string) (string, bool) {
 		switch {
 		case slices.Contains(clients, node):
@@ -58,6 +68,15 @@ func (p Plan) leaseExcuses(fired nemesis.Schedule) []checker.LeaseExcuse {
 		case nemesis.Pause:
 			if c, ok := who(op.Node); ok && c != "" {
 				out = append(out, checker.LeaseExcuse{Client: c, From: at, To: at + time.Duration(op.Duration), Fault: "pause of " + op.Node})
+			}
+		case nemesis.Jump:
+			// A design whose service times leases by a node's wall clock
+			// (Redis expires keys at an absolute wall time) loses them
+			// early to a jump of that clock: outside its lease model, as
+			// its documentation says, and fencing still holds.
+			if c, ok := who(op.Node); ok && c == "" && wallLeases {
+				out = append(out, checker.LeaseExcuse{From: at, To: at + time.Duration(op.Duration) + ttl,
+					Fault: fmt.Sprintf("wall jump of %v on %s, whose wall clock times the leases", time.Duration(op.By), op.Node)})
 			}
 		case nemesis.Drift:
 			if op.PPM <= bound && op.PPM >= -bound {

@@ -84,6 +84,10 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	mutants.MutTokenUnsynced:         {[]hunt{{"swarm", 15}, {"restart-all-replicas", 3}, {"lock-server-restart", 3}}, []string{"S1", "S4", "S5", "S6", "S7", "S9", "S10", "liveness"}},
 	mutants.MutTokenWallclock:        {[]hunt{{"swarm", 15}}, []string{"S1", "S4", "S5", "S7"}},
 	mutants.MutWaitSkipsLeaseCheck:   {[]hunt{{"swarm", 30}}, []string{"L1"}},
+	// lockd's: the swarm on lockd ("swarm" is switched to the mutant's
+	// design, as simrun hunt does), and lockd-swarm, the same mix.
+	mutants.MutLockdForgetsRequest: {[]hunt{{"swarm", 25}, {"lockd-swarm", 25}, {"lockd-paused-instance", 3}}, []string{"S7", "S2", "S1", "L1"}},
+	mutants.MutLockdAOFEverySec:    {[]hunt{{"swarm", 10}, {"lockd-swarm", 10}}, []string{"S1", "S2", "S5", "S7"}},
 }
 
 // run sweeps spec with mutant over seeds 1..budget until the first run that
@@ -91,8 +95,7 @@ var mutantHunts = map[lockservice.Mutant]struct {
 // property. Inconclusive runs are passed over.
 func (h hunt) run(t *testing.T, mutant lockservice.Mutant) (seed uint64, property string) {
 	t.Helper()
-	spec := huntScenario(h.scenario)
-	spec.Mutant = string(mutant)
+	spec := huntScenario(h.scenario).WithMutant(mutant)
 	for seed = 1; seed <= h.budget; seed++ {
 		res, err := Run(spec, seed, RunOptions{})
 		if err != nil {
@@ -169,7 +172,7 @@ func TestMutantsAreDeterministic(t *testing.T) {
 		t.Run(string(m.Name), func(t *testing.T) {
 			t.Parallel()
 			spec, _ := Lookup("swarm")
-			spec.Mutant = string(m.Name)
+			spec = spec.WithMutant(m.Name)
 			a, err := Run(spec, 3, RunOptions{})
 			if err != nil {
 				t.Fatal(err)

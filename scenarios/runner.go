@@ -98,6 +98,9 @@ func NewPlan(spec Spec, seed uint64) (Plan, error) {
 		if spec.IngressDepth == 0 {
 			p.Spec.IngressDepth = drawIngressDepth(seed)
 		}
+		if !spec.GroupCommit {
+			p.Spec.GroupCommit = drawGroupCommit(seed)
+		}
 	}
 	if spec.SnapshotEntries == 0 && spec.SnapshotBytes == 0 {
 		// Every run, swarm or scripted: written into the plan's spec, so
@@ -301,11 +304,16 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	}()
 	var obs lockservice.Observer = &boundedObserver{next: rec, w: w, left: reports, max: reports}
 	var dobs *designObserver
-	if info.UnorderedTokens || info.ClientGrants {
+	if info.UnorderedTokens || info.ResourceTokens || info.ClientGrants {
 		dobs = newDesignObserver(obs, info, func(name string) bool {
 			id, ok := ids[name]
 			return ok && w.State(id) == sim.Crashed
 		})
+		dobs.syncing = rec.syncing
+		dobs.crashedAt = func(name string) time.Duration {
+			at, _ := w.CrashedAt(ids[name])
+			return at
+		}
 		obs = dobs
 	}
 	moments := &momentTap{next: obs}
@@ -324,7 +332,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	servers := spec.serverNames()
 	run := lockservice.DesignRun{Limits: lockservice.DefaultLimits(), Observer: obs,
 		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks, TokenOffset: spec.TokenOffset,
-		SnapshotEntries: spec.SnapshotEntries, SnapshotBytes: spec.SnapshotBytes}
+		SnapshotEntries: spec.SnapshotEntries, SnapshotBytes: spec.SnapshotBytes, GroupCommit: spec.GroupCommit}
 	for i := range servers {
 		// Ids are dense and handed out in order: the servers come first,
 		// then the store.
@@ -352,8 +360,9 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	if ids[storeNode] != run.Store {
 		return Result{}, fmt.Errorf("scenario %q: the store got node id %d, want %d", spec.Name, ids[storeNode], run.Store)
 	}
+	frontEnds := serverIDs[:len(serverIDs)-info.BackEnds]
 	for _, c := range spec.Clients {
-		cfg := workload.DefaultConfig(c.Name, serverIDs, run.Store, c.Resource)
+		cfg := workload.DefaultConfig(c.Name, frontEnds, run.Store, c.Resource)
 		cfg.TTL, cfg.StartDelay, cfg.WorkDuration = time.Duration(c.TTL), time.Duration(c.StartDelay), time.Duration(c.WorkDuration)
 		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM, cfg.Wait = c.Cycles, c.WritesPerHold, c.DriftBoundPPM, time.Duration(c.Wait)
 		cfg.Observer, cfg.Marks = obs, marks
@@ -557,15 +566,38 @@ const rankSpacing = 1000
 type designObserver struct {
 	next lockservice.Observer
 	info lockservice.DesignInfo
-	rank map[uint64]uint64 // raw token → rank (1000: the run's first grant)
+	rank map[rankKey]uint64 // raw token → rank (1000: the run's first grant)
 	// open lists the grants not yet ended, by raw token, in grant order.
 	open []lockservice.Event
 	// crashed reports whether a node is down now.
 	crashed func(name string) bool
+	// ranked counts the ranks handed out.
+	ranked uint64
+	// tentative are the ranks of grants whose node's slow sync was in
+	// flight when reported (DesignInfo.SyncedDecisions): a crash before
+	// it completes takes the grant back, and a grant of the same token
+	// after the restart is a new one. syncing and crashedAt tell.
+	tentative []tentativeRank
+	syncing   func(node string) (time.Duration, bool)
+	crashedAt func(node string) time.Duration
+}
+
+// tentativeRank is a rank that node's crash before done takes back.
+type tentativeRank struct {
+	node string
+	done time.Duration
+	key  rankKey
 }
 
 func newDesignObserver(next lockservice.Observer, info lockservice.DesignInfo, crashed func(string) bool) *designObserver {
-	return &designObserver{next: next, info: info, rank: map[uint64]uint64{}, crashed: crashed}
+	return &designObserver{next: next, info: info, rank: map[rankKey]uint64{}, crashed: crashed}
+}
+
+// rankKey names a raw token: by itself, or with its resource for a design
+// whose tokens count per resource (DesignInfo.ResourceTokens).
+type rankKey struct {
+	resource string
+	token    uint64
 }
 
 // Observe records e, its token renamed.
@@ -581,11 +613,21 @@ func (o *designObserver) Observe(e lockservice.Event) {
 			})
 		}
 	}
-	if o.info.UnorderedTokens && e.Token != 0 {
-		r, ok := o.rank[e.Token]
+	if (o.info.UnorderedTokens || o.info.ResourceTokens) && e.Token != 0 {
+		k := rankKey{token: e.Token}
+		if o.info.ResourceTokens {
+			k.resource = e.Resource
+		}
+		r, ok := o.rank[k]
 		if !ok && e.Kind == lockservice.EvGranted {
-			r, ok = uint64(len(o.rank)+1)*rankSpacing, true
-			o.rank[e.Token] = r
+			o.ranked++
+			r, ok = o.ranked*rankSpacing, true
+			o.rank[k] = r
+			if o.syncing != nil && e.Node != "" {
+				if done, slow := o.syncing(e.Node); slow {
+					o.tentative = append(o.tentative, tentativeRank{node: e.Node, done: done, key: k})
+				}
+			}
 		}
 		if ok {
 			e.Token = r
@@ -594,8 +636,21 @@ func (o *designObserver) Observe(e lockservice.Event) {
 	o.next.Observe(e)
 }
 
-// nodeStarted ends the open grants of a restarted client.
+// nodeStarted ends the open grants of a restarted client, and forgets the
+// ranks of the grants a restarted service node's crash took back.
 func (o *designObserver) nodeStarted(name string) {
+	if len(o.tentative) > 0 {
+		keep := o.tentative[:0]
+		for _, t := range o.tentative {
+			switch {
+			case t.node != name:
+				keep = append(keep, t)
+			case t.done > o.crashedAt(name):
+				delete(o.rank, t.key)
+			}
+		}
+		o.tentative = keep
+	}
 	o.endWhere(func(g lockservice.Event) bool { return g.Client == name })
 }
 

@@ -51,6 +51,14 @@ type Spec struct {
 	// IngressDepth bounds each replica's requests in flight (0: the
 	// default); excess requests are shed as Overloaded.
 	IngressDepth int `json:"ingress_depth,omitempty"`
+	// GroupCommit runs the service as the real runtime does: a replica
+	// defers each event's Raft work (append, fsync, send) to the end of
+	// its batch of queued events, one append and one fsync for the batch
+	// (reference.ReplicaConfig.GroupCommit; the simulator ends a batch
+	// when the next event is not another of the node's at the same
+	// instant). A swarm scenario without it draws it from the seed for
+	// half of its seeds.
+	GroupCommit bool `json:"group_commit,omitempty"`
 	// TokenOffset starts the service's fencing tokens above it (the
 	// reference's token is the granting log index plus the offset), so a
 	// run can put its tokens near an integer boundary (2^31, 2^32, 2^53,

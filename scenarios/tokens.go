@@ -70,3 +70,11 @@ func drawSnapshot(seed uint64) (entries, bytes uint64) {
 	}
 	return snapshotEntries[r.IntN(len(snapshotEntries))], 0
 }
+
+// drawGroupCommit draws whether a swarm run's service commits in groups,
+// as the real runtime runs it (Spec.GroupCommit), from a stream of its
+// own (so nothing else drawn from the seed moves): half of the seeds.
+func drawGroupCommit(seed uint64) bool {
+	r := rand.New(rand.NewPCG(seed, 0x47524F55_50000000)) // "GROUP"
+	return r.IntN(2) == 0
+}

@@ -44,6 +44,7 @@ type node struct {
 	name       string
 	newProcess func() Process
 	proc       Process
+	batcher    bool // proc is a process.Batcher
 	clock      *fakeclock.Clock
 	disk       *Disk
 	rng        *rand.Rand

@@ -141,6 +141,14 @@ func (q *queue) pop() (event, bool) {
 	return ev, true
 }
 
+// peek returns the earliest event without removing it.
+func (q *queue) peek() (*event, bool) {
+	if len(q.keys) == 0 {
+		return nil, false
+	}
+	return &q.slab[q.keys[0].slot], true
+}
+
 // peekAt returns the time of the earliest event.
 func (q *queue) peekAt() (time.Duration, bool) {
 	if len(q.keys) == 0 {

@@ -12,6 +12,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/fencesim/fencesim/process"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -84,6 +85,12 @@ type World struct {
 	// what it sends leaves only when the stall ends.
 	running *node
 	stall   time.Duration
+	// batch is the node whose batch of events is open: a process.Batcher
+	// that ran an event. Its batch ends (EndBatch) before the loop fires
+	// an event that is not another delivery or timer of that node at the
+	// same instant — the events the real runtime would have found queued
+	// together (a burst, what a pause or a stall held back).
+	batch *node
 }
 
 // New builds an empty World. The network draws its random stream first;
@@ -200,6 +207,9 @@ func (w *World) Run(until time.Duration, limit uint64) (out Outcome) {
 // one function, BenchmarkLoop100 measured several percent slower.
 func (w *World) loop(until time.Duration, limit uint64) Outcome {
 	for fired := uint64(0); ; fired++ {
+		if w.batch != nil && !w.continuesBatch() {
+			w.endBatch()
+		}
 		at, ok := w.queue.peekAt()
 		if !ok {
 			return Quiescent
@@ -220,6 +230,34 @@ func (w *World) loop(until time.Duration, limit uint64) Outcome {
 		w.now = ev.at
 		w.step++
 		w.fire(ev)
+	}
+}
+
+// continuesBatch reports whether the next event belongs to the open
+// batch: a delivery or timer of the batch's node at this instant.
+func (w *World) continuesBatch() bool {
+	ev, ok := w.queue.peek()
+	return ok && ev.at == w.now && ev.node == w.batch.id && (ev.kind == evDeliver || ev.kind == evTimer)
+}
+
+// endBatch tells the open batch's process that its batch has run
+// (process.Batcher), if it is still up: a paused node's batch goes on when
+// it resumes, a crashed one's is gone.
+func (w *World) endBatch() {
+	n := w.batch
+	w.batch = nil
+	if n.state != Up || n.proc == nil {
+		return
+	}
+	w.running, w.stall = n, 0
+	n.proc.(process.Batcher).EndBatch(nodeEnv{n})
+	w.running = nil
+}
+
+// ran notes that n's process ran an event: a Batcher's batch is open.
+func (w *World) ran(n *node) {
+	if n.batcher {
+		w.batch = n
 	}
 }
 
@@ -251,9 +289,11 @@ func (w *World) fire(ev event) {
 	case evStart:
 		w.trace.record(w, &ev, "")
 		n.proc = n.newProcess()
+		_, n.batcher = n.proc.(process.Batcher)
 		w.running, w.stall = n, 0
 		n.proc.Start(nodeEnv{n})
 		w.running = nil
+		w.ran(n)
 	case evDeliver:
 		if n.proc == nil {
 			// Restarted at this very instant; its Start event is still
@@ -272,6 +312,7 @@ func (w *World) fire(ev event) {
 		w.running, w.stall = n, 0
 		n.proc.Receive(nodeEnv{n}, ev.from, ev.msg)
 		w.running = nil
+		w.ran(n)
 	case evTimer:
 		h := w.timers.take(ev.id)
 		if h == nil {
@@ -281,6 +322,7 @@ func (w *World) fire(ev event) {
 		w.running, w.stall = n, 0
 		h.Fire(ev.id)
 		w.running = nil
+		w.ran(n)
 	case evResume:
 		if n.state != Paused || w.now < n.pausedUntil {
 			return // superseded by a longer pause, or by a crash

@@ -126,8 +126,9 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 		} else {
 			s, _ = scenarios.Lookup(j.scenario)
 		}
-		s, err = withDesign(s, *design)
-		if err == nil && *design != "" {
+		d := designFor(*design, m)
+		s, err = withDesign(s, d)
+		if err == nil && d != "" {
 			_, err = scenarios.NewPlan(s, lo) // a fault naming another design's node
 		}
 		if err != nil {

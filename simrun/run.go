@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/report"
 	"github.com/fencesim/fencesim/scenarios"
 )
@@ -61,7 +63,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	spec, err := chooseSpec(*name, *specFile)
 	if err == nil {
-		spec, err = withDesign(spec, *design)
+		spec, err = withDesign(spec, designFor(*design, lockservice.Mutant(*mutant)))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun run: %v\n", err)
@@ -175,6 +177,16 @@ func withDesign(spec scenarios.Spec, name string) (scenarios.Spec, error) {
 		spec.Replicas = 0
 	}
 	return spec, nil
+}
+
+// designFor is the design a run takes: the one -design names, else the
+// one a mutant planted outside the reference lives in (lockd's), else the
+// scenario's own ("").
+func designFor(design string, m lockservice.Mutant) string {
+	if design != "" {
+		return design
+	}
+	return mutants.Design(m)
 }
 
 // execute runs a plan and reports it: the seed and every option first (so

@@ -23,6 +23,7 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/coverage"
+	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/scenarios"
 )
@@ -95,6 +96,13 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		}
 		for i := range specs {
 			specs[i].Mutant = *mutant
+			if d := mutants.Design(lockservice.Mutant(*mutant)); d != "" && *design == "" {
+				var err error
+				if specs[i], err = withDesign(specs[i], d); err != nil {
+					fmt.Fprintf(stderr, "simrun sweep: %v\n", err)
+					return exitUsage
+				}
+			}
 		}
 	}
 	lo, hi, err := parseSeeds(*seeds)

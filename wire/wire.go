@@ -2,7 +2,8 @@
 // messages for the real runtime's transport (realrt.Codec): every message
 // type that crosses the network in the simulator — client requests and
 // replies, fenced-store requests and replies, Raft messages between
-// replicas, and the Redlock contrast's node messages.
+// replicas, the Redlock contrast's node messages and the simulated
+// lockd's script calls.
 //
 // An encoding is one type tag byte, then the message's fields in
 // declaration order: unsigned integers (tokens, request ids, terms,
@@ -24,6 +25,8 @@
 //	   MsgSnap, its snapshot)
 //	40 redlock.RedlockSet      41 RedlockExtend     42 RedlockDel
 //	43 redlock.RedlockReply
+//	50 lockdsim.Eval           51 lockdsim.EvalReply (a script reply: a kind
+//	   byte — 0 nil, 1 integer, 2 string, 3 array — then its value)
 //
 // Decoding never panics and never allocates more than the input's length
 // justifies, whatever the bytes (FuzzDecode checks it): a peer that sends
@@ -37,6 +40,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/lockdsim"
 	"github.com/fencesim/fencesim/lockservice/raft"
 	"github.com/fencesim/fencesim/lockservice/redlock"
 	"github.com/fencesim/fencesim/lockservice/reference"
@@ -58,7 +62,12 @@ const (
 	TagRedlockExtend  = 41
 	TagRedlockDel     = 42
 	TagRedlockReply   = 43
+	TagEval           = 50
+	TagEvalReply      = 51
 )
+
+// maxValueDepth bounds the nesting of a script reply's arrays.
+const maxValueDepth = 8
 
 // Codec is the lock service's realrt.Codec. Its zero value is ready.
 type Codec struct{}
@@ -135,10 +144,57 @@ func (Codec) AppendMessage(b []byte, m process.Message) ([]byte, error) {
 		b = binary.AppendUvarint(b, m.Attempt)
 		b = appendBool(b, m.OK)
 		b = binary.AppendUvarint(b, m.Holder)
+	case lockdsim.Eval:
+		b = append(b, TagEval)
+		b = binary.AppendUvarint(b, m.ID)
+		b = appendString(b, m.Script)
+		b = appendStrings(b, m.Keys)
+		b = appendStrings(b, m.Args)
+	case lockdsim.EvalReply:
+		b = append(b, TagEvalReply)
+		b = binary.AppendUvarint(b, m.ID)
+		var err error
+		if b, err = appendValue(b, m.Value, 0); err != nil {
+			return b, err
+		}
+		b = appendString(b, m.Err)
 	default:
 		return b, fmt.Errorf("%w: %T", ErrUnknownType, m)
 	}
 	return b, nil
+}
+
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
+}
+
+// appendValue encodes a script reply: nil, int64, string or []any of them.
+func appendValue(b []byte, v any, depth int) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return append(b, 0), nil
+	case int64:
+		return binary.AppendVarint(append(b, 1), v), nil
+	case string:
+		return appendString(append(b, 2), v), nil
+	case []any:
+		if depth >= maxValueDepth {
+			return b, fmt.Errorf("%w: a script reply nested deeper than %d", ErrUnknownType, maxValueDepth)
+		}
+		b = binary.AppendUvarint(append(b, 3), uint64(len(v)))
+		for _, e := range v {
+			var err error
+			if b, err = appendValue(b, e, depth+1); err != nil {
+				return b, err
+			}
+		}
+		return b, nil
+	}
+	return b, fmt.Errorf("%w: a script reply of type %T", ErrUnknownType, v)
 }
 
 func appendTokenRequest(b []byte, resource, client string, token, request uint64) []byte {
@@ -248,6 +304,10 @@ func (Codec) DecodeMessage(b []byte) (process.Message, error) {
 		m = redlock.RedlockDel{Resource: r.string(), Value: r.uvarint(), Attempt: r.uvarint()}
 	case TagRedlockReply:
 		m = redlock.RedlockReply{Attempt: r.uvarint(), OK: r.bool(), Holder: r.uvarint()}
+	case TagEval:
+		m = lockdsim.Eval{ID: r.uvarint(), Script: r.string(), Keys: r.strings(), Args: r.strings()}
+	case TagEvalReply:
+		m = lockdsim.EvalReply{ID: r.uvarint(), Value: r.value(0), Err: r.string()}
 	default:
 		return nil, fmt.Errorf("%w: unknown type tag %d", errCorrupt, tag)
 	}
@@ -361,4 +421,44 @@ func (r *reader) raft() raft.Message {
 		m.Snapshot = s
 	}
 	return m
+}
+
+// strings reads a count and that many strings; each takes at least a
+// byte, so a count beyond what is left is refused before allocating.
+func (r *reader) strings() []string {
+	n := r.uvarint()
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.fail("%d strings cannot fit in %d bytes", n, len(r.b))
+		return nil
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = r.string()
+	}
+	return out
+}
+
+// value reads a script reply (see appendValue).
+func (r *reader) value(depth int) any {
+	switch kind := r.small(3); {
+	case r.err != nil || kind == 0:
+		return nil
+	case kind == 1:
+		return r.varint()
+	case kind == 2:
+		return r.string()
+	}
+	n := r.uvarint()
+	if depth >= maxValueDepth || n > uint64(len(r.b)) {
+		r.fail("an array of %d values at depth %d in %d bytes", n, depth, len(r.b))
+		return nil
+	}
+	out := make([]any, n)
+	for i := range out {
+		out[i] = r.value(depth + 1)
+	}
+	return out
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/lockdsim"
 	"github.com/fencesim/fencesim/lockservice/raft"
 	"github.com/fencesim/fencesim/lockservice/redlock"
 	"github.com/fencesim/fencesim/lockservice/reference"
@@ -67,6 +68,11 @@ func samples() []process.Message {
 		redlock.RedlockDel{Resource: "r", Value: max64, Attempt: 3},
 		redlock.RedlockReply{Attempt: max64, OK: true, Holder: max64},
 		redlock.RedlockReply{Attempt: 0, OK: false, Holder: 0},
+		lockdsim.Eval{ID: max64, Script: "return 1", Keys: []string{"k{r}:lock", ""}, Args: []string{"ü", "500"}},
+		lockdsim.Eval{ID: 1},
+		lockdsim.EvalReply{ID: 2, Value: []any{int64(1), "18446744073709551615", int64(-2), nil, []any{"x"}}},
+		lockdsim.EvalReply{ID: 3, Value: int64(math.MinInt64)},
+		lockdsim.EvalReply{ID: 4, Err: "ERR fence counter exhausted"},
 	}
 }
 
@@ -124,7 +130,7 @@ func TestDecodedDataIsCopied(t *testing.T) {
 func TestTagsAreStable(t *testing.T) {
 	want := map[string]byte{"AcquireRequest": 1, "RenewRequest": 2, "ReleaseRequest": 3, "LockReply": 4,
 		"WriteRequest": 5, "WriteReply": 6, "ReadRequest": 7, "ReadReply": 8, "RaftMessage": 9,
-		"RedlockSet": 40, "RedlockExtend": 41, "RedlockDel": 42, "RedlockReply": 43}
+		"RedlockSet": 40, "RedlockExtend": 41, "RedlockDel": 42, "RedlockReply": 43, "Eval": 50, "EvalReply": 51}
 	for _, m := range samples() {
 		b, _ := Codec{}.AppendMessage(nil, m)
 		name := reflect.TypeOf(m).Name()

@@ -40,8 +40,12 @@ var layers = []struct {
 		why:     "the reference is a lock service like any plug-in: the contract, Raft and its records, nothing of the harness, the catalogue of planted bugs or the simulator",
 	},
 	{
+		pattern: "./lockd/scripts",
+		why:     "lockd's scripts are the one definition of its atomic operations, run by real Redis and by the simulator's Redis process: a leaf, standard library only",
+	},
+	{
 		pattern: "./lockservice/...",
-		allowed: []string{"process", "coverage"},
+		allowed: []string{"process", "coverage", "lockd/scripts"},
 		why:     "the lock service is written against the contract only, so that it runs on a real clock and disk unchanged (fault controls stay in sim and nemesis)",
 	},
 	{
@@ -66,8 +70,9 @@ var layers = []struct {
 	},
 	{
 		pattern: "./wire",
-		allowed: []string{"process", "coverage", "lockservice", "lockservice/raft", "lockservice/reference", "lockservice/redlock", "lockservice/internal/record"},
-		why:     "the wire codec encodes the lock service's messages (the contract's, Raft's as the reference sends them, Redlock's); it must not drag in the simulator",
+		allowed: []string{"process", "coverage", "lockservice", "lockservice/raft", "lockservice/reference", "lockservice/redlock", "lockservice/internal/record",
+			"lockservice/lockdsim", "lockd/scripts"},
+		why: "the wire codec encodes the lock service's messages (the contract's, Raft's as the reference sends them, Redlock's, the simulated lockd's script calls); it must not drag in the simulator",
 	},
 	{
 		pattern: "./detlint",
@@ -140,12 +145,12 @@ var layers = []struct {
 		pattern: "./live",
 		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "report", "nemesis", "scenarios", "scenarios/workload", "sim", "fakeclock", "process",
 			"lockservice", "lockservice/internal/record", "lockservice/fencedstore", "lockservice/raft", "lockservice/reference", "lockservice/mutants",
-			"lockservice/redlock", "lockservice/designs", "lockservice/lockclient"},
+			"lockservice/redlock", "lockservice/designs", "lockservice/lockclient", "lockservice/lockdsim", "lockd/scripts"},
 		why: "the live harness runs the services as processes, never in its own: it plans with scenarios and nemesis, checks with checker, and must not link a service (realrt, nodesvc, storesvc, lockd)",
 	},
 	{
 		pattern: "./lockd",
-		allowed: []string{"lockapi", "admission", "internal/httpx", "internal/fencemac"},
+		allowed: []string{"lockapi", "admission", "internal/httpx", "internal/fencemac", "lockd/scripts"},
 		why:     "the Redis backend is a lockapi.Backend and nothing else of fencesim",
 	},
 }

@@ -28,6 +28,7 @@ func BuiltinDesigns() []lockservice.Design {
 		replicatedDesign{name: DesignLeaseOnly, unfenced: true,
 			description: "contrast: the reference service, but the store ignores tokens — leases alone protect it"},
 		redlock.RedlockDesign{},
+		lockdDesign{},
 	}
 }
 
@@ -63,6 +64,7 @@ func (d replicatedDesign) NewServer(_ int, run lockservice.DesignRun) process.Pr
 		cfg.SnapshotEntries, cfg.SnapshotBytes = run.SnapshotEntries, run.SnapshotBytes
 		cfg.SnapshotKeep, cfg.SegmentEntries = run.SnapshotEntries/4, 4
 	}
+	cfg.GroupCommit = run.GroupCommit
 	return reference.NewReplica(cfg)
 }
 

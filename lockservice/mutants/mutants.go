@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/fencedstore"
+	"github.com/fencesim/fencesim/lockservice/lockdsim"
 	"github.com/fencesim/fencesim/lockservice/reference"
 	"github.com/fencesim/fencesim/process"
 )
@@ -82,13 +83,39 @@ const (
 	// holder's lease over without checking that it ended, and proposes its
 	// expiry ahead of the acquire.
 	MutWaitSkipsLeaseCheck lockservice.Mutant = "wait-skips-lease-check"
+	// MutLockdForgetsRequest: lockd as the live runner found it — an
+	// acquire's request id is remembered only while its lease is held, so
+	// a copy of the request that runs late (queued in a paused instance
+	// while its client retried on another, was granted and released) is
+	// granted a second time, with a new token. Planted in the lockd design.
+	MutLockdForgetsRequest lockservice.Mutant = "lockd-forgets-request"
+	// MutLockdAOFEverySec: lockd's Redis syncs its append-only file once a
+	// second (appendfsync everysec, Redis's default with appendonly yes)
+	// instead of before every reply: a Redis crash loses grants already
+	// acknowledged, and the fence tokens they carried are issued again —
+	// what lockd's durability check warns of. Planted in the lockd design.
+	MutLockdAOFEverySec lockservice.Mutant = "lockd-aof-everysec"
 )
+
+// designOf names the design a planted bug lives in, for the bugs that are
+// not the reference's: a run of such a mutant runs that design
+// (Design).
+var designOf = map[lockservice.Mutant]string{
+	MutLockdForgetsRequest: "lockd",
+	MutLockdAOFEverySec:    "lockd",
+}
+
+// Design returns the design m is planted in, or "" for the reference's
+// bugs (which every design built on the reference's components takes).
+func Design(m lockservice.Mutant) string { return designOf[m] }
 
 // mutants is the catalogue, sorted by name.
 var mutants = []MutantInfo{
 	{MutAckBeforeCommit, "the leader answers a grant before the entry commits (predicted from its applied table)"},
 	{MutClientNoDriftMargin, "the client watchdog ignores ρ and the margin and measures the lease from the reply, not the request start"},
 	{MutExpiryWallclock, "the leader expires leases by its wall clock instead of its monotonic clock"},
+	{MutLockdAOFEverySec, "lockd: Redis syncs its AOF once a second, so a Redis crash forgets acknowledged grants and reissues their tokens"},
+	{MutLockdForgetsRequest, "lockd: a request id is forgotten with its lease, so a late copy of a granted and released acquire is granted again"},
 	{MutNoRetryDedup, "a duplicated or retried acquire is applied twice"},
 	{MutQuorumOffByOne, "Raft's majority is computed as n/2"},
 	{MutReleaseNoOwnerCheck, "release ends whatever lease holds the resource, whoever asks"},
@@ -116,6 +143,8 @@ type injection struct {
 	table   func() reference.TableRules
 	store   func(*fencedstore.StoreConfig)
 	client  func(*lockservice.ClientConfig)
+	lockd   func(*lockdsim.InstanceConfig)
+	redis   func(*lockdsim.RedisConfig)
 }
 
 // injections maps every planted bug to its injections.
@@ -153,6 +182,8 @@ var injections = map[lockservice.Mutant]injection{
 		replica: func(c *reference.ReplicaConfig) { c.UnsafeNoFsync = true },
 		server:  func(c *reference.ServerConfig) { c.UnsafeNoFsync = true },
 	},
+	MutLockdAOFEverySec:    {redis: func(c *lockdsim.RedisConfig) { c.Fsync = lockdsim.FsyncEverySec }},
+	MutLockdForgetsRequest: {lockd: func(c *lockdsim.InstanceConfig) { c.RequestMemory = -1 }},
 	MutTokenWallclock:      {replica: func(c *reference.ReplicaConfig) { c.Tokens = wallTokens{} }},
 	MutWaitSkipsLeaseCheck: {replica: func(c *reference.ReplicaConfig) { c.Grants = &waitSkipsLeaseCheck{waiting: map[string]time.Duration{}} }},
 }
@@ -184,6 +215,20 @@ func InjectReplica(m lockservice.Mutant, cfg *reference.ReplicaConfig) {
 func InjectServer(m lockservice.Mutant, cfg *reference.ServerConfig) {
 	cfg.Table = tableRules(m)
 	if f := injections[m].server; f != nil {
+		f(cfg)
+	}
+}
+
+// InjectLockd sets m's injections in the config of one lockd instance.
+func InjectLockd(m lockservice.Mutant, cfg *lockdsim.InstanceConfig) {
+	if f := injections[m].lockd; f != nil {
+		f(cfg)
+	}
+}
+
+// InjectRedis sets m's injections in the config of lockd's Redis process.
+func InjectRedis(m lockservice.Mutant, cfg *lockdsim.RedisConfig) {
+	if f := injections[m].redis; f != nil {
 		f(cfg)
 	}
 }

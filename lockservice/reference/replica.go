@@ -66,9 +66,10 @@ type ReplicaConfig struct {
 	// GroupCommit defers the work of each event's Ready (persist, sync,
 	// send, apply) to the end of the runtime's batch of queued events
 	// (process.Batcher): proposals and appends that arrive while a sync is
-	// in flight go out in one append and one fsync. For the real runtime,
-	// whose executor runs events in batches; the simulator calls no
-	// EndBatch, so it must stay false there.
+	// in flight go out in one append and one fsync. The real runtime's
+	// executor runs events in batches; the simulator ends a batch when its
+	// next event is not another of the node's at the same instant (the
+	// swarm draws GroupCommit for half of its seeds).
 	GroupCommit bool
 	// UnsafeNoFsync writes term, vote and log but does not sync them
 	// before the messages that depend on them (etcd's --unsafe-no-fsync).
@@ -203,6 +204,9 @@ type Replica struct {
 	// and log entries (its monotonic clock; 0: never), recorded only when
 	// coverage marks are counted (LastPersist).
 	votedAt, appendedAt time.Duration
+	// batched counts the events of the current batch that left Raft work
+	// (GroupCommit).
+	batched int
 	// dirty: an event of the current batch left Raft work for EndBatch
 	// (GroupCommit).
 	dirty bool
@@ -490,6 +494,7 @@ func (r *Replica) flush() {
 func (r *Replica) flushSoon() {
 	if r.cfg.GroupCommit {
 		r.dirty = true
+		r.batched++
 		return
 	}
 	r.flush()
@@ -499,7 +504,10 @@ func (r *Replica) flushSoon() {
 // the batch's events left is done here, in one Ready.
 func (r *Replica) EndBatch(process.Env) {
 	if r.dirty {
-		r.dirty = false
+		if r.batched > 1 {
+			r.cfg.Marks.Hit(coverage.ReplicaGroupCommit)
+		}
+		r.dirty, r.batched = false, 0
 		r.flush()
 	}
 }
