@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,11 +219,16 @@ func TestCorruptFenceFailsClosed(t *testing.T) {
 }
 
 // acquireN acquires and releases r n times and returns the last token.
+// acquireSeq numbers acquireN's requests.
+var acquireSeq atomic.Uint64
+
 func acquireN(t *testing.T, b *lockd.Backend, n int) uint64 {
 	t.Helper()
 	var last uint64
-	for i := range n {
-		l, err := b.Acquire(context.Background(), "r", "a", time.Minute, 0, "n"+strconv.Itoa(i))
+	for range n {
+		// A request id of its own per acquire: lockd remembers a request
+		// past its lease, and answers a reused one with its old grant.
+		l, err := b.Acquire(context.Background(), "r", "a", time.Minute, 0, "n"+strconv.FormatUint(acquireSeq.Add(1), 10))
 		if err != nil {
 			t.Fatal(err)
 		}

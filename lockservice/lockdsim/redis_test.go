@@ -217,7 +217,7 @@ func (x *world) call(c scripts.Call) lockdsim.EvalReply {
 
 func (x *world) token(c scripts.Call) string {
 	v, _ := x.call(c).Value.([]any)
-	if len(v) != 3 || v[0] != int64(1) {
+	if len(v) != 4 || v[0] != int64(1) {
 		x.t.Fatalf("acquire: %v, want granted", v)
 	}
 	return v[1].(string)
