@@ -26,6 +26,8 @@ type Cluster struct {
 	hls     []string // HTTP listen addresses
 	// offset is the group's token offset (nodesvc.Config.TokenOffset).
 	offset uint64
+	// tune, if set, adjusts every node's configuration (NewTuned).
+	tune func(*nodesvc.Config)
 	// first are the listeners of each node's first start (Raft, HTTP),
 	// opened before any node starts so that no parallel test takes a
 	// port in between; a restart listens on the same addresses again.
@@ -44,8 +46,11 @@ func listen(t testing.TB) net.Listener {
 
 // New starts three nodes whose tokens start above offset; they are
 // stopped when the test ends.
-func New(t testing.TB, offset uint64) *Cluster {
-	c := &Cluster{T: t, offset: offset}
+func New(t testing.TB, offset uint64) *Cluster { return NewTuned(t, offset, nil) }
+
+// NewTuned is New with every node's configuration adjusted by tune.
+func NewTuned(t testing.TB, offset uint64, tune func(*nodesvc.Config)) *Cluster {
+	c := &Cluster{T: t, offset: offset, tune: tune}
 	for i := range 3 {
 		raft, http := listen(t), listen(t)
 		c.first = append(c.first, [2]net.Listener{raft, http})
@@ -72,6 +77,9 @@ func New(t testing.TB, offset uint64) *Cluster {
 func (c *Cluster) Start(i int) {
 	c.T.Helper()
 	cfg := nodesvc.Config{ID: process.NodeID(i), DataDir: c.Dirs[i], Listen: c.Peers[i].Raft, Peers: c.Peers, TokenOffset: c.offset}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
 	var l net.Listener
 	if first := c.first[i]; first[0] != nil {
 		cfg.Listener, l = first[0], first[1]
