@@ -2,9 +2,12 @@ package systems
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"time"
 
@@ -24,28 +27,56 @@ type Node struct {
 	servers  []*lockapi.Server
 	// Endpoints are the HTTP base URLs, the leader's first.
 	Endpoints []string
+	// HTTP is the client for the API (nil: the Go client's default); with
+	// API TLS it trusts the cluster's throwaway CA.
+	HTTP *http.Client
 }
 
 // StartNode starts the cluster with data under dir and waits (at most
 // 10s) for a leader. With peerTLS its replicas authenticate each other
-// with mutual TLS under a throwaway CA, as -dev-cluster does.
-func StartNode(dir string, log *slog.Logger, peerTLS bool) (*Node, error) {
+// with mutual TLS under a throwaway CA, as -dev-cluster does; with apiTLS
+// the lock API is served over TLS (a certificate for "localhost" from the
+// same CA) and Node.HTTP trusts it.
+func StartNode(dir string, log *slog.Logger, peerTLS, apiTLS bool) (*Node, error) {
 	n := &Node{}
 	const size = 3
-	tls := make([]*realrt.PeerTLS, size)
+	ptls := make([]*realrt.PeerTLS, size)
+	ids := []process.NodeID{0, 1, 2}
+	files, err := peertls.DevFiles(dir, ids)
+	if err != nil {
+		return nil, err
+	}
 	if peerTLS {
-		ids := []process.NodeID{0, 1, 2}
-		files, err := peertls.DevFiles(dir, ids)
-		if err != nil {
-			return nil, err
-		}
 		for _, id := range ids {
 			r, err := peertls.Load(files[id])
 			if err != nil {
 				return nil, err
 			}
-			tls[id] = r.PeerTLS()
+			ptls[id] = r.PeerTLS()
 		}
+	}
+	var apiCert *tls.Certificate
+	scheme := "http://"
+	if apiTLS {
+		ca, key, err := peertls.LoadDevCA(dir)
+		if err != nil {
+			return nil, err
+		}
+		cf, kf, err := peertls.Issue(dir, ca, key, "localhost", time.Now().AddDate(0, 0, 1))
+		if err != nil {
+			return nil, err
+		}
+		c, err := tls.LoadX509KeyPair(cf, kf)
+		if err != nil {
+			return nil, err
+		}
+		apiCert, scheme = &c, "https://"
+		pool := x509.NewCertPool()
+		pool.AddCert(ca)
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 256 // as the Go client's own transport
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, ServerName: "localhost"}
+		n.HTTP = &http.Client{Transport: tr}
 	}
 	var hls, rls []net.Listener
 	peers := make([]nodesvc.Peer, size)
@@ -60,17 +91,21 @@ func StartNode(dir string, log *slog.Logger, peerTLS bool) (*Node, error) {
 			return nil, closeAll(err, hls, rls)
 		}
 		rls = append(rls, rl)
-		peers[i] = nodesvc.Peer{ID: process.NodeID(i), Raft: rl.Addr().String(), HTTP: "http://" + hl.Addr().String()}
+		peers[i] = nodesvc.Peer{ID: process.NodeID(i), Raft: rl.Addr().String(), HTTP: scheme + hl.Addr().String()}
 	}
 	for i := range size {
 		b, err := nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", i)),
-			Listener: rls[i], Peers: peers, Logger: log.With("node", i), PeerTLS: tls[i]})
+			Listener: rls[i], Peers: peers, Logger: log.With("node", i), PeerTLS: ptls[i]})
 		if err != nil {
 			n.Close()
 			return nil, closeAll(fmt.Errorf("starting replica %d: %w", i, err), hls[i:], rls[i+1:])
 		}
 		s := lockapi.NewServer(b, lockapi.Config{Logger: log.With("node", i), Limiter: nodesvc.APILimiter("")})
-		go s.Serve(hls[i])
+		l := hls[i]
+		if apiCert != nil {
+			l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{*apiCert}})
+		}
+		go s.Serve(l)
 		n.backends, n.servers = append(n.backends, b), append(n.servers, s)
 	}
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {

@@ -10,6 +10,7 @@ package systems
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -39,14 +40,16 @@ const TTL = 10 * time.Second
 // client's Acquire as an application calls it, waiting at the service
 // (wait_ms) to be granted as the lock frees. Acquire counts as one
 // attempt.
-func HTTPCycle(endpoints []string, workers int, held string) (bench.Cycle, error) {
+//
+// hc is the HTTP client (nil: the Go client's default).
+func HTTPCycle(endpoints []string, workers int, held string, hc *http.Client) (bench.Cycle, error) {
 	wait := time.Duration(-1) // no waiting at the service
 	if held == HeldWait {
 		wait = 0 // the client's default
 	}
 	clients := make([]*lockclient.Client, workers)
 	for i := range clients {
-		c, err := lockclient.New(lockclient.Config{Endpoints: endpoints, Name: "bench-w" + strconv.Itoa(i), Wait: wait})
+		c, err := lockclient.New(lockclient.Config{Endpoints: endpoints, Name: "bench-w" + strconv.Itoa(i), Wait: wait, HTTP: hc})
 		if err != nil {
 			return nil, err
 		}

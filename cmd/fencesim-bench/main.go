@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -61,6 +62,7 @@ type options struct {
 	// and how often it reports.
 	soak, soakInterval time.Duration
 	peerTLS          bool // fencesim-node's replicas over mutual TLS
+	apiTLS           bool // fencesim-node's API over TLS
 }
 
 // Report is what -json prints: the machine, the run's options and every
@@ -85,6 +87,7 @@ type Machine struct {
 	Systems       []string `json:"systems"`
 	Held          string   `json:"held"`     // how node and lockd clients met a held lock
 	PeerTLS       bool     `json:"peer_tls"` // fencesim-node's replicas over mutual TLS
+	APITLS        bool     `json:"api_tls"`  // fencesim-node's API over TLS
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -97,6 +100,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per cell (10ms..10m)")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "warm-up per cell, not counted (0..1m)")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of the table")
+	fs.BoolVar(&o.apiTLS, "api-tls", false, "serve fencesim-node's lock API over TLS too (the clients trust its throwaway CA), to measure what client TLS costs")
 	fs.BoolVar(&o.peerTLS, "peer-tls", true, "fencesim-node's replicas authenticate each other with mutual TLS, as -dev-cluster runs them (false: plain TCP, to measure what TLS costs)")
 	held := fs.String("held", systems.HeldWait, "node and lockd clients finding the lock held: wait (the Go client's Acquire, waiting at the service to be granted as the lock frees), retry (at once, the anchor's way) or backoff (the Go client's Acquire polling with jittered exponential backoff)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "use the Redis at host:port for lockd instead of starting redis-server")
@@ -173,7 +177,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// errors only.
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m := Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-		LoadBefore: loadavg(), WarmupSeconds: o.warmup.Seconds(), CellSeconds: o.duration.Seconds(), Systems: o.only, Held: o.held, PeerTLS: o.peerTLS}
+		LoadBefore: loadavg(), WarmupSeconds: o.warmup.Seconds(), CellSeconds: o.duration.Seconds(), Systems: o.only, Held: o.held, PeerTLS: o.peerTLS, APITLS: o.apiTLS}
 	began := time.Now()
 	var results []bench.Result
 	failed := false
@@ -224,7 +228,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // runSystem starts one system, runs every cell on it and stops it.
 func runSystem(ctx context.Context, sys string, o options, dir string, log *slog.Logger, stderr io.Writer, m *Machine, progress func(bench.Result)) ([]bench.Result, error) {
-	cells := func(endpoints func() []string) []bench.Result {
+	cells := func(endpoints func() []string, hc *http.Client) []bench.Result {
 		var rs []bench.Result
 		prefix := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
 		for _, mode := range o.modes {
@@ -233,7 +237,7 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 					return rs
 				}
 				c := bench.Cell{Mode: mode, Workers: n, Warmup: o.warmup, Duration: o.duration, Prefix: prefix}
-				cycle, err := systems.HTTPCycle(endpoints(), n, o.held)
+				cycle, err := systems.HTTPCycle(endpoints(), n, o.held, hc)
 				var r bench.Result
 				if err != nil {
 					r = bench.Result{System: sys, Mode: mode, Workers: n, Err: err.Error()}
@@ -254,12 +258,12 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 		if err != nil {
 			return nil, err
 		}
-		n, err := systems.StartNode(sub, log, o.peerTLS)
+		n, err := systems.StartNode(sub, log, o.peerTLS, o.apiTLS)
 		if err != nil {
 			return nil, err
 		}
 		defer n.Close()
-		return cells(func() []string { return n.Endpoints }), nil
+		return cells(func() []string { return n.Endpoints }, n.HTTP), nil
 	case "lockd":
 		addr := o.redisAddr
 		if addr == "" {
@@ -282,7 +286,7 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 			return nil, err
 		}
 		defer d.Close()
-		return cells(func() []string { return []string{d.Endpoint} }), nil
+		return cells(func() []string { return []string{d.Endpoint} }, nil), nil
 	case "etcd":
 		driver := o.etcdDriver
 		if driver == "" {

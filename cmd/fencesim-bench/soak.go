@@ -57,7 +57,7 @@ func soak(ctx context.Context, o options, dir string, stdout, stderr io.Writer) 
 	}
 	defer c.Close()
 	workers := o.workers[0]
-	cycle, err := systems.HTTPCycle(c.HTTP, workers, o.held)
+	cycle, err := systems.HTTPCycle(c.HTTP, workers, o.held, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "fencesim-bench: %v\n", err)
 		return 1

@@ -313,3 +313,34 @@ func TestStalledBodiesHoldNoSlot(t *testing.T) {
 		t.Fatalf("a well-behaved acquire beside 64 stalled bodies: %d", resp.StatusCode)
 	}
 }
+
+// TestClientTokens: with FENCESIM_CLIENT_TOKENS_FILE a request without a
+// known bearer token is 401, and a client acts only under its identity.
+func TestClientTokens(t *testing.T) {
+	p := t.TempDir() + "/clients"
+	if err := os.WriteFile(p, []byte("alice alice-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, _, _ := instance(t, map[string]string{"FENCESIM_CLIENT_TOKENS_FILE": p})
+	post := func(bearer, body string) int {
+		req, _ := http.NewRequest("POST", base+"/v1/locks/r/acquire", strings.NewReader(body))
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("", `{"client":"alice","ttl_ms":1000,"request_id":"1"}`); code != 401 {
+		t.Errorf("no token: %d, want 401", code)
+	}
+	if code := post("alice-0123456789abcdef", `{"client":"bob","ttl_ms":1000,"request_id":"1"}`); code != 403 {
+		t.Errorf("alice acquiring as bob: %d, want 403", code)
+	}
+	if code := post("alice-0123456789abcdef", `{"client":"alice","ttl_ms":1000,"request_id":"1"}`); code != 200 {
+		t.Errorf("alice acquiring as alice: %d, want 200", code)
+	}
+}

@@ -120,7 +120,7 @@ var baseSettings = []svcmain.Setting[config]{
 		c.Admission = v
 		return nil
 	}),
-	svcmain.S("election-timeout", "FENCESIM_NODE_ELECTION_TIMEOUT", "500ms", "how long a follower waits to hear from the leader before it campaigns (50ms..10s; every replica alike): a leader crash is noticed after it, and a CPU-saturated leader keeps its term as long as its heartbeats arrive within it", svcmain.DurIn(50*time.Millisecond, 10*time.Second, func(c *config, d time.Duration) { c.ElectionTimeout = d })),
+	svcmain.S("election-timeout", "FENCESIM_NODE_ELECTION_TIMEOUT", "1s", "how long a follower waits to hear from the leader before it campaigns (50ms..10s; every replica alike): a leader crash is noticed after it, and a CPU-saturated leader keeps its term as long as its heartbeats arrive within it", svcmain.DurIn(50*time.Millisecond, 10*time.Second, func(c *config, d time.Duration) { c.ElectionTimeout = d })),
 	svcmain.S("handover-timeout", "FENCESIM_NODE_HANDOVER_TIMEOUT", "2s", "on SIGTERM, how long a leader waits for a follower to take over before it drains anyway (the others then elect one after their election timeout) (0..1m; 0: no hand-over)", svcmain.DurIn(0, time.Minute, func(c *config, d time.Duration) { c.HandoverTimeout = d })),
 	svcmain.S("token-offset", tokenOffsetVar, "0", "start the group's fencing tokens above this number (token = log index + offset), e.g. past the tokens an older lock service gave the same fenced resources; only for a brand-new data directory: a node whose data was created with another offset refuses to start (0..2^64−2^40)", func(c *config, v string) error {
 		n, err := strconv.ParseUint(v, 10, 64)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/lockapi/lockclient"
+	"github.com/fencesim/fencesim/nodesvc"
 	"github.com/fencesim/fencesim/nodesvc/nodesvctest"
 )
 
@@ -14,7 +15,9 @@ import (
 // to connect, goes to another node at once, follows its 307 to the new
 // leader — and is released there; tokens keep growing.
 func TestClusterLeaderStopWhileHeld(t *testing.T) {
-	c := nodesvctest.New(t, 0)
+	// The simulator's 100 ms election timeout: this test is about the
+	// client following the leader change, not about how long it takes.
+	c := nodesvctest.NewTuned(t, 0, func(cfg *nodesvc.Config) { cfg.ElectionTimeout = 100 * time.Millisecond })
 	lead := c.Leader()
 	// The old leader first: the state machine has to leave it.
 	eps := []string{c.Peers[lead].HTTP, c.Peers[(lead+1)%3].HTTP, c.Peers[(lead+2)%3].HTTP}
@@ -24,7 +27,7 @@ func TestClusterLeaderStopWhileHeld(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	const ttl = 3 * time.Second // the new leader is elected within 2 election timeouts (nodesvc.DefaultElectionTimeout 500 ms) of the stop
+	const ttl = 1500 * time.Millisecond
 	l, err := cl.Acquire(ctx, "x", ttl)
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,14 @@ func listen(t testing.TB) net.Listener {
 	return l
 }
 
+// NewTuned is New with every node's configuration adjusted by tune.
+func NewTuned(t testing.TB, offset uint64, tune func(*nodesvc.Config)) *Cluster {
+	if tune == nil {
+		return New(t, offset)
+	}
+	return New(t, offset, tune)
+}
+
 // New starts three nodes whose tokens start above offset, their
 // configuration changed by opts on every start; they are stopped when the
 // test ends.
