@@ -161,6 +161,15 @@ const (
 	// StoreLateCopy: a late copy of a client's earlier write was dropped.
 	StoreLateCopy
 
+	// lockd in the simulator (lockservice/lockdsim).
+
+	// LockdRequestRemembered: an acquire was answered from its request's
+	// memory — a late copy of a request granted before, its lease ended.
+	LockdRequestRemembered
+	// LockdHeldSettled: a held answer was settled, and a copy of the
+	// request turned out granted meanwhile: the answer is that grant.
+	LockdHeldSettled
+
 	// Lock client (lockservice/lockclient).
 
 	// ClientAcquireAcrossLeaders: an acquire was granted after the leader a
@@ -259,6 +268,9 @@ var info = [numMarks]struct{ name, where, doc string }{
 	StoreFenced:        {"store.fenced", "store", "the store refused a write with a token below its highest"},
 	StoreReplayedWrite: {"store.replayed-write", "store", "a retried or duplicated write answered from the dedup table"},
 	StoreLateCopy:      {"store.late-copy", "store", "a late copy of an earlier write dropped"},
+
+	LockdRequestRemembered: {"lockd.request-remembered", "lockd", "a late copy of a granted acquire answered from its request's memory"},
+	LockdHeldSettled:       {"lockd.held-settled-granted", "lockd", "a held answer settled as the grant a copy of the request got meanwhile"},
 
 	ClientAcquireAcrossLeaders: {"client.acquire-across-leaders", "client", "an acquire granted after the leader it was sent to stopped leading"},
 	ClientGrantPastTTL:         {"client.grant-past-ttl", "client", "an acquire granted more than a TTL after its first send"},

@@ -42,7 +42,7 @@ func (lockdDesign) NewServer(i int, run lockservice.DesignRun) process.Process {
 		mutants.InjectRedis(run.Mutant, &cfg)
 		return lockdsim.NewRedis(cfg)
 	}
-	cfg := lockdsim.InstanceConfig{Redis: redis, Prefix: lockdsim.Prefix, Limits: run.Limits}
+	cfg := lockdsim.InstanceConfig{Redis: redis, Prefix: lockdsim.Prefix, Limits: run.Limits, Marks: run.Marks}
 	mutants.InjectLockd(run.Mutant, &cfg)
 	return lockdsim.NewInstance(cfg)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/lockd/scripts"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/process"
@@ -28,6 +29,8 @@ type InstanceConfig struct {
 	// Timeout gives up a script Redis has not answered (go-redis's read
 	// timeout); the client hears nothing and retries elsewhere. 0: 1 s.
 	Timeout time.Duration
+	// Marks counts the corners the instance reaches (nil: none).
+	Marks *coverage.Counts
 }
 
 // Instance is one stateless lockd instance (lockd.Backend behind the HTTP
@@ -169,6 +172,9 @@ func (in *Instance) reply(m EvalReply) {
 		case err != nil:
 			rep.Status, rep.Err = lockservice.Invalid, err.Error()
 		case a.Granted:
+			if a.TTL == 0 {
+				in.cfg.Marks.Hit(coverage.LockdRequestRemembered)
+			}
 			rep.Status, rep.Token, rep.TTL = lockservice.Granted, a.Token, a.TTL
 			if req.Wait > 0 {
 				// The attempt that granted reached Redis no sooner than
@@ -196,6 +202,7 @@ func (in *Instance) reply(m EvalReply) {
 		if tok, err := scripts.ParseHeld(m.Value); err != nil {
 			rep.Status, rep.Err = lockservice.Invalid, err.Error()
 		} else if tok != 0 {
+			in.cfg.Marks.Hit(coverage.LockdHeldSettled)
 			rep.Status, rep.Token = lockservice.Granted, tok // a copy's grant, no time left
 		}
 	case lockservice.RenewRequest:
