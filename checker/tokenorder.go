@@ -478,15 +478,27 @@ func groupOrder(jobs []int32, key, deadline, call func(int32) int64) ([]int32, b
 	slices.SortFunc(byKey, func(a, b int32) int { return cmp.Or(cmp.Compare(key(a), key(b)), cmp.Compare(a, b)) })
 	byDeadline := slices.Clone(jobs)
 	slices.SortFunc(byDeadline, func(a, b int32) int { return cmp.Or(cmp.Compare(deadline(a), deadline(b)), cmp.Compare(a, b)) })
-	removed := make(map[int32]bool, n)
+	// isRemoved says which jobs are placed: a group is mostly a write or
+	// two, so its short list is searched; a large one gets a set.
+	var placedJobs []int32
+	var placedSet map[int32]bool
+	if n > 32 {
+		placedSet = make(map[int32]bool, n)
+	}
+	isRemoved := func(j int32) bool {
+		if placedSet != nil {
+			return placedSet[j]
+		}
+		return slices.Contains(placedJobs, j)
+	}
 	// minOthers is the least deadline of the remaining jobs other than j.
 	dAt := 0
 	minOthers := func(j int32) int64 {
-		for dAt < n && removed[byDeadline[dAt]] {
+		for dAt < n && isRemoved(byDeadline[dAt]) {
 			dAt++
 		}
 		for k := dAt; k < n; k++ {
-			if x := byDeadline[k]; !removed[x] && x != j {
+			if x := byDeadline[k]; !isRemoved(x) && x != j {
 				return deadline(x)
 			}
 		}
@@ -504,15 +516,18 @@ func groupOrder(jobs []int32, key, deadline, call func(int32) int64) ([]int32, b
 		return nil, false
 	}
 	out = append(out, lead)
-	removed[lead] = true
+	placedJobs = out
+	if placedSet != nil {
+		placedSet[lead] = true
+	}
 	kAt := 0
 	for len(out) < n {
-		for kAt < n && removed[byKey[kAt]] {
+		for kAt < n && isRemoved(byKey[kAt]) {
 			kAt++
 		}
 		next := byKey[kAt]
 		if key(next) > minOthers(next) {
-			for dAt < n && removed[byDeadline[dAt]] {
+			for dAt < n && isRemoved(byDeadline[dAt]) {
 				dAt++
 			}
 			next = byDeadline[dAt]
@@ -521,7 +536,10 @@ func groupOrder(jobs []int32, key, deadline, call func(int32) int64) ([]int32, b
 			}
 		}
 		out = append(out, next)
-		removed[next] = true
+		placedJobs = out
+		if placedSet != nil {
+			placedSet[next] = true
+		}
 	}
 	return out, true
 }
