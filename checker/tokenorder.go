@@ -133,6 +133,16 @@ func byTokens[I, O any](ops []typedOp[I, O], decide func(ops []typedOp[I, O], ca
 	return r
 }
 
+// maxAnonCandidates bounds the ambiguous acquires the lock's witness
+// considers for one unseen hold: the latest called before the busy answer
+// it explains.
+const maxAnonCandidates = 512
+
+// maxReplayStates bounds the set of states a witness's replay keeps: past
+// it the witness is given up (the partition is left to the search), so
+// that a replay never costs the square of a partition's size.
+const maxReplayStates = 1 << 12
+
 // replayOrder checks a witness: every answered op is placed exactly once,
 // every placed op at a point inside its re-timed interval (so that the
 // order respects real time) and after the ops it comes After (program
@@ -173,7 +183,7 @@ func replayOrder[S comparable, I, O any](init S, next func([]S, S, I, O) []S, co
 			buf = next(buf, s, op.In, op.Out)
 		}
 		buf = prune.reduce(buf, 0)
-		if len(buf) == 0 {
+		if len(buf) == 0 || len(buf) > maxReplayStates {
 			return false
 		}
 		states, buf = buf, states
@@ -317,11 +327,15 @@ func registerByTokensAt(ops []typedOp[registerInput, registerOutput], calls, ret
 		}
 	}
 	// firsts: each group's token and the point of its first write, for
-	// the rejected writes.
+	// the rejected writes. An unseen unanswered write that may be a
+	// group's first (opt) is placed only if a rejected write needs it:
+	// placed, it doubles the states the replay keeps, and a livelocked
+	// client leaves a quarter of a million of them.
 	type first struct {
 		token uint64
 		point int64
 		slot  int64
+		opt   int32 // the unanswered write that is the group's first, or -1
 	}
 	var firsts []first
 	P := initialCall // the earliest point the next group may begin
@@ -342,9 +356,8 @@ func registerByTokensAt(ops []typedOp[registerInput, registerOutput], calls, ret
 			// Only unseen unanswered writes: the earliest-called one may
 			// be the first applied write above a rejected one.
 			u := optional[0]
-			at := max(P, calls[u])
-			firsts = append(firsts, first{token: t, point: at, slot: slot})
-			place(u, at)
+			firsts = append(firsts, first{token: t, point: max(P, calls[u]), slot: slot, opt: u})
+			slot++
 			continue
 		}
 		for _, w := range jobs {
@@ -364,11 +377,10 @@ func registerByTokensAt(ops []typedOp[registerInput, registerOutput], calls, ret
 			// An unseen unanswered write of the same token may be
 			// applied first, earlier: its key is its call, below every
 			// deadline of the group, so the group's order stays valid.
-			at := max(P, calls[u[0]])
-			firsts = append(firsts, first{token: t, point: at, slot: slot})
-			place(u[0], at)
+			firsts = append(firsts, first{token: t, point: max(P, calls[u[0]]), slot: slot, opt: u[0]})
+			slot++
 		} else {
-			firsts = append(firsts, first{token: t, point: max(P, calls[seq[0]]), slot: slot})
+			firsts = append(firsts, first{token: t, point: max(P, calls[seq[0]]), slot: slot, opt: -1})
 		}
 		exit := P
 		for _, w := range seq {
@@ -386,13 +398,14 @@ func registerByTokensAt(ops []typedOp[registerInput, registerOutput], calls, ret
 	// token above its own: the least such point is the suffix minimum of
 	// the groups' first points (a lower bound, whichever groups apply).
 	suffix := make([]first, len(firsts)+1)
-	suffix[len(firsts)] = first{point: math.MaxInt64}
+	suffix[len(firsts)] = first{point: math.MaxInt64, opt: -1}
 	for g := len(firsts) - 1; g >= 0; g-- {
 		suffix[g] = firsts[g]
 		if suffix[g+1].point < suffix[g].point {
 			suffix[g] = suffix[g+1]
 		}
 	}
+	needed := make(map[int32]bool)
 	for _, x := range rejected {
 		tx := ops[x].In.Token
 		g, _ := slices.BinarySearchFunc(firsts, tx, func(f first, t uint64) int {
@@ -406,6 +419,10 @@ func registerByTokensAt(ops []typedOp[registerInput, registerOutput], calls, ret
 			return illegalBecause(exact, fmt.Sprintf("the rejected write of token %d needs a write of a higher token applied before it returned, and none can be", tx), int(x))
 		}
 		order = append(order, placement{point: max(best.point, calls[x]), slot: best.slot, rank: 1, op: x})
+		if u := best.opt; u >= 0 && !needed[u] {
+			needed[u] = true
+			order = append(order, placement{point: best.point, slot: best.slot, op: u})
+		}
 	}
 	sortPlacements(order)
 	if !replayOrder(registerState{}, registerNext, nil, nil, ops, calls, rets, order) {
@@ -478,15 +495,27 @@ func groupOrder(jobs []int32, key, deadline, call func(int32) int64) ([]int32, b
 	slices.SortFunc(byKey, func(a, b int32) int { return cmp.Or(cmp.Compare(key(a), key(b)), cmp.Compare(a, b)) })
 	byDeadline := slices.Clone(jobs)
 	slices.SortFunc(byDeadline, func(a, b int32) int { return cmp.Or(cmp.Compare(deadline(a), deadline(b)), cmp.Compare(a, b)) })
-	removed := make(map[int32]bool, n)
+	// isRemoved says which jobs are placed: a group is mostly a write or
+	// two, so its short list is searched; a large one gets a set.
+	var placedJobs []int32
+	var placedSet map[int32]bool
+	if n > 32 {
+		placedSet = make(map[int32]bool, n)
+	}
+	isRemoved := func(j int32) bool {
+		if placedSet != nil {
+			return placedSet[j]
+		}
+		return slices.Contains(placedJobs, j)
+	}
 	// minOthers is the least deadline of the remaining jobs other than j.
 	dAt := 0
 	minOthers := func(j int32) int64 {
-		for dAt < n && removed[byDeadline[dAt]] {
+		for dAt < n && isRemoved(byDeadline[dAt]) {
 			dAt++
 		}
 		for k := dAt; k < n; k++ {
-			if x := byDeadline[k]; !removed[x] && x != j {
+			if x := byDeadline[k]; !isRemoved(x) && x != j {
 				return deadline(x)
 			}
 		}
@@ -504,15 +533,18 @@ func groupOrder(jobs []int32, key, deadline, call func(int32) int64) ([]int32, b
 		return nil, false
 	}
 	out = append(out, lead)
-	removed[lead] = true
+	placedJobs = out
+	if placedSet != nil {
+		placedSet[lead] = true
+	}
 	kAt := 0
 	for len(out) < n {
-		for kAt < n && removed[byKey[kAt]] {
+		for kAt < n && isRemoved(byKey[kAt]) {
 			kAt++
 		}
 		next := byKey[kAt]
 		if key(next) > minOthers(next) {
-			for dAt < n && removed[byDeadline[dAt]] {
+			for dAt < n && isRemoved(byDeadline[dAt]) {
 				dAt++
 			}
 			next = byDeadline[dAt]
@@ -521,7 +553,10 @@ func groupOrder(jobs []int32, key, deadline, call func(int32) int64) ([]int32, b
 			}
 		}
 		out = append(out, next)
-		removed[next] = true
+		placedJobs = out
+		if placedSet != nil {
+			placedSet[next] = true
+		}
 	}
 	return out, true
 }
@@ -887,7 +922,13 @@ func lockByTokensAt(ops []typedOp[lockInput, lockOutput], calls, rets []int64, e
 			// of the next hold's client (it merges into that hold and
 			// needs no token of the gap), then the earliest called.
 			pick, pickNext, pickMerges := -1, int64(0), false
-			for j, a := range ambiguous {
+			// The candidates are called by hi; of them, the latest few
+			// hundred are considered (a livelocked client leaves a
+			// quarter of a million unanswered acquires, and a scan of
+			// them all for every busy answer would cost their square).
+			top, _ := slices.BinarySearchFunc(ambiguous, hi+1, func(a int32, t int64) int { return cmp.Compare(calls[a], t) })
+			for j := top - 1; j >= 0 && j >= top-maxAnonCandidates; j-- {
+				a := ambiguous[j]
 				if ambUsed[j] || ops[a].In.Client == c || max(lo, calls[a]) > hi {
 					continue
 				}
@@ -899,7 +940,7 @@ func lockByTokensAt(ops []typedOp[lockInput, lockOutput], calls, rets []int64, e
 				if next > gapTo(k) {
 					next = math.MaxInt64 // the unseen hold ends by the gap's end
 				}
-				if pick < 0 || next > pickNext || next == pickNext && merges && !pickMerges {
+				if pick < 0 || next > pickNext || next == pickNext && (merges && !pickMerges || merges == pickMerges && calls[a] < calls[ambiguous[pick]]) {
 					pick, pickNext, pickMerges = j, next, merges
 				}
 			}
