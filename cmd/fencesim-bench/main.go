@@ -61,8 +61,8 @@ type options struct {
 	// soak and soakInterval: the soak's length (0: no soak, the table)
 	// and how often it reports.
 	soak, soakInterval time.Duration
-	peerTLS          bool // fencesim-node's replicas over mutual TLS
-	apiTLS           bool // fencesim-node's API over TLS
+	peerTLS            bool // fencesim-node's replicas over mutual TLS
+	apiTLS             bool // fencesim-node's API over TLS
 }
 
 // Report is what -json prints: the machine, the run's options and every

@@ -41,9 +41,9 @@ type config struct {
 	TokenOffset uint64
 	// Snapshot is when the replica snapshots its lock table and drops the
 	// log it covers (nodesvc.Snapshot).
-	Snapshot    nodesvc.Snapshot
-	TestHooks   bool
-	TokenKey    []byte // the fencing key shared with the store (lockapi.Config)
+	Snapshot  nodesvc.Snapshot
+	TestHooks bool
+	TokenKey  []byte // the fencing key shared with the store (lockapi.Config)
 	// PeerFiles authenticate the replicas to each other (mutual TLS);
 	// PeerInsecure runs without, on loopback peers only.
 	PeerFiles    peertls.Files
