@@ -183,7 +183,9 @@ func TestConformFencesimServers(t *testing.T) {
 	}
 	out.Reset()
 	errb.Reset()
-	if code := run([]string{"conform", "-url", urls[0], "-url2", urls[1]}, &out, &errb); code != exitPass || !strings.Contains(out.String(), "6 passed, 0 failed, 1 not run") {
+	// lockd remembers a request past its lease (issue 20): a stale retry
+	// answers its first grant, ended.
+	if code := run([]string{"conform", "-url", urls[0], "-url2", urls[1], "-remembers-grants"}, &out, &errb); code != exitPass || !strings.Contains(out.String(), "6 passed, 0 failed, 1 not run") {
 		t.Errorf("fencesim-lockd: exit %d:\n%s%s", code, out.String(), errb.String())
 	}
 }
