@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -14,22 +13,27 @@ import (
 // (as many again, twice over) are not counted, and held attempts are
 // counted as attempts, not cycles.
 func TestRunCountsOnlyTheWindow(t *testing.T) {
-	var calls atomic.Int64
+	// One counter per worker (each touched only by its own worker), so
+	// every worker alternates held, granted exactly: a counter shared by
+	// the workers lets one of them draw "held" several times in a row
+	// on a loaded machine, and the attempts-per-cycle figure drifts.
+	var calls [4]int
 	r := Run(context.Background(), "fake", Cell{Mode: PerWorker, Workers: 4, Warmup: 200 * time.Millisecond, Duration: 100 * time.Millisecond},
 		func(ctx context.Context, w int, resource string) (bool, error) {
 			time.Sleep(time.Millisecond)
-			return calls.Add(1)%2 == 0, nil // every other attempt finds the lock held
+			calls[w]++
+			return calls[w]%2 == 0, nil // every other attempt finds the lock held
 		})
 	if r.Err != "" {
 		t.Fatal(r.Err)
 	}
 	// 4 workers × 100ms / (2 attempts × ≥1ms) ≤ 200 cycles; a busy
 	// machine sleeps longer, so only the ceiling and a floor are firm.
-	if r.Cycles < 10 || r.Cycles > 200 {
-		t.Errorf("cycles %d: want 10..200 (the warm-up's must not count)", r.Cycles)
+	if r.Cycles < 1 || r.Cycles > 200 {
+		t.Errorf("cycles %d: want 1..200 (the warm-up's must not count)", r.Cycles)
 	}
-	if r.Attempts < 2*r.Cycles-4 || r.Attempts > 2*r.Cycles+4 {
-		t.Errorf("attempts %d for %d cycles: want about 2 per cycle", r.Attempts, r.Cycles)
+	if r.Attempts != 2*r.Cycles {
+		t.Errorf("attempts %d for %d cycles: want exactly 2 per cycle", r.Attempts, r.Cycles)
 	}
 	if r.P50us < 1000 || r.P99us < r.P50us {
 		t.Errorf("p50 %vµs p99 %vµs: want p50 ≥ 1ms and p99 ≥ p50", r.P50us, r.P99us)
