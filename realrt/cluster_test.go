@@ -2,6 +2,7 @@ package realrt_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"testing"
@@ -92,13 +93,20 @@ type lockCluster struct {
 	replicas []process.NodeID
 	client   *lockClient
 	request  uint64
+	// node and replica, if set, tune every node's and replica's config.
+	node    func(*realrt.Config)
+	replica func(*reference.ReplicaConfig)
+	procs   map[process.NodeID]*reference.Replica // the latest process of each replica
 }
 
 const clientID process.NodeID = 3
 
-func newLockCluster(t testing.TB) *lockCluster {
+func newLockCluster(t testing.TB) *lockCluster { return newTunedLockCluster(t, nil, nil) }
+
+func newTunedLockCluster(t testing.TB, node func(*realrt.Config), replica func(*reference.ReplicaConfig)) *lockCluster {
 	lc := &lockCluster{t: t, addrs: map[process.NodeID]string{}, dirs: map[process.NodeID]string{},
-		nodes: map[process.NodeID]*realrt.Node{}, replicas: []process.NodeID{0, 1, 2}}
+		nodes: map[process.NodeID]*realrt.Node{}, replicas: []process.NodeID{0, 1, 2}, node: node, replica: replica,
+		procs: map[process.NodeID]*reference.Replica{}}
 	for _, id := range []process.NodeID{0, 1, 2, clientID} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -125,6 +133,9 @@ func (lc *lockCluster) start(id process.NodeID, p process.Process) {
 	lc.t.Helper()
 	cfg := realrt.Config{ID: id, DataDir: lc.dirs[id], Listen: lc.addrs[id], Peers: lc.addrs, Codec: wire.Codec{},
 		Logger: slog.New(slog.DiscardHandler), MinBackoff: 5 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
+	if lc.node != nil {
+		lc.node(&cfg)
+	}
 	var err error
 	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var n *realrt.Node
@@ -140,7 +151,12 @@ func (lc *lockCluster) start(id process.NodeID, p process.Process) {
 
 // startReplica boots (or reboots, on its data directory) a replica.
 func (lc *lockCluster) startReplica(id process.NodeID) {
-	lc.start(id, reference.NewReplica(reference.DefaultReplicaConfig(lc.replicas)))
+	rc := reference.DefaultReplicaConfig(lc.replicas)
+	if lc.replica != nil {
+		lc.replica(&rc)
+	}
+	lc.procs[id] = reference.NewReplica(rc)
+	lc.start(id, lc.procs[id])
 }
 
 func (lc *lockCluster) stop(id process.NodeID) {
@@ -218,6 +234,64 @@ func TestReplicatedLockOverTCP(t *testing.T) {
 		t.Fatalf("c's token %d is not above b's %d", c.rep.Token, b.rep.Token)
 	}
 	expect(t, "a acquires r, still b's", lc.acquire("a", "r"), lockservice.Busy)
+}
+
+// TestSnapshotLargerThanAFrame: a follower that was down while the group
+// snapshotted and compacted its log past it catches up by a snapshot ten
+// times the transport's frame limit, which crosses in continued frames
+// (the frame limit used to drop it: the follower could never catch up).
+func TestSnapshotLargerThanAFrame(t *testing.T) {
+	const maxFrame, resources = 1 << 10, 100
+	lc := newTunedLockCluster(t, func(cfg *realrt.Config) { cfg.MaxFrame = maxFrame },
+		func(rc *reference.ReplicaConfig) { rc.SnapshotEntries, rc.SnapshotKeep, rc.SegmentEntries = 20, 0, 8 })
+	leader := lc.acquire("warm", "warm").from
+	down := (leader + 1) % 3
+	lc.stop(down)
+	var last uint64
+	for i := range resources {
+		// Names of 100 bytes: the snapshot's table holds over 10 KB of them.
+		name := fmt.Sprintf("%0100d", i)
+		a := lc.acquire(name, name)
+		expect(t, "acquire "+name[90:], a, lockservice.Granted)
+		last = a.rep.Token
+	}
+	var snapBytes int
+	if err := lc.nodes[runningBut(lc, down)].Do(context.Background(), func(env process.Env) {
+		for _, k := range env.Disk().Keys("raft/snapshot") {
+			v, _ := env.Disk().Read(k)
+			snapBytes = max(snapBytes, len(v))
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if snapBytes < 8*maxFrame {
+		t.Fatalf("the group's snapshot is %d bytes, not several frames of %d: the test tests nothing", snapBytes, maxFrame)
+	}
+	lc.startReplica(down)
+	rep := lc.procs[down]
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var applied uint64
+		if err := lc.nodes[down].Do(context.Background(), func(process.Env) { applied = rep.Table().LastToken() }); err != nil {
+			t.Fatal(err)
+		}
+		if applied >= last {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("node %d did not catch up past the group's snapshot of %d bytes: its last token %d, the group's %d", down, snapBytes, applied, last)
+		}
+	}
+}
+
+// runningBut is a replica of lc other than down that is running.
+func runningBut(lc *lockCluster, down process.NodeID) process.NodeID {
+	for _, id := range lc.replicas {
+		if _, ok := lc.nodes[id]; ok && id != down {
+			return id
+		}
+	}
+	lc.t.Fatal("no replica running")
+	return 0
 }
 
 // BenchmarkLockCycle measures one client's acquire→release cycle against

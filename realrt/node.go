@@ -80,8 +80,14 @@ type Config struct {
 	// (default 64 MiB), so that large frames to a dead peer cannot grow
 	// memory without end; the oldest are dropped first here too.
 	SendQueueBytes int
-	// MaxFrame bounds a frame's payload in bytes, both ways (default 16 MiB).
+	// MaxFrame bounds a frame's payload in bytes, both ways (default 16
+	// MiB, at most 2 GiB − 1). A longer message travels in several frames.
 	MaxFrame int
+	// MaxMessage bounds a message's encoding in bytes, both ways (default
+	// 1 GiB): a message over it is dropped by its sender, and a peer that
+	// sends one is cut off. Messages between MaxFrame and MaxMessage (a
+	// Raft snapshot of a large lock table) are split into frames.
+	MaxMessage int
 	// WriteTimeout is the deadline of each batch written to a peer
 	// (default 2s): a peer that stops reading costs a reconnection, never
 	// a stuck writer.
@@ -137,6 +143,8 @@ func (c Config) withDefaults() Config {
 	def(&c.SendQueue, 1024)
 	def(&c.SendQueueBytes, 64<<20)
 	def(&c.MaxFrame, 16<<20)
+	c.MaxFrame = min(c.MaxFrame, moreFrames-1)
+	def(&c.MaxMessage, 1<<30)
 	defDur(&c.WriteTimeout, 2*time.Second)
 	defDur(&c.DialTimeout, time.Second)
 	defDur(&c.HandshakeTimeout, 5*time.Second)

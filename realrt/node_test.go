@@ -2,6 +2,7 @@ package realrt
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -429,23 +430,67 @@ func TestSlowPeerDoesNotStallTheExecutor(t *testing.T) {
 	}
 }
 
+// TestLargeMessagesTravelInFrames: a message longer than MaxFrame (a Raft
+// snapshot of a large lock table) crosses in several frames and arrives
+// whole, between small ones and in order; one longer than MaxMessage is
+// dropped by its sender, and the small ones after it still arrive.
+func TestLargeMessagesTravelInFrames(t *testing.T) {
+	c := newCluster(t, []process.NodeID{1, 2}, func(cfg *Config) { cfg.MaxFrame, cfg.MaxMessage = 1<<10, 64<<10 })
+	a, b := &echo{}, &echo{}
+	na := c.start(1, a)
+	c.start(2, b)
+	pad := func(n int) []byte {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = byte(i * 7)
+		}
+		return p
+	}
+	sizes := []int{0, 1<<10 - 10, 1<<10 - 9, 5000, 3 << 10, 64<<10 - 10, 64<<10 - 9, 20}
+	for i, n := range sizes {
+		send(t, na, 2, ping{N: uint64(i), Pad: pad(n)})
+	}
+	want := []int{0, 1, 2, 3, 4, 5, 7} // 6 is one byte over MaxMessage
+	eventually(t, na, "the echoes", func(process.Env) bool { return len(a.got) == len(want) })
+	var got []ping
+	if err := c.nodes[2].Do(context.Background(), func(process.Env) { got = append(got, b.got...) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("node 2 got %d pings, want %d", len(got), len(want))
+	}
+	for k, i := range want {
+		if g := got[k]; g.N != uint64(i) || !bytes.Equal(g.Pad, pad(sizes[i])) {
+			t.Errorf("ping %d: got N=%d with %d bytes of padding, want N=%d with %d", k, g.N, len(g.Pad), i, sizes[i])
+		}
+	}
+	if s := c.nodes[2].Stats(); s.BadPeers != 0 {
+		t.Errorf("the receiver cut a peer: %+v", s)
+	}
+}
+
 // TestBadPeersAreCut: a connection with a wrong hello, one from an unknown
 // node, one with an oversized frame and one with an undecodable frame are
 // each closed and counted, and the node keeps serving its real peer.
 func TestBadPeersAreCut(t *testing.T) {
-	c := newCluster(t, []process.NodeID{1, 2}, func(cfg *Config) { cfg.MaxFrame = 1 << 10 })
+	c := newCluster(t, []process.NodeID{1, 2}, func(cfg *Config) { cfg.MaxFrame, cfg.MaxMessage = 1<<10, 3<<9 })
 	a := &echo{}
 	na := c.start(1, a)
 	nb := c.start(2, &echo{})
 	frame := func(payload []byte) []byte {
 		return append(binary.BigEndian.AppendUint32(nil, uint32(len(payload))), payload...)
 	}
+	more := func(payload []byte) []byte { // a frame the next one continues
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(payload))|moreFrames), payload...)
+	}
 	for i, raw := range [][]byte{
 		[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n......"),
-		appendHello(nil, 99, 2),                                                 // not a peer
-		appendHello(nil, 1, 3),                                                  // meant for another node
-		append(appendHello(nil, 1, 2), frame(make([]byte, 2<<10))...),           // over MaxFrame
-		append(appendHello(nil, 1, 2), frame([]byte("garbage, not a ping"))...), // undecodable
+		appendHello(nil, 99, 2),                                                                            // not a peer
+		appendHello(nil, 1, 3),                                                                             // meant for another node
+		append(appendHello(nil, 1, 2), frame(make([]byte, 2<<10))...),                                      // over MaxFrame
+		append(appendHello(nil, 1, 2), frame([]byte("garbage, not a ping"))...),                            // undecodable
+		append(append(appendHello(nil, 1, 2), more(make([]byte, 1<<10))...), more(make([]byte, 1<<10))...), // continued past MaxMessage
+		append(appendHello(nil, 1, 2), more(make([]byte, 2<<10))...),                                       // a continued frame over MaxFrame
 	} {
 		conn, err := net.Dial("tcp", c.addrs[2])
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,15 +36,36 @@ type Codec interface {
 // version, the sender's and the intended receiver's ids, big-endian), then
 // carries frames, each a 4-byte big-endian payload length followed by the
 // payload, a message as the Codec encodes it (its first byte names its type
-// in package wire). The receiver never writes; it closes the connection on
-// a bad hello, a frame over the size limit, or a payload that does not
+// in package wire). A message longer than MaxFrame (a Raft snapshot of a
+// large lock table) travels as a run of frames whose length has its top
+// bit set (moreFrames: the message continues in the next frame), ended by
+// one without it; the receiver joins their payloads, up to MaxMessage, and
+// decodes the whole. Every message up to MaxFrame is one frame, as before
+// continuations existed, so the hello's version did not change; a node
+// from before them closes the connection on a continued frame (its length
+// reads as over the limit), which drops that message and nothing else.
+// The receiver never writes; it closes the connection on a bad hello, a
+// frame or message over the size limits, or a payload that does not
 // decode, since after any of those the stream cannot be trusted.
 const (
 	helloMagic   = "FSRT"
 	helloVersion = 1
 	helloLen     = len(helloMagic) + 1 + 8 + 8
 	frameHeader  = 4
+	moreFrames   = 1 << 31 // in a frame's length: the message continues in the next frame
 )
+
+// appendFrames appends the frames of payload to b: one frame if it fits
+// in max bytes, else a run of continued frames of max bytes and a last one.
+func appendFrames(b, payload []byte, max int) []byte {
+	for len(payload) > max {
+		b = binary.BigEndian.AppendUint32(b, uint32(max)|moreFrames)
+		b = append(b, payload[:max]...)
+		payload = payload[max:]
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
+	return append(b, payload...)
+}
 
 func appendHello(b []byte, from, to process.NodeID) []byte {
 	b = append(b, helloMagic...)
@@ -135,11 +157,17 @@ func (t *transport) send(to process.NodeID, m process.Message) {
 		t.log.Error("realrt: message not encodable, dropped", "to", to, "type", fmt.Sprintf("%T", m), "err", err)
 		return
 	}
-	if len(b)-frameHeader > t.cfg.MaxFrame {
-		t.log.Error("realrt: message larger than MaxFrame, dropped", "to", to, "bytes", len(b)-frameHeader, "max", t.cfg.MaxFrame)
+	switch size := len(b) - frameHeader; {
+	case size > t.cfg.MaxMessage:
+		t.log.Error("realrt: message larger than MaxMessage, dropped", "to", to, "bytes", size, "max", t.cfg.MaxMessage)
 		return
+	case size > t.cfg.MaxFrame:
+		// Queued as one item, so that the queue drops all of its frames
+		// or none.
+		b = appendFrames(make([]byte, 0, size+(size/t.cfg.MaxFrame+1)*frameHeader), b[frameHeader:], t.cfg.MaxFrame)
+	default:
+		binary.BigEndian.PutUint32(b, uint32(size))
 	}
-	binary.BigEndian.PutUint32(b, uint32(len(b)-frameHeader))
 	p.enqueue(b)
 }
 
@@ -232,7 +260,7 @@ func (t *transport) read(c net.Conn) {
 		return
 	}
 	var hdr [frameHeader]byte
-	var buf []byte
+	var buf []byte // the message so far: the payloads of its frames
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -240,18 +268,24 @@ func (t *transport) read(c net.Conn) {
 			}
 			return
 		}
-		n := binary.BigEndian.Uint32(hdr[:])
-		if uint64(n) > uint64(t.cfg.MaxFrame) {
+		h := binary.BigEndian.Uint32(hdr[:])
+		n, more := int(h&^moreFrames), h&moreFrames != 0
+		if n > t.cfg.MaxFrame {
 			t.badPeer(c, fmt.Errorf("realrt: frame of %d bytes from node %d exceeds MaxFrame %d", n, from, t.cfg.MaxFrame))
 			return
 		}
-		if cap(buf) < int(n) {
-			buf = make([]byte, n)
+		if len(buf)+n > t.cfg.MaxMessage {
+			t.badPeer(c, fmt.Errorf("realrt: message of more than %d bytes from node %d exceeds MaxMessage %d", len(buf)+n, from, t.cfg.MaxMessage))
+			return
 		}
-		buf = buf[:n]
-		if _, err := io.ReadFull(r, buf); err != nil {
+		at := len(buf)
+		buf = slices.Grow(buf, n)[:at+n]
+		if _, err := io.ReadFull(r, buf[at:]); err != nil {
 			t.log.Debug("realrt: inbound connection ended mid-frame", "from", from, "err", err)
 			return
+		}
+		if more {
+			continue
 		}
 		m, err := t.cfg.Codec.DecodeMessage(buf)
 		if err != nil {
@@ -260,6 +294,11 @@ func (t *transport) read(c net.Conn) {
 		}
 		t.received.Add(1)
 		t.deliver(from, m)
+		if cap(buf) > t.cfg.MaxFrame {
+			buf = nil // a continued message's buffer: not kept for the life of the connection
+		} else {
+			buf = buf[:0]
+		}
 	}
 }
 
