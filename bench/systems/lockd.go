@@ -2,6 +2,7 @@ package systems
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencesim/fencesim/bench"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockd"
 )
@@ -92,3 +94,60 @@ func (d *Lockd) Close() {
 	d.server.Shutdown(ctx)
 	d.rdb.Close()
 }
+
+// RawRedis is lockd's lock without HTTP: the Lua scripts lockd runs
+// (acquire with its fence, release), called through lockd's Backend in
+// this process over a pool of its own — the anchors' "raw Redis" row
+// (../shared/anchors/lock-services.md), so that lockd's share of it (what
+// HTTP, the API and the Go client cost) is measured in the same run.
+type RawRedis struct {
+	rdb     *redis.Client
+	backend *lockd.Backend
+}
+
+// StartRawRedis connects to the Redis at addr with the pool lockd's
+// instance uses.
+func StartRawRedis(addr string, log *slog.Logger) (*RawRedis, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64, PoolTimeout: 500 * time.Millisecond,
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
+		MaxRetries: -1})
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("redis at %s: %w", addr, err)
+	}
+	return &RawRedis{rdb: rdb, backend: lockd.New(rdb, lockd.Options{Logger: log})}, nil
+}
+
+// Cycle is an acquire and a release by the scripts, each worker a client
+// of its own with a fresh request id per attempt. held says how a held
+// lock is met: HeldWait, the backend waits for it (lockd's own waiting,
+// as an HTTP acquire with wait_ms does); otherwise a refusal is retried
+// at once (the anchor's way), every refusal counted as an attempt.
+func (r *RawRedis) Cycle(workers int, held string) bench.Cycle {
+	var wait time.Duration
+	if held == HeldWait {
+		wait = TTL
+	}
+	names := make([]string, workers)
+	seq := make([]uint64, workers) // each worker's own: no sharing between goroutines
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	for i := range names {
+		// Unique to the cell: lockd remembers a client's request ids.
+		names[i] = "raw-" + run + "-w" + strconv.Itoa(i)
+	}
+	return func(ctx context.Context, w int, resource string) (bool, error) {
+		seq[w]++
+		l, err := r.backend.Acquire(ctx, resource, names[w], TTL, wait, strconv.FormatUint(seq[w], 10))
+		var h *lockapi.HeldError
+		if errors.As(err, &h) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return true, r.backend.Release(ctx, resource, names[w], l.Token, "")
+	}
+}
+
+// Close closes the pool.
+func (r *RawRedis) Close() { r.rdb.Close() }

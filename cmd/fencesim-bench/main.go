@@ -1,7 +1,9 @@
 // Command fencesim-bench times acquire→release cycles of three lock
 // services on this machine in one run — fencesim-node (3 replicas, fsync
 // on), fencesim-lockd over a real redis-server (AOF appendfsync always)
-// and etcd's concurrency.Mutex over a real 3-member etcd-server — with 1,
+// and etcd's concurrency.Mutex over a real 3-member etcd-server — and of
+// raw Redis (lockd's Lua scripts called without HTTP, on a redis-server of
+// its own: what lockd's share is measured against), with 1,
 // 8 and 64 concurrent clients on one lock each and on one shared lock,
 // and prints one markdown table with each figure's ratio to etcd's. Run
 // it from the checkout (it builds the etcd driver, module bench/etcd):
@@ -43,10 +45,10 @@ func main() {
 }
 
 // allSystems are the systems in the table's order; etcd is the baseline.
-var allSystems = []string{"node", "lockd", "etcd"}
+var allSystems = []string{"node", "lockd", "redis", "etcd"}
 
 // names are the systems as the table prints them.
-var names = map[string]string{"node": "fencesim-node", "lockd": "fencesim-lockd", "etcd": "etcd"}
+var names = map[string]string{"node": "fencesim-node", "lockd": "fencesim-lockd", "redis": "raw Redis (lockd's Lua)", "etcd": "etcd"}
 
 type options struct {
 	only             []string
@@ -93,7 +95,7 @@ type Machine struct {
 func parse(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("fencesim-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	only := fs.String("only", "node,lockd,etcd", "systems to run, comma-separated: node, lockd, etcd")
+	only := fs.String("only", "node,lockd,redis,etcd", "systems to run, comma-separated: node, lockd, redis (lockd's Lua scripts called without HTTP: what lockd's share of raw Redis is measured against), etcd")
 	modes := fs.String("modes", "per-worker,shared", "lock layouts: per-worker (a lock each), shared (one lock)")
 	workers := fs.String("workers", "1,8,64", "concurrent clients per cell, comma-separated")
 	var o options
@@ -117,7 +119,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	for _, s := range strings.Split(*only, ",") {
 		s = strings.TrimSpace(s)
 		if !slices.Contains(allSystems, s) {
-			return o, fmt.Errorf("-only: unknown system %q (node, lockd, etcd)", s)
+			return o, fmt.Errorf("-only: unknown system %q (node, lockd, redis, etcd)", s)
 		}
 		if !slices.Contains(o.only, s) {
 			o.only = append(o.only, s)
@@ -228,7 +230,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // runSystem starts one system, runs every cell on it and stops it.
 func runSystem(ctx context.Context, sys string, o options, dir string, log *slog.Logger, stderr io.Writer, m *Machine, progress func(bench.Result)) ([]bench.Result, error) {
-	cells := func(endpoints func() []string, hc *http.Client) []bench.Result {
+	// cells runs every cell through the HTTP API at endpoints, or through
+	// direct's cycles if it is set.
+	cells := func(endpoints func() []string, hc *http.Client, direct func(workers int, held string) bench.Cycle) []bench.Result {
 		var rs []bench.Result
 		prefix := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
 		for _, mode := range o.modes {
@@ -237,7 +241,13 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 					return rs
 				}
 				c := bench.Cell{Mode: mode, Workers: n, Warmup: o.warmup, Duration: o.duration, Prefix: prefix}
-				cycle, err := systems.HTTPCycle(endpoints(), n, o.held, hc)
+				var cycle bench.Cycle
+				var err error
+				if direct != nil {
+					cycle = direct(n, o.held)
+				} else {
+					cycle, err = systems.HTTPCycle(endpoints(), n, o.held, hc)
+				}
 				var r bench.Result
 				if err != nil {
 					r = bench.Result{System: sys, Mode: mode, Workers: n, Err: err.Error()}
@@ -263,8 +273,8 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 			return nil, err
 		}
 		defer n.Close()
-		return cells(func() []string { return n.Endpoints }, n.HTTP), nil
-	case "lockd":
+		return cells(func() []string { return n.Endpoints }, n.HTTP, nil), nil
+	case "lockd", "redis":
 		addr := o.redisAddr
 		if addr == "" {
 			sub, err := mkdirTemp(dir, "redis-")
@@ -281,12 +291,20 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 				m.Redis = strings.TrimSpace(string(out))
 			}
 		}
+		if sys == "redis" {
+			r, err := systems.StartRawRedis(addr, log)
+			if err != nil {
+				return nil, err
+			}
+			defer r.Close()
+			return cells(nil, nil, r.Cycle), nil
+		}
 		d, err := systems.StartLockd(addr, log)
 		if err != nil {
 			return nil, err
 		}
 		defer d.Close()
-		return cells(func() []string { return []string{d.Endpoint} }, nil), nil
+		return cells(func() []string { return []string{d.Endpoint} }, nil, nil), nil
 	case "etcd":
 		driver := o.etcdDriver
 		if driver == "" {

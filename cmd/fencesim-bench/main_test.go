@@ -12,7 +12,8 @@ import (
 )
 
 // TestSmoke runs the whole harness briefly against fencesim-node (three
-// replicas in process) and fencesim-lockd over miniredis — etcd and a real
+// replicas in process), fencesim-lockd and its scripts without HTTP (raw
+// Redis) over miniredis — etcd and a real
 // redis-server only run by hand — and checks that every cell was measured
 // with sane figures and that the table lists every cell.
 func TestSmoke(t *testing.T) {
@@ -20,7 +21,7 @@ func TestSmoke(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	mr := miniredis.RunT(t)
-	args := []string{"-only", "node,lockd", "-workers", "1,8", "-duration", "1s", "-warmup", "50ms",
+	args := []string{"-only", "node,lockd,redis", "-workers", "1,8", "-duration", "1s", "-warmup", "50ms",
 		"-redis-addr", mr.Addr(), "-data", t.TempDir()}
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), append(args, "-json"), &out, &errb); code != 0 {
@@ -49,14 +50,14 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s: %d attempts for %d cycles: the contenders did not wait", cell, r.Attempts, r.Cycles)
 		}
 	}
-	for _, sys := range []string{"fencesim-node", "fencesim-lockd"} {
+	for _, sys := range []string{"fencesim-node", "fencesim-lockd", names["redis"]} {
 		for _, cell := range []string{"per-worker/1", "per-worker/8", "shared/1", "shared/8"} {
 			if !seen[sys+"/"+cell] {
 				t.Errorf("no result for %s/%s", sys, cell)
 			}
 		}
 	}
-	if len(rep.Results) != 8 || rep.Machine.CPUs < 1 || rep.Machine.LoadBefore == "" {
+	if len(rep.Results) != 12 || rep.Machine.CPUs < 1 || rep.Machine.LoadBefore == "" {
 		t.Errorf("%d results, machine %+v", len(rep.Results), rep.Machine)
 	}
 
@@ -67,11 +68,11 @@ func TestSmoke(t *testing.T) {
 	}
 	var rows []string
 	for _, l := range strings.Split(out.String(), "\n") {
-		if strings.HasPrefix(l, "| fencesim-") {
+		if strings.HasPrefix(l, "| fencesim-") || strings.HasPrefix(l, "| raw Redis") {
 			rows = append(rows, strings.Join(strings.Fields(l)[:7], " "))
 		}
 	}
-	want := []string{"| fencesim-node | shared | 1 |", "| fencesim-lockd | shared | 1 |"}
+	want := []string{"| fencesim-node | shared | 1 |", "| fencesim-lockd | shared | 1 |", "| raw Redis (lockd's Lua) | shared"}
 	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
 		t.Errorf("table rows\n%s\nwant\n%s\nin:\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"), out.String())
 	}
