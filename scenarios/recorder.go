@@ -398,10 +398,14 @@ func (r *recorder) lockCall(e lockservice.Event, kind checker.LockKind) {
 // lockReturn records the first answer to a lock operation; a granted acquire
 // starts the client's belief that it holds the lock.
 func (r *recorder) lockReturn(e lockservice.Event) {
-	i, ok := r.lockOps[opKey{e.Client, e.Request}]
+	k := opKey{e.Client, e.Request}
+	i, ok := r.lockOps[k]
 	if !ok || r.h.LockOps[i].Outcome != checker.LockUnknown {
 		return
 	}
+	// Answered for good: a later copy of the answer changes nothing, so
+	// the key can go (the map stays as small as the calls in flight).
+	delete(r.lockOps, k)
 	op := &r.h.LockOps[i]
 	op.Return = r.w.Now()
 	op.Outcome = checker.LockStatus(e.Status.String())

@@ -187,7 +187,11 @@ func (l *raftLog) compactTo(i uint64) {
 		panic(fmt.Sprintf("raft: internal error: compacting to %d outside (%d, applied %d]", i, l.offset, l.applied))
 	}
 	t := l.mustTerm(i)
-	l.entries = slices.Clone(l.entries[i-l.offset:])
+	// A fresh array (slices handed out keep the old one), with the room
+	// the log had: the entries that follow until the next compaction
+	// append into it instead of growing it again from the kept few.
+	kept := l.entries[i-l.offset:]
+	l.entries = append(make([]Entry, 0, max(cap(l.entries)-int(i-l.offset), 2*len(kept), 16)), kept...)
 	l.offset, l.offsetTerm = i, t
 }
 

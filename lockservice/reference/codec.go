@@ -89,12 +89,15 @@ func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
 // replica could not apply: one that does not decode, of no known kind, or
 // with a negative TTL. Raft checks the entries' places in the log; what
 // they say is the lock service's to check, before they reach the disk.
-func checkEntries(m raft.Message) error {
+//
+// names interns the entries' resource and client names (nil: copies), as
+// applying them does later: the check then allocates no string.
+func checkEntries(m raft.Message, names *nameTable) error {
 	for _, e := range m.Entries {
 		if e.Data == nil {
 			continue // a new leader's empty entry
 		}
-		c, err := decodeCommand(e.Data)
+		c, err := decodeCommandNames(e.Data, names)
 		if err != nil {
 			return fmt.Errorf("raft message from %d: entry %d: %w", m.From, e.Index, err)
 		}
