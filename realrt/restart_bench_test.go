@@ -182,8 +182,15 @@ func history(b *testing.B, entries uint64, replay bool) restartHistory {
 	if err != nil {
 		b.Fatal(err)
 	}
+	built := false
+	defer func() {
+		if !built { // a failed build leaves nothing behind
+			os.RemoveAll(dir)
+		}
+	}()
 	start := time.Now()
 	last := buildHistory(b, dir, entries, replay)
+	built = true
 	b.Logf("built %d entries (replay=%v) in %v: %.0f entries/s, %.1f MB on disk", last, replay, time.Since(start).Round(time.Second),
 		float64(last)/time.Since(start).Seconds(), float64(dataBytes(b, dir))/1e6)
 	h := restartHistory{dir: dir, entries: last}
