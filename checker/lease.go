@@ -73,7 +73,7 @@ func CheckLeaseSafety(h History, excused []LeaseExcuse) []Violation {
 		// started by the belief, else the first.
 		var g Grant
 		found := false
-		for _, x := range byToken[b.Token] {
+		for _, x := range byToken.of(b.Token) {
 			switch {
 			case x.Resource != b.Resource || x.Client != b.Client:
 			case !found:

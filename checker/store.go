@@ -56,7 +56,7 @@ func checkStoreGrantee(applies []StoreApply, grants []Grant) []Violation {
 			continue
 		}
 		var why string
-		gs := byToken[a.Token]
+		gs := byToken.of(a.Token)
 		switch {
 		case a.Token == 0:
 			why = "token 0 is never granted"
