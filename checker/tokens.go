@@ -34,18 +34,27 @@ func grantsByToken(grants []Grant) tokenGroups {
 	if !slices.IsSortedFunc(sorted, byToken) {
 		slices.SortStableFunc(sorted, byToken)
 	}
-	return tokenGroups{sorted}
+	tokens := make([]uint64, len(sorted))
+	for i := range sorted {
+		tokens[i] = sorted[i].Token
+	}
+	return tokenGroups{sorted, tokens}
 }
 
-// tokenGroups is grants sorted by token, then grantOrder.
-type tokenGroups struct{ sorted []Grant }
+// tokenGroups is grants sorted by token, then grantOrder, and their
+// tokens alone (what the binary search reads: a grant is a few hundred
+// bytes, a token eight).
+type tokenGroups struct {
+	sorted []Grant
+	tokens []uint64
+}
 
 // of returns the grants of token t, in grantOrder (capacity clipped, so an
 // append to one group cannot reach the next).
 func (g tokenGroups) of(t uint64) []Grant {
-	lo, _ := slices.BinarySearchFunc(g.sorted, t, func(x Grant, t uint64) int { return cmp.Compare(x.Token, t) })
+	lo, _ := slices.BinarySearch(g.tokens, t)
 	hi := lo
-	for hi < len(g.sorted) && g.sorted[hi].Token == t {
+	for hi < len(g.tokens) && g.tokens[hi] == t {
 		hi++
 	}
 	return g.sorted[lo:hi:hi]
