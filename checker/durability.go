@@ -176,23 +176,27 @@ func checkWritesSurviveRestarts(h History) []Violation {
 		floors[k] = f
 		return f.write, f.ok
 	}
-	// writeByValue is built on first use: only a read of a same-token
-	// write needs it.
-	var writeByValue map[string]map[int64]StoreOp
+	// writeByValue (the last write of each value, by resource) is built
+	// on first use: only a read of a same-token write needs it.
+	type valueKey struct {
+		resource string
+		value    int64
+	}
+	var writeByValue map[valueKey]int32
 	writeOf := func(resource string, value int64) (StoreOp, bool) {
 		if writeByValue == nil {
-			writeByValue = make(map[string]map[int64]StoreOp)
-			for _, op := range h.Ops {
-				if op.Kind == OpWrite {
-					if writeByValue[op.Resource] == nil {
-						writeByValue[op.Resource] = make(map[int64]StoreOp)
-					}
-					writeByValue[op.Resource][op.Value] = op
+			writeByValue = make(map[valueKey]int32, len(h.Ops))
+			for i := range h.Ops {
+				if op := &h.Ops[i]; op.Kind == OpWrite {
+					writeByValue[valueKey{op.Resource, op.Value}] = int32(i)
 				}
 			}
 		}
-		w, ok := writeByValue[resource][value]
-		return w, ok
+		i, ok := writeByValue[valueKey{resource, value}]
+		if !ok {
+			return StoreOp{}, false
+		}
+		return h.Ops[i], true
 	}
 
 	var vs []Violation
