@@ -39,7 +39,9 @@ func checkGrantOverlap(grants []Grant) []Violation {
 	var vs []Violation
 	for _, r := range resources {
 		gs := byResource[r]
-		slices.SortStableFunc(gs, grantOrder)
+		if !slices.IsSortedFunc(gs, grantOrder) {
+			slices.SortStableFunc(gs, grantOrder)
+		}
 		var holder Grant // earlier grant that ends last
 		for i, g := range gs {
 			if i > 0 && (holder.Open || g.Start < holder.End) {
