@@ -43,11 +43,11 @@ import (
 const propDurable = "S5"
 
 // checkDurable checks S5.
-func checkDurable(h History) []Violation {
+func checkDurable(h History, byToken tokenGroups) []Violation {
 	var vs []Violation
 	vs = append(vs, checkAcknowledgedWritesLogged(h)...)
 	vs = append(vs, checkWritesSurviveRestarts(h)...)
-	vs = append(vs, checkAcknowledgedGrants(h)...)
+	vs = append(vs, checkAcknowledgedGrants(h, byToken)...)
 	return vs
 }
 
@@ -258,11 +258,10 @@ func checkWritesSurviveRestarts(h History) []Violation {
 }
 
 // checkAcknowledgedGrants checks S5 (b).
-func checkAcknowledgedGrants(h History) []Violation {
+func checkAcknowledgedGrants(h History, byToken tokenGroups) []Violation {
 	if len(h.Grants) == 0 {
 		return nil
 	}
-	byToken := grantsByToken(h.Grants)
 	var vs []Violation
 	for _, op := range h.LockOps {
 		if op.Kind != LockAcquire || op.Outcome != LockGranted {

@@ -18,8 +18,7 @@ import (
 const propCurrentGrant = "S6"
 
 // checkCurrentGrant checks S6.
-func checkCurrentGrant(h History) []Violation {
-	byToken := grantsByToken(h.Grants)
+func checkCurrentGrant(h History, byToken tokenGroups) []Violation {
 	// why returns "" if the effect at true time at fits a grant of token on
 	// resource to client, else the reason it does not.
 	why := func(resource, client string, token uint64, at time.Duration) string {

@@ -48,8 +48,7 @@ func checkStoreMonotonic(applies []StoreApply) []Violation {
 // checkStoreGrantee checks S4 and reports one violation per accepted write
 // whose token was never granted (token 0 included), or was granted to another
 // client or for another resource.
-func checkStoreGrantee(applies []StoreApply, grants []Grant) []Violation {
-	byToken := grantsByToken(grants)
+func checkStoreGrantee(applies []StoreApply, byToken tokenGroups) []Violation {
 	var vs []Violation
 	for _, a := range applies {
 		if !a.Accepted {

@@ -32,9 +32,9 @@ func grantOrder(a, b Grant) int {
 }
 
 // grantsByToken groups grants by token, each group in grantOrder: one
-// sorted copy, looked up by binary search (tokenGroups.of). Four checks
-// group the grants this way; a map of one list per token cost more to
-// build than all their look-ups together.
+// sorted copy, looked up by binary search (tokenGroups.of). Check builds
+// it once for S4, S5 and S6, lease safety once more; a map of one list
+// per token cost more to build than all their look-ups together.
 func grantsByToken(grants []Grant) tokenGroups {
 	sorted := slices.Clone(grants)
 	byToken := func(a, b Grant) int {

@@ -226,9 +226,10 @@ func Check(h History, opt Options) Verdict {
 			vs = append(vs, checkTokens(h.Grants)...)
 			vs = append(vs, checkGrantOverlap(h.Grants)...)
 			vs = append(vs, checkStoreMonotonic(h.Applies)...)
-			vs = append(vs, checkStoreGrantee(h.Applies, h.Grants)...)
-			vs = append(vs, checkDurable(h)...)
-			vs = append(vs, checkCurrentGrant(h)...)
+			byToken := grantsByToken(h.Grants) // S4, S5 and S6 look grants up by token
+			vs = append(vs, checkStoreGrantee(h.Applies, byToken)...)
+			vs = append(vs, checkDurable(h, byToken)...)
+			vs = append(vs, checkCurrentGrant(h, byToken)...)
 			vs = append(vs, checkElections(h.Elections)...)
 			vs = append(vs, checkEntryApplies(h.EntryApplies)...)
 			metrics.BeliefOverlap = BeliefOverlap(h)
