@@ -249,6 +249,13 @@ func Check(h History, opt Options) Verdict {
 	return Verdict{Kind: VerdictPass, Metrics: metrics}
 }
 
+// Concurrently runs independent checks at once and waits for all of them
+// (see inParallel): a caller that judges a run with several of the
+// checker's functions (Check, CheckLeaseSafety, CheckLiveness) gets the
+// verdict in about the time of the longest. The checks must only read
+// what they share. Never call it from inside the simulation.
+func Concurrently(checks ...func()) { inParallel(checks...) }
+
 // inParallel runs the checker's independent parts at once (they only
 // read the history) and waits for all of them: the checker's wall time
 // is then close to its longest part's, not their sum, on a machine with
