@@ -350,7 +350,7 @@ func registerByTokensAt(ops []typedOp[registerInput, registerOutput], calls, ret
 		opt   int32 // the unanswered write that is the group's first, or -1
 	}
 	firsts := make([]first, 0, len(writes)) // at most one per write
-	P := initialCall // the earliest point the next group may begin
+	P := initialCall                        // the earliest point the next group may begin
 	var jobs, optional []int32
 	for lo := 0; lo < len(writes); {
 		t := ops[writes[lo]].In.Token
@@ -630,7 +630,7 @@ func lockByTokens(ops []typedOp[lockInput, lockOutput]) tokenResult {
 
 func lockByTokensAt(ops []typedOp[lockInput, lockOutput], calls, rets []int64, exact bool) tokenResult {
 	holdOf := make(map[uint64]int32, len(ops)/4) // token → index in holds until they are sorted; then only a set
-	holds := make([]lockHold, 0, len(ops)/4)      // a hold is a grant, its renewals and its release
+	holds := make([]lockHold, 0, len(ops)/4)     // a hold is a grant, its renewals and its release
 	var busy, notHolder, ambiguous []int32
 	for i := range ops {
 		op := &ops[i]
