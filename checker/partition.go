@@ -86,9 +86,17 @@ func porcupineTimes[I, O any](ops []typedOp[I, O]) (calls, rets []int64, exact b
 	n := len(ops)
 	calls, rets = make([]int64, n), make([]int64, n)
 	isPred := make([]bool, n)
-	pairs := make(map[int64]int) // instant → pairs at it
+	// The pairs at each instant: ops come sorted by call (see
+	// encodePartitions), so one instant's pairs are counted in one run
+	// of ops; a map from instant to count was most of this function's
+	// time. Unsorted ops (built by hand) fall back to the map.
+	exact = true
+	sorted := true
+	var pairs map[int64]int
+	var runAt int64
+	runPairs := 0
 	var last int64
-	for _, op := range ops {
+	for i, op := range ops {
 		last = max(last, op.Call)
 		if !op.Open {
 			last = max(last, op.Return)
@@ -96,13 +104,31 @@ func porcupineTimes[I, O any](ops []typedOp[I, O]) (calls, rets []int64, exact b
 		for _, j := range op.After {
 			isPred[j] = true
 		}
-		if len(op.After) > 0 {
-			pairs[op.Call] += len(op.After)
+		if i > 0 && op.Call < ops[i-1].Call {
+			sorted = false
 		}
+		if len(op.After) == 0 {
+			continue
+		}
+		if runPairs > 0 && op.Call != runAt {
+			exact = exact && runPairs == 1
+			runPairs = 0
+		}
+		runAt = op.Call
+		runPairs += len(op.After)
 	}
-	exact = true
-	for _, k := range pairs {
-		exact = exact && k == 1
+	exact = exact && runPairs <= 1
+	if !sorted {
+		pairs = make(map[int64]int) // instant → pairs at it
+		for _, op := range ops {
+			if len(op.After) > 0 {
+				pairs[op.Call] += len(op.After)
+			}
+		}
+		exact = true
+		for _, k := range pairs {
+			exact = exact && k == 1
+		}
 	}
 	for i, op := range ops {
 		calls[i] = 3 * op.Call
@@ -156,29 +182,30 @@ type opRecord struct {
 // when called. Each op's After holds the ops of its own client, in its
 // partition, that returned at the instant it was called (see typedOp).
 func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encode func(S) (I, O)) []partition[I, O, S] {
-	infos := make([]opRecord, len(records))
-	order := make([]int32, len(records))
 	// Resources and clients are numbered in first-seen order here (one
 	// map look-up per record), then renumbered in name order below, so
-	// that the encoding does not depend on input order.
+	// that the encoding does not depend on input order. A record is
+	// described twice (here and when encoded) rather than kept described:
+	// describing is cheap, and a second array of records was not.
 	res, cli := make([]int32, len(records)), make([]int32, len(records))
 	resIdx, cliIdx := make(map[string]int32), make(map[string]int32)
 	var resNames, cliNames []string
 	var counts []int
 	encoded := 0
 	sorted := true
-	for i, rec := range records {
-		r := describe(rec)
-		infos[i], order[i] = r, int32(i)
-		if i > 0 && cmp.Or(cmp.Compare(infos[i-1].call, r.call), cmp.Compare(infos[i-1].id, r.id)) > 0 {
+	var prev opRecord
+	for i := range records {
+		r := describe(records[i])
+		if i > 0 && (r.call < prev.call || r.call == prev.call && r.id < prev.id) {
 			sorted = false
 		}
+		prev = r
 		c, ok := cliIdx[r.client]
 		if !ok {
 			c = int32(len(cliNames))
 			cliIdx[r.client], cliNames = c, append(cliNames, r.client)
 		}
-		cli[i] = c
+		cli[i], res[i] = c, -1
 		if r.skip {
 			continue
 		}
@@ -191,9 +218,18 @@ func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encod
 		counts[k]++
 		encoded++
 	}
+	// The order to encode in: by call, then ID. Recorded histories are
+	// in that order already.
+	var order []int32
 	if !sorted {
+		order = make([]int32, len(records))
+		calls, ids := make([]time.Duration, len(records)), make([]int, len(records))
+		for i := range records {
+			r := describe(records[i])
+			order[i], calls[i], ids[i] = int32(i), r.call, r.id
+		}
 		slices.SortStableFunc(order, func(a, b int32) int {
-			return cmp.Or(cmp.Compare(infos[a].call, infos[b].call), cmp.Compare(infos[a].id, infos[b].id))
+			return cmp.Or(cmp.Compare(calls[a], calls[b]), cmp.Compare(ids[a], ids[b]))
 		})
 	}
 	cliRank := nameRanks(cliNames)
@@ -204,11 +240,15 @@ func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encod
 	}
 
 	parts := carvePartitions[I, O](names, sortedCounts, encoded, records, describe)
-	for _, k := range order {
-		r := &infos[k]
-		if r.skip {
+	for n := range records {
+		k := int32(n)
+		if order != nil {
+			k = order[n]
+		}
+		if res[k] < 0 {
 			continue
 		}
+		r := describe(records[k])
 		ret := int64(max(r.ret, r.call))
 		if r.open {
 			ret = math.MaxInt64
