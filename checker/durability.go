@@ -43,11 +43,11 @@ import (
 const propDurable = "S5"
 
 // checkDurable checks S5.
-func checkDurable(h History) []Violation {
+func checkDurable(h History, byToken tokenGroups) []Violation {
 	var vs []Violation
 	vs = append(vs, checkAcknowledgedWritesLogged(h)...)
 	vs = append(vs, checkWritesSurviveRestarts(h)...)
-	vs = append(vs, checkAcknowledgedGrants(h)...)
+	vs = append(vs, checkAcknowledgedGrants(h, byToken)...)
 	return vs
 }
 
@@ -76,10 +76,12 @@ func checkAcknowledgedWritesLogged(h History) []Violation {
 	if len(h.Applies) == 0 {
 		return nil
 	}
+	// Keyed by token and value only (hashing two strings per record was
+	// most of this check's time); resource and client are compared while
+	// walking the chain, which is one apply long for nearly every write.
 	type key struct {
-		resource, client string
-		token            uint64
-		value            int64
+		token uint64
+		value int64
 	}
 	// The accepted applies of one write are a chain through next, from
 	// first[key]: one presized map of indices instead of a list per key,
@@ -88,7 +90,7 @@ func checkAcknowledgedWritesLogged(h History) []Violation {
 	next := make([]int32, len(h.Applies))
 	for i := len(h.Applies) - 1; i >= 0; i-- {
 		if a := &h.Applies[i]; a.Accepted {
-			k := key{a.Resource, a.Client, a.Token, a.Value}
+			k := key{a.Token, a.Value}
 			next[i] = -1
 			if j, ok := first[k]; ok {
 				next[i] = j
@@ -103,10 +105,10 @@ func checkAcknowledgedWritesLogged(h History) []Violation {
 		}
 		ret := opReturn(op)
 		found := false
-		if j, ok := first[key{op.Resource, op.Client, op.Token, op.Value}]; ok {
+		if j, ok := first[key{op.Token, op.Value}]; ok {
 			for ; j >= 0 && !found; j = next[j] {
-				at := h.Applies[j].At
-				found = op.Call <= at && at <= ret
+				a := &h.Applies[j]
+				found = op.Call <= a.At && a.At <= ret && a.Resource == op.Resource && a.Client == op.Client
 			}
 		}
 		if found {
@@ -174,14 +176,27 @@ func checkWritesSurviveRestarts(h History) []Violation {
 		floors[k] = f
 		return f.write, f.ok
 	}
-	writeByValue := make(map[string]map[int64]StoreOp)
-	for _, op := range h.Ops {
-		if op.Kind == OpWrite {
-			if writeByValue[op.Resource] == nil {
-				writeByValue[op.Resource] = make(map[int64]StoreOp)
+	// writeByValue (the last write of each value, by resource) is built
+	// on first use: only a read of a same-token write needs it.
+	type valueKey struct {
+		resource string
+		value    int64
+	}
+	var writeByValue map[valueKey]int32
+	writeOf := func(resource string, value int64) (StoreOp, bool) {
+		if writeByValue == nil {
+			writeByValue = make(map[valueKey]int32, len(h.Ops))
+			for i := range h.Ops {
+				if op := &h.Ops[i]; op.Kind == OpWrite {
+					writeByValue[valueKey{op.Resource, op.Value}] = int32(i)
+				}
 			}
-			writeByValue[op.Resource][op.Value] = op
 		}
+		i, ok := writeByValue[valueKey{resource, value}]
+		if !ok {
+			return StoreOp{}, false
+		}
+		return h.Ops[i], true
 	}
 
 	var vs []Violation
@@ -222,7 +237,7 @@ func checkWritesSurviveRestarts(h History) []Violation {
 		if q.ReadToken == w.Token && q.ReadValue != w.Value {
 			// Same token: older only if the write it saw had returned
 			// before the acknowledged one was called.
-			if x, ok := writeByValue[q.Resource][q.ReadValue]; ok && x.Token == w.Token && x.Outcome != OutcomeUnknown && opReturn(x) < w.Call {
+			if x, ok := writeOf(q.Resource, q.ReadValue); ok && x.Token == w.Token && x.Outcome != OutcomeUnknown && opReturn(x) < w.Call {
 				older = true
 			}
 		}
@@ -243,18 +258,17 @@ func checkWritesSurviveRestarts(h History) []Violation {
 }
 
 // checkAcknowledgedGrants checks S5 (b).
-func checkAcknowledgedGrants(h History) []Violation {
+func checkAcknowledgedGrants(h History, byToken tokenGroups) []Violation {
 	if len(h.Grants) == 0 {
 		return nil
 	}
-	byToken := grantsByToken(h.Grants)
 	var vs []Violation
 	for _, op := range h.LockOps {
 		if op.Kind != LockAcquire || op.Outcome != LockGranted {
 			continue
 		}
 		ret := max(op.Return, op.Call)
-		gs := byToken[op.Token]
+		gs := byToken.of(op.Token)
 		if slices.ContainsFunc(gs, func(g Grant) bool {
 			return g.Resource == op.Resource && g.Client == op.Client && g.Start <= ret
 		}) {

@@ -27,21 +27,25 @@ func endString(g Grant) string {
 // that starts before the latest-ending earlier grant of its resource has
 // ended, naming that grant.
 func checkGrantOverlap(grants []Grant) []Violation {
-	byResource := make(map[string][]Grant)
-	for _, g := range grants {
-		if !g.Open && g.End <= g.Start {
-			continue
+	// Indices, not copies: a grant is a few hundred bytes.
+	byResource := make(map[string][]int32)
+	for i := range grants {
+		if g := &grants[i]; g.Open || g.End > g.Start {
+			byResource[g.Resource] = append(byResource[g.Resource], int32(i))
 		}
-		byResource[g.Resource] = append(byResource[g.Resource], g)
 	}
 	resources := sortedKeys(byResource)
 
 	var vs []Violation
 	for _, r := range resources {
 		gs := byResource[r]
-		slices.SortStableFunc(gs, grantOrder)
+		order := func(a, b int32) int { return grantOrder(grants[a], grants[b]) }
+		if !slices.IsSortedFunc(gs, order) {
+			slices.SortStableFunc(gs, order)
+		}
 		var holder Grant // earlier grant that ends last
-		for i, g := range gs {
+		for i, k := range gs {
+			g := grants[k]
 			if i > 0 && (holder.Open || g.Start < holder.End) {
 				vs = append(vs, Violation{
 					Property: propGrantOverlap,

@@ -294,8 +294,17 @@ type History struct {
 // facts returns h without the records a crash took back before they were
 // durable: decisions nobody was ever told of are not part of the run.
 func (h History) facts() History {
-	h.Applies = slices.DeleteFunc(slices.Clone(h.Applies), func(a StoreApply) bool { return a.Lost })
-	h.Grants = slices.DeleteFunc(slices.Clone(h.Grants), func(g Grant) bool { return g.Lost })
-	h.Ends = slices.DeleteFunc(slices.Clone(h.Ends), func(e GrantEnd) bool { return e.Lost })
+	h.Applies = withoutLost(h.Applies, func(a StoreApply) bool { return a.Lost })
+	h.Grants = withoutLost(h.Grants, func(g Grant) bool { return g.Lost })
+	h.Ends = withoutLost(h.Ends, func(e GrantEnd) bool { return e.Lost })
 	return h
+}
+
+// withoutLost returns s without its lost records: s itself when none is
+// lost (the checks only read it), else a copy.
+func withoutLost[E any](s []E, lost func(E) bool) []E {
+	if !slices.ContainsFunc(s, lost) {
+		return s
+	}
+	return slices.DeleteFunc(slices.Clone(s), lost)
 }

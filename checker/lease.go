@@ -62,7 +62,10 @@ func CheckLeaseSafety(h History, excused []LeaseExcuse) []Violation {
 	byToken := grantsByToken(h.Grants)
 	beliefs := slices.Clone(h.Beliefs)
 	slices.SortStableFunc(beliefs, func(a, b Belief) int {
-		return cmp.Or(cmp.Compare(a.From, b.From), strings.Compare(a.Client, b.Client), cmp.Compare(a.Token, b.Token))
+		if a.From != b.From {
+			return cmp.Compare(a.From, b.From)
+		}
+		return cmp.Or(strings.Compare(a.Client, b.Client), cmp.Compare(a.Token, b.Token))
 	})
 	var vs []Violation
 	for _, b := range beliefs {
@@ -73,7 +76,7 @@ func CheckLeaseSafety(h History, excused []LeaseExcuse) []Violation {
 		// started by the belief, else the first.
 		var g Grant
 		found := false
-		for _, x := range byToken[b.Token] {
+		for _, x := range byToken.of(b.Token) {
 			switch {
 			case x.Resource != b.Resource || x.Client != b.Client:
 			case !found:

@@ -410,12 +410,12 @@ func moreSentence(n int) string {
 func linearizabilityViolation(p opPartition, r searchResult[registerState]) Violation {
 	if r.why != "" {
 		return tokenViolation(propLinearizable, "store ops", "a fenced register", p.resource, len(p.typed), r.why, r.involved, func(i int) (int, string, time.Duration) {
-			return p.src[i].ID, describeStoreOp(p.src[i]), p.src[i].Call
+			return p.src(i).ID, describeStoreOp(p.src(i)), p.src(i).Call
 		})
 	}
 	next := make([]StoreOp, len(r.stuck)) // sorted by Call, as p.src is
 	for i, j := range r.stuck {
-		next[i] = p.src[j]
+		next[i] = p.src(j)
 	}
 	ids := make([]int, len(next))
 	descs := make([]string, 0, maxDescribedOps)

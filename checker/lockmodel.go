@@ -362,21 +362,21 @@ func checkLockLinearizable(h History, opt Options) ([]Violation, []string) {
 func lockViolation(p lockPartition, r searchResult[lockState]) Violation {
 	if r.why != "" {
 		return tokenViolation(propLockLinearizable, "lock ops", "a fenced mutex", p.resource, len(p.typed), r.why, r.involved, func(i int) (int, string, time.Duration) {
-			return p.src[i].ID, describeLockOp(p.src[i]), p.src[i].Call
+			return p.src(i).ID, describeLockOp(p.src(i)), p.src(i).Call
 		})
 	}
 	ids := make([]int, len(r.stuck))
 	descs := make([]string, 0, maxDescribedOps)
 	for i, j := range r.stuck {
-		ids[i] = p.src[j].ID
+		ids[i] = p.src(j).ID
 		if i < maxDescribedOps {
-			descs = append(descs, describeLockOp(p.src[j]))
+			descs = append(descs, describeLockOp(p.src(j)))
 		}
 	}
 	slices.Sort(ids)
 	return Violation{
 		Property: propLockLinearizable,
-		At:       p.src[r.stuck[0]].Call,
+		At:       p.src(r.stuck[0]).Call,
 		Detail: fmt.Sprintf("The %d lock ops on resource %q are not linearizable against a fenced mutex: at most %d of them linearize, leaving the lock %s, and %s (%s%s).",
 			len(p.typed), p.resource, r.linearized, describeLockState(r.state), blockedSentence(len(r.stuck)), strings.Join(descs, "; "), moreSentence(len(r.stuck))),
 		LockOps: ids,

@@ -3,7 +3,6 @@ package checker
 import (
 	"cmp"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -30,8 +29,9 @@ func BeliefOverlap(h History) OverlapStats {
 	type edge struct {
 		at     time.Duration
 		start  bool
-		client string
+		client int32 // numbered in first-seen order: only equality matters
 	}
+	clients := make(map[string]int32)
 	byResource := make(map[string][]edge)
 	for _, b := range h.Beliefs {
 		to := b.To
@@ -41,32 +41,41 @@ func BeliefOverlap(h History) OverlapStats {
 		if to <= b.From {
 			continue
 		}
+		c, ok := clients[b.Client]
+		if !ok {
+			c = int32(len(clients))
+			clients[b.Client] = c
+		}
 		byResource[b.Resource] = append(byResource[b.Resource],
-			edge{at: b.From, start: true, client: b.Client}, edge{at: to, client: b.Client})
+			edge{at: b.From, start: true, client: c}, edge{at: to, client: c})
 	}
 
 	var st OverlapStats
+	open := make([]int, len(clients)) // client → its beliefs open now
 	for _, r := range sortedKeys(byResource) {
 		edges := byResource[r]
-		slices.SortFunc(edges, func(a, b edge) int {
-			return cmp.Or(cmp.Compare(a.at, b.at), compareBool(a.start, b.start), strings.Compare(a.client, b.client))
-		})
-		believers := make(map[string]int) // client → beliefs open now
-		var since time.Duration           // start of the current window
+		// By instant only: every edge of one instant is applied before
+		// the instant is judged, so their order within it is irrelevant.
+		slices.SortFunc(edges, func(a, b edge) int { return cmp.Compare(a.at, b.at) })
+		clear(open)
+		believers := 0          // clients with a belief open now
+		var since time.Duration // start of the current window
 		for i := 0; i < len(edges); {
 			// Apply every edge of one instant before judging it, so that
 			// touching beliefs do not overlap and a window that one client
 			// leaves as another enters does not split.
-			at, before := edges[i].at, len(believers)
+			at, before := edges[i].at, believers
 			for ; i < len(edges) && edges[i].at == at; i++ {
 				e := edges[i]
 				if e.start {
-					believers[e.client]++
-				} else if believers[e.client]--; believers[e.client] == 0 {
-					delete(believers, e.client)
+					if open[e.client]++; open[e.client] == 1 {
+						believers++
+					}
+				} else if open[e.client]--; open[e.client] == 0 {
+					believers--
 				}
 			}
-			switch after := len(believers); {
+			switch after := believers; {
 			case before < 2 && after >= 2:
 				since = at
 			case before >= 2 && after < 2:
@@ -78,15 +87,4 @@ func BeliefOverlap(h History) OverlapStats {
 		}
 	}
 	return st
-}
-
-// compareBool orders false before true.
-func compareBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case !a:
-		return -1
-	}
-	return 1
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -28,7 +29,6 @@ type typedOp[I, O any] struct {
 	// client's next call at the instant its previous op returned.
 	After  []int32
 	Client int // porcupine's ClientId
-	Meta   opMetadata
 }
 
 // precedes reports whether op a must be linearized before op b: a returned
@@ -38,15 +38,22 @@ func precedes[I, O any](ops []typedOp[I, O], a, b int) bool {
 	return !ops[a].Open && ops[a].Return < ops[b].Call || slices.Contains(ops[b].After, int32(a))
 }
 
-// partition is the operations of one resource, typed, with the history's
-// records they came from at the same indices.
+// partition is the operations of one resource, typed, with the indices
+// of the history's records they came from (at the same indices): the
+// records themselves are only read to describe a violation or to box ops
+// for porcupine, so they are not copied.
 type partition[I, O, S any] struct {
 	resource string
 	typed    []typedOp[I, O]
-	src      []S
+	at       []int32 // typed[i] came from records[at[i]]
+	records  []S
+	describe func(S) opRecord
 	boxed    []porcupine.Operation // made by ops, when porcupine is needed
 	exact    bool                  // set by ops: porcupine's encoding orders ops exactly as precedes does
 }
+
+// src is the history record typed[i] came from.
+func (p *partition[I, O, S]) src(i int) S { return p.records[p.at[i]] }
 
 // ops returns the partition in porcupine's encoding (see porcupineTimes).
 func (p *partition[I, O, S]) ops() []porcupine.Operation {
@@ -55,7 +62,9 @@ func (p *partition[I, O, S]) ops() []porcupine.Operation {
 		calls, rets, p.exact = porcupineTimes(p.typed)
 		p.boxed = make([]porcupine.Operation, len(p.typed))
 		for i, op := range p.typed {
-			p.boxed[i] = porcupine.Operation{ClientId: op.Client, Input: op.In, Call: calls[i], Output: op.Out, Return: rets[i], Metadata: op.Meta}
+			r := p.describe(p.src(i))
+			p.boxed[i] = porcupine.Operation{ClientId: op.Client, Input: op.In, Call: calls[i], Output: op.Out, Return: rets[i],
+				Metadata: opMetadata{ID: r.id, Client: r.client}}
 		}
 	}
 	return p.boxed
@@ -77,9 +86,17 @@ func porcupineTimes[I, O any](ops []typedOp[I, O]) (calls, rets []int64, exact b
 	n := len(ops)
 	calls, rets = make([]int64, n), make([]int64, n)
 	isPred := make([]bool, n)
-	pairs := make(map[int64]int) // instant → pairs at it
+	// The pairs at each instant: ops come sorted by call (see
+	// encodePartitions), so one instant's pairs are counted in one run
+	// of ops; a map from instant to count was most of this function's
+	// time. Unsorted ops (built by hand) fall back to the map.
+	exact = true
+	sorted := true
+	var pairs map[int64]int
+	var runAt int64
+	runPairs := 0
 	var last int64
-	for _, op := range ops {
+	for i, op := range ops {
 		last = max(last, op.Call)
 		if !op.Open {
 			last = max(last, op.Return)
@@ -87,13 +104,31 @@ func porcupineTimes[I, O any](ops []typedOp[I, O]) (calls, rets []int64, exact b
 		for _, j := range op.After {
 			isPred[j] = true
 		}
-		if len(op.After) > 0 {
-			pairs[op.Call] += len(op.After)
+		if i > 0 && op.Call < ops[i-1].Call {
+			sorted = false
 		}
+		if len(op.After) == 0 {
+			continue
+		}
+		if runPairs > 0 && op.Call != runAt {
+			exact = exact && runPairs == 1
+			runPairs = 0
+		}
+		runAt = op.Call
+		runPairs += len(op.After)
 	}
-	exact = true
-	for _, k := range pairs {
-		exact = exact && k == 1
+	exact = exact && runPairs <= 1
+	if !sorted {
+		pairs = make(map[int64]int) // instant → pairs at it
+		for _, op := range ops {
+			if len(op.After) > 0 {
+				pairs[op.Call] += len(op.After)
+			}
+		}
+		exact = true
+		for _, k := range pairs {
+			exact = exact && k == 1
+		}
 	}
 	for i, op := range ops {
 		calls[i] = 3 * op.Call
@@ -115,20 +150,17 @@ func porcupineTimes[I, O any](ops []typedOp[I, O]) (calls, rets []int64, exact b
 	return calls, rets, exact
 }
 
-// carvePartitions makes one partition per resource of perResource (which
-// holds each resource's op count, and is rewritten to its partition's
-// index), in ascending resource order, every partition's slices cut from
-// one allocation at their exact sizes.
-func carvePartitions[I, O, S any](perResource map[string]int, total int) []partition[I, O, S] {
-	resources := sortedKeys(perResource)
-	parts := make([]partition[I, O, S], len(resources))
+// carvePartitions makes one partition per resource (counts[k] ops for
+// resource names[k]), every partition's slices cut from one allocation at
+// their exact sizes.
+func carvePartitions[I, O, S any](names []string, counts []int, total int, records []S, describe func(S) opRecord) []partition[I, O, S] {
+	parts := make([]partition[I, O, S], len(names))
 	allOps := make([]typedOp[I, O], 0, total)
-	allSrc := make([]S, 0, total)
+	allAt := make([]int32, 0, total)
 	off := 0
-	for i, r := range resources {
-		n := perResource[r]
-		parts[i] = partition[I, O, S]{resource: r, typed: allOps[off : off : off+n], src: allSrc[off : off : off+n]}
-		perResource[r] = i
+	for i, r := range names {
+		n := counts[i]
+		parts[i] = partition[I, O, S]{resource: r, typed: allOps[off : off : off+n], at: allAt[off : off : off+n], records: records, describe: describe}
 		off += n
 	}
 	return parts
@@ -150,49 +182,101 @@ type opRecord struct {
 // when called. Each op's After holds the ops of its own client, in its
 // partition, that returned at the instant it was called (see typedOp).
 func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encode func(S) (I, O)) []partition[I, O, S] {
-	infos := make([]opRecord, len(records))
-	order := make([]int, len(records))
-	for i, r := range records {
-		infos[i], order[i] = describe(r), i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		return cmp.Or(cmp.Compare(infos[a].call, infos[b].call), cmp.Compare(infos[a].id, infos[b].id))
-	})
-
-	clients := make(map[string]int)
-	perResource := make(map[string]int) // encoded records per resource, then partition index
+	// Resources and clients are numbered in first-seen order here (one
+	// map look-up per record), then renumbered in name order below, so
+	// that the encoding does not depend on input order. A record is
+	// described twice (here and when encoded) rather than kept described:
+	// describing is cheap, and a second array of records was not.
+	res, cli := make([]int32, len(records)), make([]int32, len(records))
+	resIdx, cliIdx := make(map[string]int32), make(map[string]int32)
+	var resNames, cliNames []string
+	var counts []int
 	encoded := 0
-	for _, r := range infos {
-		clients[r.client] = 0
-		if !r.skip {
-			perResource[r.resource]++
-			encoded++
+	sorted := true
+	var prev opRecord
+	for i := range records {
+		r := describe(records[i])
+		if i > 0 && (r.call < prev.call || r.call == prev.call && r.id < prev.id) {
+			sorted = false
 		}
-	}
-	for i, c := range sortedKeys(clients) {
-		clients[c] = i
-	}
-
-	parts := carvePartitions[I, O, S](perResource, encoded)
-	for _, k := range order {
-		r := infos[k]
+		prev = r
+		c, ok := cliIdx[r.client]
+		if !ok {
+			c = int32(len(cliNames))
+			cliIdx[r.client], cliNames = c, append(cliNames, r.client)
+		}
+		cli[i], res[i] = c, -1
 		if r.skip {
 			continue
 		}
+		k, ok := resIdx[r.resource]
+		if !ok {
+			k = int32(len(resNames))
+			resIdx[r.resource], resNames, counts = k, append(resNames, r.resource), append(counts, 0)
+		}
+		res[i] = k
+		counts[k]++
+		encoded++
+	}
+	// The order to encode in: by call, then ID. Recorded histories are
+	// in that order already.
+	var order []int32
+	if !sorted {
+		order = make([]int32, len(records))
+		calls, ids := make([]time.Duration, len(records)), make([]int, len(records))
+		for i := range records {
+			r := describe(records[i])
+			order[i], calls[i], ids[i] = int32(i), r.call, r.id
+		}
+		slices.SortStableFunc(order, func(a, b int32) int {
+			return cmp.Or(cmp.Compare(calls[a], calls[b]), cmp.Compare(ids[a], ids[b]))
+		})
+	}
+	cliRank := nameRanks(cliNames)
+	resRank := nameRanks(resNames)
+	names, sortedCounts := make([]string, len(resNames)), make([]int, len(resNames))
+	for k, r := range resRank {
+		names[r], sortedCounts[r] = resNames[k], counts[k]
+	}
+
+	parts := carvePartitions[I, O](names, sortedCounts, encoded, records, describe)
+	for n := range records {
+		k := int32(n)
+		if order != nil {
+			k = order[n]
+		}
+		if res[k] < 0 {
+			continue
+		}
+		r := describe(records[k])
 		ret := int64(max(r.ret, r.call))
 		if r.open {
 			ret = math.MaxInt64
 		}
 		in, out := encode(records[k])
-		p := &parts[perResource[r.resource]]
-		p.typed = append(p.typed, typedOp[I, O]{Client: clients[r.client], In: in, Call: int64(r.call), Out: out,
-			Return: ret, Open: r.open, Meta: opMetadata{ID: r.id, Client: r.client}})
-		p.src = append(p.src, records[k])
+		p := &parts[resRank[res[k]]]
+		p.typed = append(p.typed, typedOp[I, O]{Client: int(cliRank[cli[k]]), In: in, Call: int64(r.call), Out: out,
+			Return: ret, Open: r.open})
+		p.at = append(p.at, k)
 	}
 	for i := range parts {
 		linkProgramOrder(parts[i].typed)
 	}
 	return parts
+}
+
+// nameRanks returns each name's position in ascending name order.
+func nameRanks(names []string) []int32 {
+	idx := make([]int32, len(names))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int { return strings.Compare(names[a], names[b]) })
+	rank := make([]int32, len(names))
+	for r, i := range idx {
+		rank[i] = int32(r)
+	}
+	return rank
 }
 
 // linkProgramOrder fills each op's After: the earlier ops of its client

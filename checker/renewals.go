@@ -18,12 +18,11 @@ import (
 const propCurrentGrant = "S6"
 
 // checkCurrentGrant checks S6.
-func checkCurrentGrant(h History) []Violation {
-	byToken := grantsByToken(h.Grants)
+func checkCurrentGrant(h History, byToken tokenGroups) []Violation {
 	// why returns "" if the effect at true time at fits a grant of token on
 	// resource to client, else the reason it does not.
 	why := func(resource, client string, token uint64, at time.Duration) string {
-		gs := byToken[token]
+		gs := byToken.of(token)
 		if len(gs) == 0 {
 			return fmt.Sprintf("token %d was never granted", token)
 		}

@@ -92,7 +92,7 @@ func TestUnansweredReadsAreDropped(t *testing.T) {
 		{ID: 2, Client: "B", Resource: "r", Kind: OpRead, Call: ms(1), Outcome: OutcomeUnknown},
 	}}
 	parts := encodeOps(h)
-	if len(parts) != 1 || len(parts[0].typed) != 1 || parts[0].src[0].ID != 1 {
+	if len(parts) != 1 || len(parts[0].typed) != 1 || parts[0].src(0).ID != 1 {
 		t.Fatalf("got partitions %+v, want only the write", parts)
 	}
 }

@@ -48,15 +48,14 @@ func checkStoreMonotonic(applies []StoreApply) []Violation {
 // checkStoreGrantee checks S4 and reports one violation per accepted write
 // whose token was never granted (token 0 included), or was granted to another
 // client or for another resource.
-func checkStoreGrantee(applies []StoreApply, grants []Grant) []Violation {
-	byToken := grantsByToken(grants)
+func checkStoreGrantee(applies []StoreApply, byToken tokenGroups) []Violation {
 	var vs []Violation
 	for _, a := range applies {
 		if !a.Accepted {
 			continue
 		}
 		var why string
-		gs := byToken[a.Token]
+		gs := byToken.of(a.Token)
 		switch {
 		case a.Token == 0:
 			why = "token 0 is never granted"

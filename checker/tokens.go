@@ -14,46 +14,98 @@ const propTokens = "S1"
 
 // grantOrder orders grants as the lock service issued them: by Start, then
 // Step, then (for determinism only) by token, resource and client.
+//
+// It returns at the first difference (cmp.Or would compare all five
+// fields, two of them strings, for every pair a sort looks at).
 func grantOrder(a, b Grant) int {
-	return cmp.Or(
-		cmp.Compare(a.Start, b.Start),
-		cmp.Compare(a.Step, b.Step),
-		cmp.Compare(a.Token, b.Token),
-		strings.Compare(a.Resource, b.Resource),
-		strings.Compare(a.Client, b.Client),
-	)
+	switch {
+	case a.Start != b.Start:
+		return cmp.Compare(a.Start, b.Start)
+	case a.Step != b.Step:
+		return cmp.Compare(a.Step, b.Step)
+	case a.Token != b.Token:
+		return cmp.Compare(a.Token, b.Token)
+	case a.Resource != b.Resource:
+		return strings.Compare(a.Resource, b.Resource)
+	}
+	return strings.Compare(a.Client, b.Client)
 }
 
-// grantsByToken groups grants by token, each group in grantOrder. The
-// groups are cut from one sorted copy (capacity clipped, so an append to
-// one cannot reach the next) instead of a list allocated per token: three
-// checks group the grants this way, and tokens are nearly unique.
-func grantsByToken(grants []Grant) map[uint64][]Grant {
+// grantsByToken groups grants by token, each group in grantOrder: one
+// sorted copy, looked up by binary search (tokenGroups.of). Check builds
+// it once for S4, S5 and S6, lease safety once more; a map of one list
+// per token cost more to build than all their look-ups together.
+func grantsByToken(grants []Grant) tokenGroups {
 	sorted := slices.Clone(grants)
-	slices.SortStableFunc(sorted, func(a, b Grant) int { return cmp.Or(cmp.Compare(a.Token, b.Token), grantOrder(a, b)) })
-	byToken := make(map[uint64][]Grant, len(sorted))
-	for lo := 0; lo < len(sorted); {
-		hi := lo + 1
-		for hi < len(sorted) && sorted[hi].Token == sorted[lo].Token {
-			hi++
+	byToken := func(a, b Grant) int {
+		if a.Token != b.Token {
+			return cmp.Compare(a.Token, b.Token)
 		}
-		byToken[sorted[lo].Token] = sorted[lo:hi:hi]
-		lo = hi
+		return grantOrder(a, b)
 	}
-	return byToken
+	if !slices.IsSortedFunc(sorted, byToken) {
+		slices.SortStableFunc(sorted, byToken)
+	}
+	tokens := make([]uint64, len(sorted))
+	for i := range sorted {
+		tokens[i] = sorted[i].Token
+	}
+	return tokenGroups{sorted, tokens}
+}
+
+// tokenGroups is grants sorted by token, then grantOrder, and their
+// tokens alone (what the binary search reads: a grant is a few hundred
+// bytes, a token eight).
+type tokenGroups struct {
+	sorted []Grant
+	tokens []uint64
+}
+
+// of returns the grants of token t, in grantOrder (capacity clipped, so an
+// append to one group cannot reach the next).
+func (g tokenGroups) of(t uint64) []Grant {
+	lo, _ := slices.BinarySearch(g.tokens, t)
+	hi := lo
+	for hi < len(g.tokens) && g.tokens[hi] == t {
+		hi++
+	}
+	return g.sorted[lo:hi:hi]
 }
 
 // checkTokens checks S1 and reports one violation per grant whose token is
 // not above every token granted before it.
 func checkTokens(grants []Grant) []Violation {
-	gs := slices.Clone(grants)
-	slices.SortStableFunc(gs, grantOrder)
+	gs := grants
+	if !slices.IsSortedFunc(gs, grantOrder) {
+		gs = slices.Clone(grants)
+		slices.SortStableFunc(gs, grantOrder)
+	}
 
 	var vs []Violation
-	first := make(map[uint64]Grant, len(gs)) // token -> first grant of it
-	var maxGrant Grant                       // grant with the highest token so far
+	// first maps a token to its first grant. Only a token not above the
+	// highest so far can repeat one, so the map is built at the first
+	// such grant (from the grants before it) and kept from then on: a
+	// correct run never builds it.
+	var first map[uint64]int
+	var maxGrant Grant // grant with the highest token so far
 	for i, g := range gs {
-		if prev, dup := first[g.Token]; dup {
+		if first == nil && i > 0 && g.Token <= maxGrant.Token {
+			first = make(map[uint64]int, len(gs))
+			for j := range i {
+				if _, seen := first[gs[j].Token]; !seen {
+					first[gs[j].Token] = j
+				}
+			}
+		}
+		var prev Grant
+		var dup bool
+		if first != nil {
+			var j int
+			if j, dup = first[g.Token]; dup {
+				prev = gs[j]
+			}
+		}
+		if dup {
 			vs = append(vs, Violation{
 				Property: propTokens,
 				At:       g.Start,
@@ -62,7 +114,9 @@ func checkTokens(grants []Grant) []Violation {
 					g.Token, prev.Client, prev.Resource, prev.Start, prev.Step, g.Client, g.Resource, g.Start, g.Step),
 			})
 		} else {
-			first[g.Token] = g
+			if first != nil {
+				first[g.Token] = i
+			}
 			if i > 0 && g.Token <= maxGrant.Token {
 				vs = append(vs, Violation{
 					Property: propTokens,

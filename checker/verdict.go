@@ -3,8 +3,10 @@ package checker
 import (
 	"cmp"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -214,22 +216,30 @@ func (o Options) steps() int64 {
 func Check(h History, opt Options) Verdict {
 	h = h.facts()
 	var vs []Violation
-	vs = append(vs, checkTokens(h.Grants)...)
-	vs = append(vs, checkGrantOverlap(h.Grants)...)
-	vs = append(vs, checkStoreMonotonic(h.Applies)...)
-	vs = append(vs, checkStoreGrantee(h.Applies, h.Grants)...)
-	vs = append(vs, checkDurable(h)...)
-	vs = append(vs, checkCurrentGrant(h)...)
-	vs = append(vs, checkElections(h.Elections)...)
-	vs = append(vs, checkEntryApplies(h.EntryApplies)...)
-	lockLin, lockUnknown := checkLockLinearizable(h, opt)
+	var lockLin, lin []Violation
+	var lockUnknown, unknown []string
+	var metrics Metrics
+	inParallel(
+		func() { lockLin, lockUnknown = checkLockLinearizable(h, opt) },
+		func() { lin, unknown = checkLinearizable(h, opt) },
+		func() {
+			vs = append(vs, checkTokens(h.Grants)...)
+			vs = append(vs, checkGrantOverlap(h.Grants)...)
+			vs = append(vs, checkStoreMonotonic(h.Applies)...)
+			byToken := grantsByToken(h.Grants) // S4, S5 and S6 look grants up by token
+			vs = append(vs, checkStoreGrantee(h.Applies, byToken)...)
+			vs = append(vs, checkDurable(h, byToken)...)
+			vs = append(vs, checkCurrentGrant(h, byToken)...)
+			vs = append(vs, checkElections(h.Elections)...)
+			vs = append(vs, checkEntryApplies(h.EntryApplies)...)
+			metrics.BeliefOverlap = BeliefOverlap(h)
+		},
+	)
 	vs = append(vs, lockLin...)
-	lin, unknown := checkLinearizable(h, opt)
 	vs = append(vs, lin...)
 	unknown = append(lockUnknown, unknown...)
 	sortViolations(vs)
 
-	metrics := Metrics{BeliefOverlap: BeliefOverlap(h)}
 	switch {
 	case len(vs) > 0:
 		return Verdict{Kind: VerdictViolation, Violations: vs, Metrics: metrics}
@@ -237,6 +247,45 @@ func Check(h History, opt Options) Verdict {
 		return Verdict{Kind: VerdictUnknown, Unknown: strings.Join(unknown, "; "), Metrics: metrics}
 	}
 	return Verdict{Kind: VerdictPass, Metrics: metrics}
+}
+
+// Concurrently runs independent checks at once and waits for all of them
+// (see inParallel): a caller that judges a run with several of the
+// checker's functions (Check, CheckLeaseSafety, CheckLiveness) gets the
+// verdict in about the time of the longest. The checks must only read
+// what they share. Never call it from inside the simulation.
+func Concurrently(checks ...func()) { inParallel(checks...) }
+
+// inParallel runs the checker's independent parts at once (they only
+// read the history) and waits for all of them: the checker's wall time
+// is then close to its longest part's, not their sum, on a machine with
+// cores to spare. A panic in a part is raised again in the caller's
+// goroutine, as a *Panic (see Panic), once every part has ended; the
+// first part's panic wins, so which one is raised does not depend on
+// timing.
+func inParallel(parts ...func()) {
+	panics := make([]*Panic, len(parts))
+	var wg sync.WaitGroup
+	for i, f := range parts {
+		wg.Go(func() {
+			defer func() {
+				if r := recover(); r != nil {
+					if p, ok := r.(*Panic); ok {
+						panics[i] = p
+						return
+					}
+					panics[i] = &Panic{Value: r, Stack: debug.Stack()}
+				}
+			}()
+			f()
+		})
+	}
+	wg.Wait()
+	for _, p := range panics {
+		if p != nil {
+			panic(p)
+		}
+	}
 }
 
 // sortViolations orders violations by property, then At, then Step, then

@@ -420,16 +420,29 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 // (cut says why it was), the liveness of the clients still alive.
 func (p Plan) judge(h checker.History, cut string, live []string, excuses []checker.LeaseExcuse, opt RunOptions) checker.Verdict {
 	spec := p.Spec
-	v := checker.Check(h, checker.Options{Steps: opt.CheckSteps, SearchHook: opt.searchHook})
-	// L1, lease safety, holds only inside the lease fault model: the plan
-	// and the triggers that fired (Result.LeaseExcuses) know which faults
-	// left it, and when.
-	v = checker.WithViolations(v, checker.CheckLeaseSafety(h, excuses))
+	// The checks only read the history, and run after the loop: at once.
+	var v checker.Verdict
+	var liveness *checker.Violation
+	var lease []checker.Violation
+	checkLiveness := cut == "" && spec.Liveness != nil
+	checker.Concurrently(
+		func() { v = checker.Check(h, checker.Options{Steps: opt.CheckSteps, SearchHook: opt.searchHook}) },
+		// L1, lease safety, holds only inside the lease fault model: the
+		// plan and the triggers that fired (Result.LeaseExcuses) know
+		// which faults left it, and when.
+		func() { lease = checker.CheckLeaseSafety(h, excuses) },
+		func() {
+			if checkLiveness {
+				liveness = checker.CheckLiveness(h, time.Duration(spec.Duration), time.Duration(spec.Liveness.Bound), live)
+			}
+		},
+	)
+	v = checker.WithViolations(v, lease)
 	if cut != "" {
 		return cutVerdict(v, cut)
 	}
-	if spec.Liveness != nil {
-		v = checker.Combine(v, checker.CheckLiveness(h, time.Duration(spec.Duration), time.Duration(spec.Liveness.Bound), live))
+	if checkLiveness {
+		v = checker.Combine(v, liveness)
 	}
 	if v.Kind == checker.VerdictPass && !slices.ContainsFunc(h.LockOps, func(o checker.LockOp) bool { return o.Outcome == checker.LockGranted }) {
 		// Never a pass on nothing (a spec whose clients start after its
