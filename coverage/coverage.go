@@ -170,6 +170,28 @@ const (
 	// request turned out granted meanwhile: the answer is that grant.
 	LockdHeldSettled
 
+	// The reference's front end (lockservice/frontend).
+
+	// FrontendDedupHit: a keyed acquire (a client's request id) applied
+	// under a new request number was answered from the lock table's memory
+	// of that key: the same attempt, taken again by a front end.
+	FrontendDedupHit
+	// FrontendRetryOtherNode: an acquire was answered after its request id
+	// had gone to more than one node (the client's retry at another node).
+	FrontendRetryOtherNode
+	// FrontendHandoverWaiters: a leader began handing the lead over with
+	// acquires parked in its wait queue or requests in flight.
+	FrontendHandoverWaiters
+	// FrontendUnknownOutcome: requests a replica dropped when it lost the
+	// lead were answered not-leader (their outcome unknown).
+	FrontendUnknownOutcome
+	// FrontendResubmitted: a request held for a leader was submitted again
+	// to the node's replica once it led.
+	FrontendResubmitted
+	// FrontendReleaseReplayed: a retried release that had taken effect was
+	// answered released from the log's record of its request id.
+	FrontendReleaseReplayed
+
 	// Lock client (lockservice/lockclient).
 
 	// ClientAcquireAcrossLeaders: an acquire was granted after the leader a
@@ -271,6 +293,13 @@ var info = [numMarks]struct{ name, where, doc string }{
 
 	LockdRequestRemembered: {"lockd.request-remembered", "lockd", "a late copy of a granted acquire answered from its request's memory"},
 	LockdHeldSettled:       {"lockd.held-settled-granted", "lockd", "a held answer settled as the grant a copy of the request got meanwhile"},
+
+	FrontendDedupHit:        {"frontend.dedup-hit", "frontend", "a keyed acquire taken again under a new number answered from the table's memory"},
+	FrontendRetryOtherNode:  {"frontend.retry-other-node", "client", "an acquire answered after its request id went to more than one node"},
+	FrontendHandoverWaiters: {"frontend.handover-waiters", "frontend", "a hand-over began with acquires waiting or requests in flight"},
+	FrontendUnknownOutcome:  {"frontend.unknown-outcome", "frontend", "requests a deposed leader dropped answered not-leader (outcome unknown)"},
+	FrontendResubmitted:     {"frontend.resubmitted", "frontend", "a request held for a leader submitted again once the node led"},
+	FrontendReleaseReplayed: {"frontend.release-replayed", "frontend", "a retried release that took effect answered released"},
 
 	ClientAcquireAcrossLeaders: {"client.acquire-across-leaders", "client", "an acquire granted after the leader it was sent to stopped leading"},
 	ClientGrantPastTTL:         {"client.grant-past-ttl", "client", "an acquire granted more than a TTL after its first send"},

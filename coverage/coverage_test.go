@@ -8,7 +8,7 @@ import (
 // TestMarkNamesAreStableAndComplete: every mark has a unique name of the
 // documented form, a component and a line of doc, and Parse finds it.
 func TestMarkNamesAreStableAndComplete(t *testing.T) {
-	form := regexp.MustCompile(`^(raft|replica|lock|lockd|token|store|client|nemesis)\.[a-z0-9^-]+$`)
+	form := regexp.MustCompile(`^(raft|replica|lock|lockd|frontend|token|store|client|nemesis)\.[a-z0-9^-]+$`)
 	seen := map[string]bool{}
 	for _, m := range All() {
 		name := m.String()

@@ -109,10 +109,16 @@ type ReleaseRequest struct {
 type LockReply struct {
 	Request uint64
 	Status  Status
-	Token   uint64         // Granted, Renewed: the grant's fencing token
-	TTL     time.Duration  // Granted, Renewed: the lease length from the server's receipt
-	Err     string         // Invalid: what to fix
-	Leader  process.NodeID // NotLeader: where to retry, or NoLeader
+	// Token is the grant's fencing token (Granted, Renewed), or, on a
+	// Busy answer, the asker's own token when the lock is held by the
+	// asker itself under another attempt (a lease it gave up without
+	// releasing; the lock client reports that answer as one of unknown
+	// outcome, since the fenced-mutex model grants a holder's fresh
+	// attempt its own lease).
+	Token  uint64
+	TTL    time.Duration  // Granted, Renewed: the lease length from the server's receipt
+	Err    string         // Invalid: what to fix
+	Leader process.NodeID // NotLeader: where to retry, or NoLeader
 	// Waited (Granted, optional): how long, on the server's clock, the
 	// acquire waited in the server's queue after it arrived before the
 	// grant was proposed. The lease began no sooner than that after the

@@ -3,40 +3,20 @@
 // hosted by realrt on the file disk and the TCP transport, with the HTTP
 // lock API (package lockapi) in front of it. cmd/fencesim-node runs it.
 //
-// The HTTP front end is a client of the replica that is not on the
-// network: its requests enter through realrt's Node.Do as AcquireRequest,
-// RenewRequest and ReleaseRequest from a node id no replica has
-// (frontEndID), and the replica's answers to that id come back through
-// realrt's Config.Local, matched to the waiting HTTP request by request
-// number. A follower answers NotLeader, which the API turns into a 307 to
-// the leader's HTTP address (every node knows its peers' from Config).
-//
-// Request numbers. The replica deduplicates by (client, request number)
-// and refuses as Stale a number below what it has applied for the client
-// (lockservice.LockTable.stale: a lower incarnation in the high 32 bits, or
-// below the dedup window). HTTP clients of one name may call any node, so
-// the numbers cannot be theirs: the front end numbers every request it
-// submits as term<<32 | seq, where term is the replica's Raft term at
-// submission and seq counts the submissions in that term, on the
-// executor. A request is proposed only by the leader of that term, entries
-// apply in log order, and a later leader has a higher term, so the numbers
-// a client's requests apply with only grow, whichever node took them: none
-// is refused as Stale. The API's request_id is not mapped to a number: it
-// travels through the log as the acquire's Key
-// (lockservice.AcquireRequest.Key), and the lock table, on every replica
-// alike, applies an acquire at most once per (client, request_id) and
-// answers a retry from its memory — whichever node takes the retry, and
-// even after the first grant, whose answer was lost, has expired (the
-// client is told that grant, which it measures from its first attempt,
-// not a second one). A holder's acquire under another request_id is
-// decided in the log too: busy (the Backend's contract, as lockd's).
-// Nothing is answered from this replica's own table: a follower's, or a
-// leader's that has not applied a release yet, may be stale. Renew and
-// release are owner-checked by token. A release's API request_id goes into
-// its log entry (ReleaseRequest.RequestID), so every replica learns it as
-// it applies the release: a retry of a release that took effect — its
-// answer lost to a change of leader — is answered released by whichever
-// node leads then.
+// Everything the node decides for its clients beyond the replica's own
+// protocol — request numbers, the request id as the acquire's key in the
+// log, answering "not the leader" (outcome unknown) the requests a deposed
+// leader dropped, holding a request while a leader is elected or the lead
+// handed over, answering a retried release that took effect, the hand-over
+// itself — is the front end's (lockservice/frontend): process code, which
+// the simulator runs in front of every simulated replica, here hosted by
+// realrt with the replica in one frontend.Node. This package only
+// translates: an HTTP call becomes the lock request a simulated client
+// sends, submitted on the executor from a node id no replica has (apiID)
+// under a call number, and the front end's answer to that id comes back
+// through realrt's Config.Local, matched to the waiting HTTP call by that
+// number. A NotLeader answer becomes a 307 to the leader's HTTP address
+// (every node knows its peers' from Config), or a 503 when none is known.
 package nodesvc
 
 import (
@@ -54,7 +34,7 @@ import (
 	"github.com/fencesim/fencesim/filedisk"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockservice"
-	"github.com/fencesim/fencesim/lockservice/raft"
+	"github.com/fencesim/fencesim/lockservice/frontend"
 	"github.com/fencesim/fencesim/lockservice/reference"
 	"github.com/fencesim/fencesim/process"
 	"github.com/fencesim/fencesim/realrt"
@@ -95,16 +75,13 @@ type Config struct {
 	// Snapshot is when the replica snapshots its lock table and drops the
 	// Raft log it covers; the zero value keeps the reference's defaults.
 	Snapshot Snapshot
-	// SweepInterval is how often requests waiting on a replica that lost
-	// the lead are answered not-leader (the replica forgets them when it
-	// steps down; default 50ms).
-	SweepInterval time.Duration
 	// LeaderWait is how long a request answered "not the leader, and no
 	// leader known" (an election or a hand-over under way) is held until
 	// a leader is known, to be redirected there (or submitted again, if
 	// it is this node) instead of answered 503; the client would wait out
 	// the 503's Retry-After, longer than a hand-over takes (default
-	// 250ms, about an election; negative: do not wait).
+	// 250ms, about an election; negative: do not wait). The front end
+	// holds it (frontend.Config.LeaderWait).
 	LeaderWait time.Duration
 	Logger     *slog.Logger
 	// ElectionTimeout is how long a follower waits to hear from a leader
@@ -137,15 +114,15 @@ const DefaultDiskCompactBytes = 8 << 20
 // this loaded 2-core machine.
 const DefaultElectionTimeout = time.Second
 
-// frontEndID is the HTTP front end's node id as the replica's client: no
-// replica has it, so the replica's answers to it are taken by Local.
-const frontEndID process.NodeID = 1 << 20
+// apiID is the HTTP layer's node id as the front end's client: no replica
+// has it, so the front end's answers to it are taken by Local.
+const apiID process.NodeID = frontend.LocalID + 1
 
 // Backend is a lockapi.Backend over the replica this process hosts.
 type Backend struct {
 	cfg   Config
 	node  *realrt.Node
-	rep   *reference.Replica
+	proc  *frontend.Node
 	httpX map[process.NodeID]string // peers' HTTP base URLs
 
 	// Read off the executor (metrics, Ready).
@@ -156,31 +133,12 @@ type Backend struct {
 	leader                    atomic.Int64 // the leader's id as last seen, or -1
 	closed                    chan struct{}
 	closeOnce                 sync.Once
-	sweepDone                 chan struct{}
 	closeErr                  error
 
-	// Owned by the executor (touched in Do, Local and the process wrapper).
-	pending map[uint64]pending
-	seqTerm uint64 // the term seq counts in
-	seq     uint64
-	since   map[string]time.Time // resource → when its lease last (re)started as applied here (Get's remaining TTL)
-	// released is, by resource, its last release made with a request id,
-	// as applied here: the release's id travels in the log entry, so every
-	// replica knows it and a retry at a new leader is answered released.
-	// One entry per resource ever released, as the replica's own table.
-	released map[string]releaseInfo
-}
-
-// releaseInfo identifies a release made with a request id.
-type releaseInfo struct {
-	client    string
-	token     uint64
-	requestID string
-}
-
-type pending struct {
-	term uint64
-	ch   chan lockservice.LockReply
+	// Owned by the executor (touched in Do, Local and the observer).
+	calls    map[uint64]chan lockservice.LockReply // HTTP calls waiting, by call number
+	nextCall uint64
+	since    map[string]time.Time // resource → when its lease last (re)started as applied here (Get's remaining TTL)
 }
 
 var (
@@ -194,17 +152,14 @@ func Open(cfg Config) (*Backend, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.SweepInterval <= 0 {
-		cfg.SweepInterval = 50 * time.Millisecond
-	}
 	if cfg.LeaderWait == 0 {
 		cfg.LeaderWait = 250 * time.Millisecond
 	}
 	if n := len(cfg.Peers); n != 3 && n != 5 {
 		return nil, fmt.Errorf("nodesvc: %d peers; a group has 3 or 5 replicas, this one included", n)
 	}
-	b := &Backend{cfg: cfg, httpX: map[process.NodeID]string{}, closed: make(chan struct{}), sweepDone: make(chan struct{}),
-		pending: map[uint64]pending{}, since: map[string]time.Time{}, released: map[string]releaseInfo{}}
+	b := &Backend{cfg: cfg, httpX: map[process.NodeID]string{}, closed: make(chan struct{}),
+		calls: map[uint64]chan lockservice.LockReply{}, since: map[string]time.Time{}}
 	b.leader.Store(int64(lockservice.NoLeader))
 	ids := make([]process.NodeID, 0, len(cfg.Peers))
 	raftAddrs := map[process.NodeID]string{}
@@ -213,8 +168,8 @@ func Open(cfg Config) (*Backend, error) {
 		if _, dup := raftAddrs[p.ID]; dup {
 			return nil, fmt.Errorf("nodesvc: peer id %d appears twice", p.ID)
 		}
-		if p.ID < 0 || p.ID >= frontEndID {
-			return nil, fmt.Errorf("nodesvc: peer id %d out of range 0..%d", p.ID, frontEndID-1)
+		if p.ID < 0 || p.ID >= frontend.LocalID {
+			return nil, fmt.Errorf("nodesvc: peer id %d out of range 0..%d", p.ID, frontend.LocalID-1)
 		}
 		self = self || p.ID == cfg.ID
 		ids = append(ids, p.ID)
@@ -248,7 +203,7 @@ func Open(cfg Config) (*Backend, error) {
 		cfg.Replica(&rc)
 	}
 	rc.Observer = observer{b}
-	b.rep = reference.NewReplica(rc)
+	b.proc = frontend.NewNode(rc, frontend.Config{LeaderWait: max(cfg.LeaderWait, 0), After: b.observeRole})
 	node, err := realrt.Start(realrt.Config{
 		ID: cfg.ID, DataDir: cfg.DataDir, Disk: cfg.Disk, Listen: cfg.Listen, Listener: cfg.Listener,
 		Peers: raftAddrs, Codec: wire.Codec{}, Local: b.local, Logger: cfg.Logger, TLS: cfg.PeerTLS,
@@ -257,34 +212,31 @@ func Open(cfg Config) (*Backend, error) {
 		return nil, err
 	}
 	b.node = node
-	go b.sweep()
 	return b, nil
 }
 
 // Node is the realrt node hosting the replica (its peer address, stats).
 func (b *Backend) Node() *realrt.Node { return b.node }
 
-// Close stops the sweeper and the node; the data directory keeps what the
-// replica synced. Waiting requests fail closed.
+// Close stops the node; the data directory keeps what the replica synced.
+// Waiting requests fail closed.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		close(b.closed)
-		<-b.sweepDone
 		b.closeErr = b.node.Close()
 	})
 	return b.closeErr
 }
 
-// wrapper is the process realrt runs: the replica, plus what the front end
-// learns from its traffic (who leads, its term).
+// wrapper is the process realrt runs: the front end and replica
+// (frontend.Node), and what the real service publishes of them.
 type wrapper struct{ b *Backend }
 
 func (w wrapper) Start(env process.Env) {
-	w.b.rep.Start(env)
-	snap, entries := w.b.rep.Loaded()
+	w.b.proc.Start(env)
+	snap, entries := w.b.proc.Replica().Loaded()
 	w.b.loadedSnap.Store(snap)
 	w.b.loadedEntries.Store(uint64(entries))
-	w.b.observeRole()
 }
 
 // Loaded returns what the replica loaded from the data directory when the
@@ -296,34 +248,25 @@ func (b *Backend) Loaded() (snapshot, entries uint64) {
 
 // EndBatch lets the replica do the batch's Raft work in one Ready
 // (reference.ReplicaConfig.GroupCommit).
-func (w wrapper) EndBatch(env process.Env) {
-	w.b.rep.EndBatch(env)
-	w.b.observeRole()
-}
+func (w wrapper) EndBatch(env process.Env) { w.b.proc.EndBatch(env) }
 
 func (w wrapper) Receive(env process.Env, from process.NodeID, m process.Message) {
-	w.b.rep.Receive(env, from, m)
-	w.b.observeRole()
-	// Only the leader of a term sends these; noted after observeRole, which
-	// forgets the leader when the term moves (this message may move it).
-	if rm, ok := m.(reference.RaftMessage); ok && (rm.M.Type == raft.MsgApp || rm.M.Type == raft.MsgHeartbeat) && rm.M.Term == w.b.term.Load() {
-		w.b.leader.Store(int64(from))
-	}
+	w.b.proc.Receive(env, from, m)
 }
 
-// observeRole publishes the replica's term and, if it leads, itself as
-// leader; on the executor.
+// observeRole publishes the replica's term and the leader it knows; the
+// front end runs it at the end of every event.
 func (b *Backend) observeRole() {
-	lead, term := b.rep.IsLeader()
-	if !lead && (term != b.term.Load() || process.NodeID(b.leader.Load()) == b.cfg.ID) {
-		// A new term: its leader is not known yet. Or this replica stepped
-		// down within its term (CheckQuorum): it must not go on calling
-		// itself the leader.
-		b.leader.Store(int64(lockservice.NoLeader))
-	}
+	rep := b.proc.Replica()
+	lead, term := rep.IsLeader()
 	b.term.Store(term)
-	if lead {
+	switch l := rep.Leader(); {
+	case lead:
 		b.leader.Store(int64(b.cfg.ID))
+	case l == b.cfg.ID: // stepped down within its term (CheckQuorum)
+		b.leader.Store(int64(lockservice.NoLeader))
+	default:
+		b.leader.Store(int64(l))
 	}
 }
 
@@ -339,131 +282,42 @@ func (o observer) Observe(e lockservice.Event) {
 		o.b.since[e.Resource] = time.Now()
 	case lockservice.EvEnded:
 		delete(o.b.since, e.Resource)
-		if e.RequestID != "" {
-			o.b.released[e.Resource] = releaseInfo{client: e.Client, token: e.Token, requestID: e.RequestID}
-		}
 	}
 }
 
-// local takes the replica's answers to the front end, on the executor.
+// local takes the front end's answers to the HTTP layer, on the executor.
 func (b *Backend) local(to process.NodeID, m process.Message) bool {
-	if to != frontEndID {
+	if to != apiID {
 		return false
 	}
 	if rep, ok := m.(lockservice.LockReply); ok {
-		if p, ok := b.pending[rep.Request]; ok {
-			delete(b.pending, rep.Request)
-			p.ch <- rep // buffered, one answer per request
+		if ch, ok := b.calls[rep.Request]; ok {
+			delete(b.calls, rep.Request)
+			ch <- rep // buffered, one answer per call
 		}
 	}
 	return true
 }
 
-// sweep answers not-leader the requests waiting on a replica that is no
-// longer the leader of their term: it dropped them when it stepped down.
-// Their outcome is unknown (the entry may still commit under the next
-// leader); the client retries there, which is safe (see the package doc).
-func (b *Backend) sweep() {
-	defer close(b.sweepDone)
-	t := time.NewTicker(b.cfg.SweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.closed:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		b.node.Do(ctx, func(process.Env) {
-			b.observeRole()
-			lead, term := b.rep.IsLeader()
-			for req, p := range b.pending { //detlint:sorted (each answered alone; order is not observable)
-				if !lead || p.term != term {
-					delete(b.pending, req)
-					p.ch <- lockservice.LockReply{Request: req, Status: lockservice.NotLeader, Leader: lockservice.NoLeader}
-				}
-			}
-		})
-		cancel()
-	}
-}
-
 // errClosed: the node is shutting down.
 var errClosed = errors.New("nodesvc: node closed")
 
-// call is call1, holding an answer "not the leader" that names no other
-// leader this node knows to lead (an election under way, or this node
-// handing the lead over) for up to LeaderWait, until a leader is known: a
-// peer, which the answer then names (the API redirects there), or this
-// node, which takes the request again under a new number (as a client's
-// retry would; during a hand-over it is refused again at once). A
-// client told "no leader" (503) would wait out a Retry-After longer than
-// an election; one redirected to a hand-over's target before it leads
-// would bounce back here.
+// call hands the request build makes with its call number to the front
+// end, as a client's message, and waits for the answer.
 func (b *Backend) call(ctx context.Context, build func(request uint64) process.Message) (lockservice.LockReply, error) {
-	deadline := time.Now().Add(b.cfg.LeaderWait)
-	for {
-		rep, err := b.call1(ctx, build)
-		if err != nil || rep.Status != lockservice.NotLeader {
-			return rep, err
-		}
-		self := process.NodeID(b.leader.Load()) == b.cfg.ID
-		if rep.Leader != lockservice.NoLeader && rep.Leader != b.cfg.ID && !self {
-			return rep, nil // a follower's redirect to the leader it knows
-		}
-		for {
-			if time.Now().After(deadline) {
-				return rep, nil
-			}
-			t := time.NewTimer(2 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return rep, nil
-			case <-b.closed:
-				t.Stop()
-				return rep, nil
-			case <-t.C:
-			}
-			if l := process.NodeID(b.leader.Load()); l == b.cfg.ID {
-				break // this node leads (still, or now): submit again
-			} else if l != lockservice.NoLeader {
-				rep.Leader = l
-				return rep, nil
-			}
-		}
-	}
-}
-
-// call1 submits the request build makes with its number and waits for the
-// replica's answer: a follower's redirect, or the leader's once the
-// request applies. Every decision comes from the log, none from this
-// replica's table.
-func (b *Backend) call1(ctx context.Context, build func(request uint64) process.Message) (lockservice.LockReply, error) {
 	ch := make(chan lockservice.LockReply, 1)
-	var req uint64
-	var full bool
+	var n uint64
 	err := b.node.Do(ctx, func(env process.Env) {
-		_, term := b.rep.IsLeader()
-		if term != b.seqTerm {
-			b.seqTerm, b.seq = term, 0
-		}
-		if b.seq == 1<<32-1 {
-			full = true // 4 billion requests in one term: wait for the next
-			return
-		}
-		b.seq++
-		req = term<<32 | b.seq
-		b.pending[req] = pending{term: term, ch: ch}
-		b.rep.Receive(env, frontEndID, build(req))
+		b.nextCall++
+		n = b.nextCall
+		b.calls[n] = ch
+		wrapper{b}.Receive(env, apiID, build(n))
 	})
 	switch {
 	case errors.Is(err, realrt.ErrClosed):
 		return lockservice.LockReply{}, errClosed
 	case err != nil:
 		return lockservice.LockReply{}, err
-	case full:
-		return lockservice.LockReply{}, &lockapi.OverloadedError{RetryAfter: time.Second}
 	}
 	select {
 	case rep := <-ch:
@@ -471,9 +325,9 @@ func (b *Backend) call1(ctx context.Context, build func(request uint64) process.
 	case <-ctx.Done():
 	case <-b.closed:
 	}
-	// Forget the request; an answer after this is dropped by local.
+	// Forget the call; an answer after this is dropped by local.
 	dctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	b.node.Do(dctx, func(process.Env) { delete(b.pending, req) })
+	b.node.Do(dctx, func(process.Env) { delete(b.calls, n) })
 	cancel()
 	select {
 	case rep := <-ch: // answered meanwhile
@@ -516,14 +370,12 @@ func (b *Backend) leaderURL(id process.NodeID) string {
 	return b.httpX[id]
 }
 
-// Acquire implements lockapi.Backend. requestID is not the replica's
-// request number but the acquire's Key (see the package doc): the table
-// applies it once, and answers a retry from its memory. With wait > 0 the
-// acquire waits in the leader's queue (see reference.Replica's wait
-// queue) for up to wait.
+// Acquire implements lockapi.Backend: requestID is the acquire's key (see
+// lockservice/frontend). With wait > 0 the acquire waits in the leader's
+// queue for up to wait.
 func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl, wait time.Duration, requestID string) (lockapi.Lease, error) {
-	rep, err := b.call(ctx, func(r uint64) process.Message {
-		return lockservice.AcquireRequest{Resource: resource, Client: client, TTL: ttl, Request: r, Key: requestID, Wait: wait}
+	rep, err := b.call(ctx, func(n uint64) process.Message {
+		return lockservice.AcquireRequest{Resource: resource, Client: client, TTL: ttl, Request: n, Key: requestID, Wait: wait}
 	})
 	if err != nil {
 		return lockapi.Lease{}, err
@@ -532,6 +384,8 @@ func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl, wai
 	case lockservice.Granted:
 		return lockapi.Lease{Token: rep.Token, TTL: rep.TTL, Waited: rep.Waited}, nil
 	case lockservice.Busy:
+		// The log decided busy; who holds it and for how long are a hint
+		// read from the leader's table.
 		he := &lockapi.HeldError{RetryAfter: ttl}
 		if st, err := b.Get(ctx, resource); err == nil && st.Held {
 			he.Holder, he.RetryAfter = st.Holder, st.TTL
@@ -541,12 +395,12 @@ func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl, wai
 	return lockapi.Lease{}, b.replyError(rep)
 }
 
-// Renew implements lockapi.Backend.
+// Renew implements lockapi.Backend. The renewal carries ttl through the
+// log: the lease restarts for it, and keeps it for later renewals and a
+// new leader's restart.
 func (b *Backend) Renew(ctx context.Context, resource, client string, token uint64, ttl time.Duration) (lockapi.Lease, error) {
-	// The renewal carries ttl through the log: the lease restarts for
-	// it, and keeps it for later renewals and a new leader's restart.
-	rep, err := b.call(ctx, func(r uint64) process.Message {
-		return lockservice.RenewRequest{Resource: resource, Client: client, Token: token, Request: r, TTL: ttl}
+	rep, err := b.call(ctx, func(n uint64) process.Message {
+		return lockservice.RenewRequest{Resource: resource, Client: client, Token: token, Request: n, TTL: ttl}
 	})
 	if err != nil {
 		return lockapi.Lease{}, err
@@ -558,28 +412,17 @@ func (b *Backend) Renew(ctx context.Context, resource, client string, token uint
 }
 
 // Release implements lockapi.Backend. requestID goes into the log with
-// the release, so that its retry — the first answer lost, or a 503 or 307
-// from a leader that stepped down after applying it — is recognised by
-// whichever replica leads then, and answered released.
+// the release, so that its retry is answered released by whichever
+// replica leads then (lockservice/frontend).
 func (b *Backend) Release(ctx context.Context, resource, client string, token uint64, requestID string) error {
-	rep, err := b.call(ctx, func(r uint64) process.Message {
-		return lockservice.ReleaseRequest{Resource: resource, Client: client, Token: token, Request: r, RequestID: requestID}
+	rep, err := b.call(ctx, func(n uint64) process.Message {
+		return lockservice.ReleaseRequest{Resource: resource, Client: client, Token: token, Request: n, RequestID: requestID}
 	})
 	if err != nil {
 		return err
 	}
 	if rep.Status == lockservice.Released {
 		return nil
-	}
-	if rep.Status == lockservice.NotHolder && requestID != "" {
-		// The replica answered from the entries it applied, which include
-		// the release being retried if it took effect.
-		var done bool
-		if err := b.node.Do(ctx, func(process.Env) {
-			done = b.released[resource] == releaseInfo{client: client, token: token, requestID: requestID}
-		}); err == nil && done {
-			return nil
-		}
 	}
 	return b.replyError(rep)
 }
@@ -594,11 +437,12 @@ func (b *Backend) Get(ctx context.Context, resource string) (lockapi.LockState, 
 	var st lockapi.LockState
 	var lead bool
 	err := b.node.Do(ctx, func(process.Env) {
-		lead, _ = b.rep.IsLeader()
+		rep := b.proc.Replica()
+		lead, _ = rep.IsLeader()
 		if !lead {
 			return
 		}
-		t := b.rep.Table()
+		t := rep.Table()
 		st.LastToken = t.LastToken()
 		if l, ok := t.Lease(resource); ok {
 			st.Held, st.Holder, st.Token, st.TTL = true, l.Holder, l.Token, l.TTL
@@ -633,34 +477,20 @@ func (b *Backend) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Handover, if this replica leads, hands the lead to the follower whose
-// log is most up to date (reference.Replica.TransferLeadership) and waits
-// until another replica leads, so that stopping this one costs the group
-// no election: requests it had proposed are answered as they commit, new
-// ones are refused as not-leader meanwhile (the client retries, and then
-// follows the redirect to the new leader). A transfer the Raft core
-// abandons (the target did not take over within an election timeout) is
-// started again while ctx lasts. It returns the new leader, or
-// lockservice.NoLeader and nil if this replica does not lead; when ctx
-// ends first it returns ctx's error, and the caller stops anyway (the
-// others then elect a leader after their election timeout).
+// Handover, if this replica leads, hands the lead over
+// (frontend.FrontEnd.Handover) and waits until another replica leads, so
+// that stopping this one costs the group no election; a transfer the Raft
+// core abandons is started again while ctx lasts. It returns the new
+// leader, or lockservice.NoLeader and nil if this replica does not lead;
+// when ctx ends first it returns ctx's error, and the caller stops anyway
+// (the others then elect a leader after their election timeout).
 func (b *Backend) Handover(ctx context.Context) (process.NodeID, error) {
 	const poll = 5 * time.Millisecond
 	for first := true; ; first = false {
 		var done bool
 		var leader process.NodeID
 		var terr error
-		err := b.node.Do(ctx, func(process.Env) {
-			lead, _ := b.rep.IsLeader()
-			leader = b.rep.Leader()
-			switch {
-			case !lead:
-				done = true
-			case !b.rep.Transferring():
-				_, terr = b.rep.TransferLeadership(lockservice.NoLeader)
-			}
-			b.observeRole()
-		})
+		err := b.node.Do(ctx, func(process.Env) { done, leader, terr = b.proc.FrontEnd().Handover() })
 		switch {
 		case errors.Is(err, realrt.ErrClosed):
 			return lockservice.NoLeader, errClosed
@@ -693,7 +523,7 @@ func (b *Backend) Waiting() int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	n := 0
-	b.node.Do(ctx, func(process.Env) { n = b.rep.Waiting() })
+	b.node.Do(ctx, func(process.Env) { n = b.proc.Replica().Waiting() })
 	return n
 }
 

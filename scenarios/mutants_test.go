@@ -88,6 +88,10 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	// design, as simrun hunt does), and lockd-swarm, the same mix.
 	mutants.MutLockdForgetsRequest: {[]hunt{{"swarm", 25}, {"lockd-swarm", 25}, {"lockd-paused-instance", 3}}, []string{"S7", "S2", "S1", "L1"}},
 	mutants.MutLockdAOFEverySec:    {[]hunt{{"swarm", 10}, {"lockd-swarm", 10}}, []string{"S1", "S2", "S5", "S7"}},
+	// fencesim-node's front end as the live runner found it
+	// (lockservice/frontend runs in front of every simulated replica).
+	mutants.MutBusyFromLocalTable: {[]hunt{{"swarm", 5}, {"message-storm", 3}}, []string{"S7"}},
+	mutants.MutRequestIDNotInLog:  {[]hunt{{"swarm", 35}, {"message-storm", 30}}, []string{"S7", "S2", "L1"}},
 }
 
 // run sweeps spec with mutant over seeds 1..budget until the first run that

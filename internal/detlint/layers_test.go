@@ -145,7 +145,7 @@ var layers = []struct {
 		pattern: "./live",
 		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "report", "nemesis", "scenarios", "scenarios/workload", "sim", "fakeclock", "process",
 			"lockservice", "lockservice/internal/record", "lockservice/fencedstore", "lockservice/raft", "lockservice/reference", "lockservice/mutants",
-			"lockservice/redlock", "lockservice/designs", "lockservice/lockclient", "lockservice/lockdsim", "lockd/scripts"},
+			"lockservice/redlock", "lockservice/designs", "lockservice/lockclient", "lockservice/lockdsim", "lockservice/frontend", "lockd/scripts"},
 		why: "the live harness runs the services as processes, never in its own: it plans with scenarios and nemesis, checks with checker, and must not link a service (realrt, nodesvc, storesvc, lockd)",
 	},
 	{

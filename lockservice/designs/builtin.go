@@ -2,8 +2,10 @@ package designs
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/frontend"
 	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/lockservice/redlock"
 	"github.com/fencesim/fencesim/lockservice/reference"
@@ -65,8 +67,19 @@ func (d replicatedDesign) NewServer(_ int, run lockservice.DesignRun) process.Pr
 		cfg.SnapshotKeep, cfg.SegmentEntries = run.SnapshotEntries/4, 4
 	}
 	cfg.GroupCommit = run.GroupCommit
-	return reference.NewReplica(cfg)
+	// Clients reach the replica through the node's front end, as they
+	// reach fencesim-node's over HTTP (nodesvc runs the same front end).
+	fc := frontend.Config{LeaderWait: SimLeaderWait, Marks: run.Marks}
+	mutants.InjectFrontEnd(run.Mutant, &fc)
+	return frontend.NewNode(cfg, fc)
 }
+
+// SimLeaderWait is how long the simulated nodes' front ends hold a request
+// while no leader is known (frontend.Config.LeaderWait): below the
+// simulated clients' request timeout (50 ms), so the held request is
+// answered before its client gives up on it (fencesim-node holds 250 ms,
+// below its clients' HTTP timeouts).
+const SimLeaderWait = 40 * time.Millisecond
 
 // ClientProtocol is nil: the reference's own messages.
 func (replicatedDesign) ClientProtocol(lockservice.ClientConfig, lockservice.DesignRun) lockservice.Protocol {

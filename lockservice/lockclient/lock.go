@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -71,10 +72,14 @@ type Lock struct {
 	acqReq      uint64
 	acqStart    time.Duration // monotonic, for the watchdog
 	acqStartReq uint64        // the request acqStart was taken for
+	acqKey      string        // the acquire's request id as its key (RequestKey)
 	// acqNamed: a redirect named the leader this request went to next;
 	// acqMoved: that leader then redirected it again or went silent (the
 	// lead changed while the acquire was in flight), for a coverage mark.
 	acqNamed, acqMoved bool
+	// acqNodes are the servers (bits by index in Servers) the current
+	// acquire's request id went to, for a coverage mark.
+	acqNodes uint64
 	// the lease as the client believes it
 	token      uint64
 	deadline   time.Duration // monotonic: the watchdog's limit
@@ -85,6 +90,7 @@ type Lock struct {
 	renewPending bool // the last renewal got no answer yet
 	// release handler
 	relReq        uint64
+	relKey        string // the release's request id (RequestKey)
 	relAttempts   int
 	relStatus     lockservice.Status // the release's answer; 0: given up unanswered
 	relUnanswered bool               // an attempt of the release went unanswered
@@ -149,6 +155,11 @@ func (l *Lock) NewRequest() uint64 {
 	l.nextReq++
 	return l.incarnation<<32 | l.nextReq
 }
+
+// RequestKey is request id req as the string a request carries as its key
+// (AcquireRequest.Key, ReleaseRequest.RequestID): unique per client, as
+// req is.
+func RequestKey(req uint64) string { return strconv.FormatUint(req, 36) }
 
 // Token is the fencing token of the lock the client believes it holds (of
 // the last grant once it no longer does).
@@ -270,10 +281,15 @@ func (l *Lock) sendAcquire() {
 		// retry is deduplicated, so the grant it is answered with may have
 		// started when the first copy arrived.
 		l.acqStart, l.acqStartReq = l.now(), l.acqReq
-		l.acqNamed, l.acqMoved = false, false
+		l.acqNamed, l.acqMoved, l.acqNodes = false, false, 0
+		l.acqKey = RequestKey(l.acqReq)
 		l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpAcquire, Request: l.acqReq})
 	}
-	l.send(l.server(), lockservice.AcquireRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, TTL: l.cfg.TTL, Request: l.acqReq, Wait: l.cfg.Wait})
+	l.acqNodes |= 1 << (uint(l.target) % 64)
+	// The request id goes with the request as its key, as the HTTP
+	// client's request_id does: a front end that numbers requests itself
+	// (the reference's, lockservice/frontend) deduplicates by it.
+	l.send(l.server(), lockservice.AcquireRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, TTL: l.cfg.TTL, Request: l.acqReq, Key: l.acqKey, Wait: l.cfg.Wait})
 	l.Log("acquire.sent", l.acqReq, slog.Int("to", int(l.server())))
 	// A waiting acquire is answered up to Wait later, and the server may
 	// take a round trip beyond it to commit the answer.
@@ -322,7 +338,19 @@ func (l *Lock) retryDelay(named bool) time.Duration {
 func (l *Lock) onAcquireReply(m lockservice.LockReply) {
 	StopTimer(l.timeout)
 	if m.Status != lockservice.NotLeader { // a redirect is not an answer: the call goes on
-		l.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpAcquire, Request: m.Request, Token: m.Token, Status: m.Status})
+		if l.acqNodes&(l.acqNodes-1) != 0 {
+			l.cfg.Marks.Hit(coverage.FrontendRetryOtherNode)
+		}
+		st, token := m.Status, m.Token
+		if st == lockservice.Busy && token != 0 {
+			// Busy naming a token: the service says the lock is held by
+			// this client itself under an earlier attempt (LockReply.Token).
+			// The checker's
+			// model (S7) knows no such answer, so it is reported as one
+			// of unknown outcome (the same backoff follows).
+			st, token = lockservice.Overloaded, 0
+		}
+		l.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpAcquire, Request: m.Request, Token: token, Status: st})
 	}
 	switch m.Status {
 	case lockservice.Granted:
@@ -468,7 +496,8 @@ func (l *Lock) sendRenew() {
 	l.renewReq = l.NewRequest()
 	l.renewStart = l.now()
 	l.observe(lockservice.Event{Kind: lockservice.EvCall, Op: lockservice.OpRenew, Request: l.renewReq, Token: l.token})
-	l.send(l.server(), lockservice.RenewRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, Token: l.token, Request: l.renewReq})
+	// The renewal names its TTL, as the HTTP client's does.
+	l.send(l.server(), lockservice.RenewRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, Token: l.token, Request: l.renewReq, TTL: l.cfg.TTL})
 	l.Log("renew.sent", l.renewReq, slog.Uint64("token", l.token))
 	// Renew again at a third of the TTL; a lost renewal is covered by the next.
 	Rearm(l.env, &l.renewTimer, l.cfg.TTL/3, l.sendRenewFn)
@@ -509,6 +538,7 @@ func (l *Lock) Release() {
 	StopTimer(l.watchdog)
 	l.phase = lockReleasing
 	l.relReq = l.NewRequest()
+	l.relKey = RequestKey(l.relReq)
 	l.relAttempts, l.redirects = 0, 0
 	l.relStatus, l.relUnanswered = 0, false
 	l.observe(lockservice.Event{Kind: lockservice.EvBeliefEnd, Token: l.token, Reason: "releasing"})
@@ -530,7 +560,9 @@ func (l *Lock) maxReleaseAttempts() int {
 
 func (l *Lock) resendRelease() {
 	l.relAttempts++
-	l.send(l.server(), lockservice.ReleaseRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, Token: l.token, Request: l.relReq})
+	// The same request id on every attempt, as the HTTP client's: a retry
+	// of a release that took effect is answered released.
+	l.send(l.server(), lockservice.ReleaseRequest{Resource: l.cfg.Resource, Client: l.cfg.Name, Token: l.token, Request: l.relReq, RequestID: l.relKey})
 	l.Log("release.sent", l.relReq, slog.Uint64("token", l.token))
 	Rearm(l.env, &l.timeout, l.cfg.RequestTimeout, l.releaseTimedOutFn)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/fencedstore"
+	"github.com/fencesim/fencesim/lockservice/frontend"
 	"github.com/fencesim/fencesim/lockservice/lockdsim"
 	"github.com/fencesim/fencesim/lockservice/reference"
 	"github.com/fencesim/fencesim/process"
@@ -95,6 +96,19 @@ const (
 	// acknowledged, and the fence tokens they carried are issued again —
 	// what lockd's durability check warns of. Planted in the lockd design.
 	MutLockdAOFEverySec lockservice.Mutant = "lockd-aof-everysec"
+	// MutBusyFromLocalTable: fencesim-node's front end as the live runner
+	// found it — an acquire is answered busy from the node's own applied
+	// lock table, without a proposal, when that table shows the resource
+	// held under another attempt: on a follower, or on a leader that has
+	// not applied the release yet, the table is stale, and a free lock is
+	// answered busy.
+	MutBusyFromLocalTable lockservice.Mutant = "busy-from-local-table"
+	// MutRequestIDNotInLog: fencesim-node's front end as the live runner
+	// found it — an acquire's request id never reaches the log: only the
+	// node that answered a grant remembers it, so the client's retry at
+	// another node (its answer lost) is a fresh acquire there, granted a
+	// second time with a new token once the first grant has ended.
+	MutRequestIDNotInLog lockservice.Mutant = "request-id-not-in-log"
 )
 
 // designOf names the design a planted bug lives in, for the bugs that are
@@ -112,6 +126,7 @@ func Design(m lockservice.Mutant) string { return designOf[m] }
 // mutants is the catalogue, sorted by name.
 var mutants = []MutantInfo{
 	{MutAckBeforeCommit, "the leader answers a grant before the entry commits (predicted from its applied table)"},
+	{MutBusyFromLocalTable, "the node's front end answers busy from its own applied table (stale on a follower) instead of the log"},
 	{MutClientNoDriftMargin, "the client watchdog ignores ρ and the margin and measures the lease from the reply, not the request start"},
 	{MutExpiryWallclock, "the leader expires leases by its wall clock instead of its monotonic clock"},
 	{MutLockdAOFEverySec, "lockd: Redis syncs its AOF once a second, so a Redis crash forgets acknowledged grants and reissues their tokens"},
@@ -120,6 +135,7 @@ var mutants = []MutantInfo{
 	{MutQuorumOffByOne, "Raft's majority is computed as n/2"},
 	{MutReleaseNoOwnerCheck, "release ends whatever lease holds the resource, whoever asks"},
 	{MutRenewAfterExpiry, "renewing an expired lease succeeds (and revives it)"},
+	{MutRequestIDNotInLog, "an acquire's request id never reaches the log, so a retry at another node is granted again"},
 	{MutSendBeforeSync, "a replica sends votes and append acks before it syncs the state they promise"},
 	{MutStaleLeaderGrants, "the leader decides grants from its local state, not through the log"},
 	{MutStoreFenceStrictGT, "the store rejects the holder's second write with the same token (token > highest)"},
@@ -144,6 +160,7 @@ type injection struct {
 	store   func(*fencedstore.StoreConfig)
 	client  func(*lockservice.ClientConfig)
 	lockd   func(*lockdsim.InstanceConfig)
+	front   func(*frontend.Config)
 	redis   func(*lockdsim.RedisConfig)
 }
 
@@ -182,6 +199,8 @@ var injections = map[lockservice.Mutant]injection{
 		replica: func(c *reference.ReplicaConfig) { c.UnsafeNoFsync = true },
 		server:  func(c *reference.ServerConfig) { c.UnsafeNoFsync = true },
 	},
+	MutBusyFromLocalTable:  {front: func(c *frontend.Config) { c.UnsafeBusyFromTable = true }},
+	MutRequestIDNotInLog:   {front: func(c *frontend.Config) { c.UnsafeKeyNotInLog = true }},
 	MutLockdAOFEverySec:    {redis: func(c *lockdsim.RedisConfig) { c.Fsync = lockdsim.FsyncEverySec }},
 	MutLockdForgetsRequest: {lockd: func(c *lockdsim.InstanceConfig) { c.RequestMemory = -1 }},
 	MutTokenWallclock:      {replica: func(c *reference.ReplicaConfig) { c.Tokens = wallTokens{} }},
@@ -215,6 +234,14 @@ func InjectReplica(m lockservice.Mutant, cfg *reference.ReplicaConfig) {
 func InjectServer(m lockservice.Mutant, cfg *reference.ServerConfig) {
 	cfg.Table = tableRules(m)
 	if f := injections[m].server; f != nil {
+		f(cfg)
+	}
+}
+
+// InjectFrontEnd sets m's injections in the config of one reference
+// node's front end.
+func InjectFrontEnd(m lockservice.Mutant, cfg *frontend.Config) {
+	if f := injections[m].front; f != nil {
 		f(cfg)
 	}
 }

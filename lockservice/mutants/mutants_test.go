@@ -26,7 +26,7 @@ func TestMutantCatalogue(t *testing.T) {
 		if got, err := ParseMutant(string(m.Name)); err != nil || got != m.Name {
 			t.Errorf("ParseMutant(%q) = %q, %v", m.Name, got, err)
 		}
-		if inj, ok := injections[m.Name]; !ok || inj.replica == nil && inj.server == nil && inj.table == nil && inj.store == nil && inj.client == nil && inj.lockd == nil && inj.redis == nil {
+		if inj, ok := injections[m.Name]; !ok || inj.replica == nil && inj.server == nil && inj.table == nil && inj.store == nil && inj.client == nil && inj.lockd == nil && inj.redis == nil && inj.front == nil {
 			t.Errorf("%s injects nothing: mutants.go's injections must say what it replaces", m.Name)
 		}
 	}

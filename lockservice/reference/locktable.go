@@ -36,7 +36,7 @@ type dedupEntry struct {
 	Reply   lockservice.LockReply `json:"reply"`
 }
 
-// keyEntry is the grant of a keyed acquire (lockservice.AcquireRequest.Key).
+// keyEntry is the answer to a keyed acquire (lockservice.AcquireRequest.Key): a grant, or a settled busy.
 // Keyed acquires have their own window: the front end that sends them
 // numbers every submission afresh, so the request-number window cannot
 // recognise a retry, and the client's renewals and releases must not push
@@ -215,14 +215,17 @@ func (t *LockTable) remember(client string, request uint64, r lockservice.LockRe
 	return r
 }
 
-// rememberAcquire is remember, and for a keyed acquire that was granted
-// also its key. A keyed Busy is not kept: it changed nothing, so the same
-// attempt applied afresh later is still applied once (the HTTP API's
-// clients, lockd's among them, retry a held lock under the same
-// request_id), and it must not crowd the grants out of the window.
+// rememberAcquire is remember, and for a keyed acquire also its key,
+// granted or busy. A keyed Busy is settled, as lockd settles a held
+// answer: the front end submits a late copy of the attempt (delayed or
+// duplicated on its way, or taken by a node paused meanwhile) under a
+// new request number, which the number's window cannot recognise, and
+// granting that copy once the lock is free would grant a lock nobody
+// waits for, to an attempt its client was told was busy. A client asks
+// again under a new request id after busy (the shipped client does).
 func (t *LockTable) rememberAcquire(r lockservice.AcquireRequest, rep lockservice.LockReply) lockservice.LockReply {
 	t.remember(r.Client, r.Request, rep)
-	if r.Key != "" && rep.Status == lockservice.Granted {
+	if r.Key != "" && (rep.Status == lockservice.Granted || rep.Status == lockservice.Busy) {
 		m := t.client(r.Client, false)
 		m.keys = append(m.keys, keyEntry{Key: r.Key, Resource: r.Resource, Reply: rep})
 		if len(m.keys) > dedupDepth {
@@ -274,8 +277,9 @@ func (t *LockTable) Acquire(r lockservice.AcquireRequest, now time.Duration, tok
 			// The holder's acquire under another key than the one that
 			// granted the lease, and not remembered: a second acquire
 			// (the HTTP API's contract, as lockd's), decided here in the
-			// log like any other, on every replica alike.
-			return t.rememberAcquire(r, lockservice.LockReply{Request: r.Request, Status: lockservice.Busy})
+			// log like any other, on every replica alike. The answer names
+			// the asker's own token (LockReply.Token).
+			return t.rememberAcquire(r, lockservice.LockReply{Request: r.Request, Status: lockservice.Busy, Token: l.Token})
 		}
 		if l.Holder == r.Client {
 			// A fresh attempt by the holder (its earlier reply was lost):

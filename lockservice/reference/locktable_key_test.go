@@ -45,22 +45,24 @@ func TestKeyedAcquireAppliesOncePerKey(t *testing.T) {
 	}
 	// A new key is a new acquire; the holder's next key is refused.
 	want("alice's second acquire", acq("alice", "k2", 2<<32|2, 11), lockservice.Granted, 11, 2<<32|2)
-	want("alice's third acquire, held by her second", acq("alice", "k3", 2<<32|3, 13), lockservice.Busy, 0, 2<<32|3)
+	want("alice's third acquire, held by her second", acq("alice", "k3", 2<<32|3, 13), lockservice.Busy, 11, 2<<32|3) // her own token
 	tb = RestoreLockTable(tb.Snapshot(), 0)
 	want("k2 retried after a restart", acq("alice", "k2", 3<<32|1, 15), lockservice.Granted, 11, 3<<32|1)
 	want("k1 retried after a restart", acq("alice", "k1", 3<<32|2, 15), lockservice.Granted, 5, 3<<32|2)
-	want("k3 retried after a restart", acq("alice", "k3", 3<<32|3, 15), lockservice.Busy, 0, 3<<32|3)
+	want("k3 retried after a restart", acq("alice", "k3", 3<<32|3, 15), lockservice.Busy, 11, 3<<32|3)
 	if l, _ := tb.Lease("r"); l.Token != 11 || l.Key != "k2" || tb.LastToken() != 11 {
 		t.Fatalf("lease %+v, last token %d; want k2's grant, token 11", l, tb.LastToken())
 	}
 	// Another client's key of the same name is not alice's.
 	want("bob under alice's key", acq("bob", "k2", 3<<32|4, 15), lockservice.Busy, 0, 3<<32|4)
-	// A busy answer changed nothing and is not kept: the same request id
-	// retried once the lock is free is granted (as by lockd).
+	// A busy answer is settled (as by lockd): a late copy of the same
+	// attempt, once the lock is free, is answered busy again, never
+	// granted a lock its client was told was busy; a new key is granted.
 	if rep, _ := tb.Release(lockservice.ReleaseRequest{Resource: "r", Client: "alice", Token: 11, Request: 3<<32 | 5}); rep.Status != lockservice.Released {
 		t.Fatalf("alice's release: %+v", rep)
 	}
-	want("bob's retry once free", acq("bob", "k2", 3<<32|6, 15), lockservice.Granted, 15, 3<<32|6)
+	want("bob's late copy once free", acq("bob", "k2", 3<<32|6, 15), lockservice.Busy, 0, 3<<32|6)
+	want("bob's new attempt once free", acq("bob", "k4", 3<<32|7, 15), lockservice.Granted, 15, 3<<32|7)
 }
 
 // TestUnkeyedSnapshotUnchanged: a table that never saw a key snapshots

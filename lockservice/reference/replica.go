@@ -640,6 +640,9 @@ func (r *Replica) apply(e raft.Entry) {
 		replay = replay && r.table.replays(CmdAcquire)
 		if replay {
 			r.cfg.Marks.Hit(coverage.ReplicaDuplicateEntry)
+			if _, byNumber := r.table.Seen(c.Client, c.Request); c.Key != "" && !byNumber {
+				r.cfg.Marks.Hit(coverage.FrontendDedupHit) // the key's memory, not the number's
+			}
 		}
 		replayed = replay
 		token := e.Index + r.cfg.TokenOffset
