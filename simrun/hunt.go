@@ -29,6 +29,14 @@ type huntJSON struct {
 	Seed        uint64  `json:"seed,omitempty"`
 	Repro       string  `json:"repro,omitempty"`
 	Replay      string  `json:"replay,omitempty"` // the failing run's replay file (a hunt of the build as it is)
+	// Unknown: the hunt of the build as it is stopped at Seed, whose run
+	// ended unknown for Cause (scenarios.UnknownCause).
+	Unknown bool   `json:"unknown,omitempty"`
+	Cause   string `json:"cause,omitempty"`
+	// Unknowns counts a mutant's runs that ended unknown (the hunt sweeps
+	// past them); FirstUnknown is the first of them.
+	Unknowns     int    `json:"unknowns,omitempty"`
+	FirstUnknown uint64 `json:"first_unknown,omitempty"`
 }
 
 // cmdHunt sweeps a scenario until the first failing run: with -mutant, the
@@ -105,7 +113,7 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 
 	var rows []huntJSON
 	enc := json.NewEncoder(stdout)
-	missed := false
+	missed, unknown := false, false
 	type job struct {
 		m        lockservice.Mutant
 		scenario string
@@ -147,8 +155,12 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 		}
 		h := scenarios.Hunt(ctx, s, lo, hi, *workers)
 		row := huntJSON{Mutant: string(m), Scenario: s.Name, Detected: h.Detected, Property: h.Property,
-			SeedsTried: h.SeedsTried, WallSeconds: h.Wall.Seconds(), Seed: h.Seed}
-		if h.Detected {
+			SeedsTried: h.SeedsTried, WallSeconds: h.Wall.Seconds(), Seed: h.Seed,
+			Unknown: h.Unknown, Cause: h.Cause, Unknowns: h.Unknowns, FirstUnknown: h.FirstUnknown}
+		if !h.Detected && h.Unknowns > 0 {
+			row.Cause, row.Repro = h.FirstCause, reproLine(s, h.FirstUnknown)
+		}
+		if h.Detected || h.Unknown {
 			row.Repro = reproLine(s, h.Seed)
 			if m == "" {
 				// The file keeps the scenario's own expectation: it replays
@@ -161,7 +173,11 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 				}
 				row.Replay = p
 			}
-		} else {
+		}
+		switch {
+		case h.Unknown:
+			unknown = true
+		case !h.Detected:
 			missed = true
 		}
 		rows = append(rows, row)
@@ -182,12 +198,21 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 		return exitInterrupted
 	case missed:
 		return exitViolation // the bug went unnoticed: the harness failed
+	case unknown:
+		return exitUnknown // a run the harness could not judge: a finding
 	}
 	return exitPass
 }
 
 func printHunt(w io.Writer, r huntJSON, lo, hi uint64) {
 	if r.Mutant == "" {
+		if r.Unknown {
+			fmt.Fprintf(w, "hunt %s: unknown (%s) at seed %d after %d seeds, %.2fs wall: a run the checker could not judge\nreproduce: %s\n", r.Scenario, r.Cause, r.Seed, r.SeedsTried, r.WallSeconds, r.Repro)
+			if r.Replay != "" {
+				fmt.Fprintf(w, "replay file: %s\n", r.Replay)
+			}
+			return
+		}
 		if !r.Detected {
 			fmt.Fprintf(w, "hunt %s: no failure in seeds %d..%d (%d seeds, %.2fs wall)\n", r.Scenario, lo, hi, r.SeedsTried, r.WallSeconds)
 			return
@@ -200,6 +225,9 @@ func printHunt(w io.Writer, r huntJSON, lo, hi uint64) {
 	}
 	if !r.Detected {
 		fmt.Fprintf(w, "mutant %s: NOT detected in seeds %d..%d of %s (%d seeds, %.2fs wall)\n", r.Mutant, lo, hi, r.Scenario, r.SeedsTried, r.WallSeconds)
+		if r.Unknowns > 0 {
+			fmt.Fprintf(w, "  %d of them ended unknown, the first at seed %d (%s) — reproduce: %s\n", r.Unknowns, r.FirstUnknown, r.Cause, r.Repro)
+		}
 		return
 	}
 	fmt.Fprintf(w, "mutant %s: detected by %s at seed %d of %s after %d seeds, %.2fs wall\nreproduce: %s\n",

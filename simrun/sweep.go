@@ -150,6 +150,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	}}
 	enc := json.NewEncoder(stdout)
 	var tally coverage.Tally
+	var unknowns unknownTally
 	st := scenarios.Sweep(ctx, jobs.All(), scenarios.SweepOptions{Workers: *workers, Budget: *budget}, func(r scenarios.JobResult) {
 		s := sums[r.Job.Spec.Name]
 		if s == nil {
@@ -157,6 +158,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 			sums[r.Job.Spec.Name] = s
 		}
 		s.Add(r)
+		unknowns.add(r)
 		if *withCoverage {
 			tally.Add(r.Result.Marks)
 		}
@@ -207,6 +209,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		out = stderr // stdout carries JSON only
 	}
 	printSummary(out, specs, sums, elapsed, *workers)
+	unknowns.print(out)
 	if *withCoverage {
 		printCoverage(out, &tally)
 	}
