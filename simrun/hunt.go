@@ -178,7 +178,7 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 		} else {
 			h = scenarios.Hunt(ctx, s, lo, hi, *workers)
 		}
-		row := huntJSON{Guided: *guided,Mutant: string(m), Scenario: s.Name, Detected: h.Detected, Property: h.Property,
+		row := huntJSON{Guided: *guided, Mutant: string(m), Scenario: s.Name, Detected: h.Detected, Property: h.Property,
 			SeedsTried: h.SeedsTried, WallSeconds: h.Wall.Seconds(), Seed: h.Seed,
 			Unknown: h.Unknown, Cause: h.Cause, Unknowns: h.Unknowns, FirstUnknown: h.FirstUnknown}
 		if !h.Detected && h.Unknowns > 0 {
