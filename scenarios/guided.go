@@ -6,6 +6,7 @@ import (
 	"iter"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fencesim/fencesim/checker"
@@ -375,15 +376,27 @@ func (g *guider) mutateOnce(p Plan) (Plan, string) {
 				}
 			}
 		case "re-aim":
-			names := c.Names()
+			// A fault aimed at a named node moves to another node of its
+			// role (a replica may become the leader of the moment);
+			// selectors (@leader, @subject of a trigger, …) keep their aim.
 			var aimed []int
 			for i, op := range phase {
-				if op.Node != "" && op.Node != nemesis.Crashed {
+				if op.Node != "" && !strings.HasPrefix(op.Node, "@") {
 					aimed = append(aimed, i)
 				}
 			}
 			if len(aimed) > 0 {
-				phase[aimed[r.IntN(len(aimed))]].Node = names[r.IntN(len(names))]
+				op := &phase[aimed[r.IntN(len(aimed))]]
+				for ri, role := range [][]string{c.Servers, c.Clients, c.Store} {
+					if slices.Contains(role, op.Node) {
+						names := role
+						if ri == 0 && c.LeaderSelector {
+							names = append(slices.Clone(role), nemesis.Leader)
+						}
+						op.Node = names[r.IntN(len(names))]
+						break
+					}
+				}
 			}
 		case "retune":
 			if q.Options == nil {
