@@ -37,6 +37,7 @@ type guidedSweep struct {
 	asJSON       bool
 	withCoverage bool
 	corpusDir    string
+	progress     string // as sweep's -progress
 	kept         *keeper
 }
 
@@ -48,6 +49,7 @@ func (g guidedSweep) run(ctx context.Context, stdout, stderr io.Writer) int {
 	}
 	runs := int(min(g.hi-g.lo, 1<<40)) + 1
 	fmt.Fprintf(stderr, "sweep -guided: %s, %d runs from root seed %d on %d worker(s)\n", g.spec.Name, runs, g.lo, g.workers)
+	bar := newProgress(g.progress, runs, stderr)
 	start := time.Now()
 	sum := &scenarios.Summary{Scenario: g.spec.Name, Expect: g.spec.Expect}
 	var unknowns unknownTally
@@ -94,8 +96,10 @@ func (g guidedSweep) run(ctx context.Context, stdout, stderr io.Writer) int {
 				unlisted++
 			}
 		}
+		bar.step(r)
 		return true
 	})
+	bar.finish()
 	if err != nil {
 		fmt.Fprintf(stderr, "simrun sweep: -guided: %v\n", err)
 		return exitUsage

@@ -151,7 +151,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		return guidedSweep{spec: specs[0], lo: lo, hi: hi, workers: *workers, budget: *budget, asJSON: *asJSON, withCoverage: *withCoverage,
-			corpusDir: *corpusDir, kept: &keeper{maxDirs: *keepDirs, maxBytes: int64(keepCap), traceMax: int64(traceCap), stop: func() bool { return ctx.Err() != nil }}}.run(ctx, stdout, stderr)
+			corpusDir: *corpusDir, progress: *progress, kept: &keeper{maxDirs: *keepDirs, maxBytes: int64(keepCap), traceMax: int64(traceCap), stop: func() bool { return ctx.Err() != nil }}}.run(ctx, stdout, stderr)
 	}
 	jobs := scenarios.JobSet{Specs: specs, Lo: lo, Hi: hi, Shard: si, Shards: sn}
 	total := jobs.Len()
