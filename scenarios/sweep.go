@@ -13,6 +13,9 @@ import (
 type Job struct {
 	Spec Spec
 	Seed uint64
+	// Plan, if set, is run as written instead of drawn from Spec and Seed
+	// (guided search's mutated plans; Spec and Seed are its own).
+	Plan *Plan
 }
 
 // JobSet is a sweep's work: every (spec, seed) pair for seeds in [Lo, Hi]
@@ -183,7 +186,13 @@ func Sweep(ctx context.Context, jobs iter.Seq[Job], opt SweepOptions, emit func(
 		go func() {
 			defer wg.Done()
 			for j := range next {
-				res, err := Run(j.job.Spec, j.job.Seed, runOpt)
+				var res Result
+				var err error
+				if j.job.Plan != nil {
+					res, err = j.job.Plan.Run(runOpt)
+				} else {
+					res, err = Run(j.job.Spec, j.job.Seed, runOpt)
+				}
 				results <- JobResult{Index: j.i, Job: j.job, Result: res, Err: err}
 			}
 		}()

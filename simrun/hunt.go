@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"text/tabwriter"
+	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/mutants"
@@ -29,6 +30,18 @@ type huntJSON struct {
 	Seed        uint64  `json:"seed,omitempty"`
 	Repro       string  `json:"repro,omitempty"`
 	Replay      string  `json:"replay,omitempty"` // the failing run's replay file (a hunt of the build as it is)
+	// Unknown: the hunt of the build as it is stopped at Seed, whose run
+	// ended unknown for Cause (scenarios.UnknownCause).
+	Unknown bool   `json:"unknown,omitempty"`
+	Cause   string `json:"cause,omitempty"`
+	// Unknowns counts a mutant's runs that ended unknown (the hunt sweeps
+	// past them); FirstUnknown is the first of them.
+	Unknowns     int    `json:"unknowns,omitempty"`
+	FirstUnknown uint64 `json:"first_unknown,omitempty"`
+	// Guided: the hunt was a guided search; SeedsTried counts its runs and
+	// Replay is the finding's replay file (its plan was mutated, so the
+	// seed alone does not reproduce it).
+	Guided bool `json:"guided,omitempty"`
 }
 
 // cmdHunt sweeps a scenario until the first failing run: with -mutant, the
@@ -46,6 +59,7 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.String("seeds", "1..200", "seed `range` A..B to try, in order")
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run at once")
 	asJSON := fs.Bool("json", false, "one JSON object per mutant per line on stdout")
+	guided := fs.Bool("guided", false, "hunt by coverage-guided search of the swarm (or the -scenario/-spec swarm given): -seeds A..B allows B-A+1 runs from root seed A")
 	table := fs.String("table", "", "print the detection table from `file.jsonl`, the saved output of hunt -all -json (and of hunt -all -scenario swarm -json, concatenated), and hunt nothing")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -105,7 +119,7 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 
 	var rows []huntJSON
 	enc := json.NewEncoder(stdout)
-	missed := false
+	missed, unknown := false, false
 	type job struct {
 		m        lockservice.Mutant
 		scenario string
@@ -113,8 +127,11 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	var jobs []job
 	for _, m := range targets {
 		best := scenarios.HuntScenario(m)
+		if *guided {
+			best = guidedSpec(fixed).Name
+		}
 		jobs = append(jobs, job{m, best})
-		if *all && fixed == nil && best != "swarm" {
+		if *all && fixed == nil && best != "swarm" && !*guided {
 			jobs = append(jobs, job{m, "swarm"}) // the table's second column: the swarm alone
 		}
 	}
@@ -125,6 +142,10 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 			s = *fixed
 		} else {
 			s, _ = scenarios.Lookup(j.scenario)
+		}
+		if *guided && !s.Swarm {
+			fmt.Fprintf(stderr, "simrun hunt: -guided: %s: %v\n", s.Name, scenarios.ErrNotSwarm)
+			return exitUsage
 		}
 		d := designFor(*design, m)
 		s, err = withDesign(s, d)
@@ -145,12 +166,35 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 			// that bug.
 			s.Expect = scenarios.Expectation{Verdict: "pass"}
 		}
-		h := scenarios.Hunt(ctx, s, lo, hi, *workers)
-		row := huntJSON{Mutant: string(m), Scenario: s.Name, Detected: h.Detected, Property: h.Property,
-			SeedsTried: h.SeedsTried, WallSeconds: h.Wall.Seconds(), Seed: h.Seed}
-		if h.Detected {
+		var h scenarios.Hunted
+		if *guided {
+			start := time.Now()
+			h, err = scenarios.HuntGuided(ctx, s, lo, hi, *workers)
+			if err != nil {
+				fmt.Fprintf(stderr, "simrun hunt: %s: %v\n", s.Name, err)
+				return exitUsage
+			}
+			h.Wall = time.Since(start)
+		} else {
+			h = scenarios.Hunt(ctx, s, lo, hi, *workers)
+		}
+		row := huntJSON{Guided: *guided, Mutant: string(m), Scenario: s.Name, Detected: h.Detected, Property: h.Property,
+			SeedsTried: h.SeedsTried, WallSeconds: h.Wall.Seconds(), Seed: h.Seed,
+			Unknown: h.Unknown, Cause: h.Cause, Unknowns: h.Unknowns, FirstUnknown: h.FirstUnknown}
+		if !h.Detected && h.Unknowns > 0 {
+			row.Cause, row.Repro = h.FirstCause, reproLine(s, h.FirstUnknown)
+		}
+		if h.Detected || h.Unknown {
 			row.Repro = reproLine(s, h.Seed)
-			if m == "" {
+			if *guided {
+				res := h.Result
+				res.Plan.Spec.Expect = expect
+				p, err := writeReplay(failuresDir, res)
+				if err != nil {
+					fmt.Fprintf(stderr, "simrun hunt: cannot write the replay file: %v\n", err)
+				}
+				row.Replay, row.Repro = p, "simrun replay "+p
+			} else if m == "" {
 				// The file keeps the scenario's own expectation: it replays
 				// as `run -spec` or `run -scenario` would have run it.
 				res := h.Result
@@ -161,7 +205,11 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 				}
 				row.Replay = p
 			}
-		} else {
+		}
+		switch {
+		case h.Unknown:
+			unknown = true
+		case !h.Detected:
 			missed = true
 		}
 		rows = append(rows, row)
@@ -175,35 +223,55 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *all && !*asJSON {
-		printDetectionTable(stdout, rows)
+		if *guided {
+			printGuidedTable(stdout, rows)
+		} else {
+			printDetectionTable(stdout, rows)
+		}
 	}
 	switch {
 	case ctx.Err() != nil:
 		return exitInterrupted
 	case missed:
 		return exitViolation // the bug went unnoticed: the harness failed
+	case unknown:
+		return exitUnknown // a run the harness could not judge: a finding
 	}
 	return exitPass
 }
 
 func printHunt(w io.Writer, r huntJSON, lo, hi uint64) {
+	unit := "seeds"
+	if r.Guided {
+		unit = "guided runs"
+	}
 	if r.Mutant == "" {
-		if !r.Detected {
-			fmt.Fprintf(w, "hunt %s: no failure in seeds %d..%d (%d seeds, %.2fs wall)\n", r.Scenario, lo, hi, r.SeedsTried, r.WallSeconds)
+		if r.Unknown {
+			fmt.Fprintf(w, "hunt %s: unknown (%s) at seed %d after %d %s, %.2fs wall: a run the checker could not judge\nreproduce: %s\n", r.Scenario, r.Cause, r.Seed, r.SeedsTried, unit, r.WallSeconds, r.Repro)
+			if r.Replay != "" {
+				fmt.Fprintf(w, "replay file: %s\n", r.Replay)
+			}
 			return
 		}
-		fmt.Fprintf(w, "hunt %s: failed %s at seed %d after %d seeds, %.2fs wall\nreproduce: %s\n", r.Scenario, r.Property, r.Seed, r.SeedsTried, r.WallSeconds, r.Repro)
+		if !r.Detected {
+			fmt.Fprintf(w, "hunt %s: no failure in seeds %d..%d (%d %s, %.2fs wall)\n", r.Scenario, lo, hi, r.SeedsTried, unit, r.WallSeconds)
+			return
+		}
+		fmt.Fprintf(w, "hunt %s: failed %s at seed %d after %d %s, %.2fs wall\nreproduce: %s\n", r.Scenario, r.Property, r.Seed, r.SeedsTried, unit, r.WallSeconds, r.Repro)
 		if r.Replay != "" {
 			fmt.Fprintf(w, "replay file: %s\n", r.Replay)
 		}
 		return
 	}
 	if !r.Detected {
-		fmt.Fprintf(w, "mutant %s: NOT detected in seeds %d..%d of %s (%d seeds, %.2fs wall)\n", r.Mutant, lo, hi, r.Scenario, r.SeedsTried, r.WallSeconds)
+		fmt.Fprintf(w, "mutant %s: NOT detected in seeds %d..%d of %s (%d %s, %.2fs wall)\n", r.Mutant, lo, hi, r.Scenario, r.SeedsTried, unit, r.WallSeconds)
+		if r.Unknowns > 0 {
+			fmt.Fprintf(w, "  %d of them ended unknown, the first at seed %d (%s) — reproduce: %s\n", r.Unknowns, r.FirstUnknown, r.Cause, r.Repro)
+		}
 		return
 	}
-	fmt.Fprintf(w, "mutant %s: detected by %s at seed %d of %s after %d seeds, %.2fs wall\nreproduce: %s\n",
-		r.Mutant, r.Property, r.Seed, r.Scenario, r.SeedsTried, r.WallSeconds, r.Repro)
+	fmt.Fprintf(w, "mutant %s: detected by %s at seed %d of %s after %d %s, %.2fs wall\nreproduce: %s\n",
+		r.Mutant, r.Property, r.Seed, r.Scenario, r.SeedsTried, unit, r.WallSeconds, r.Repro)
 }
 
 // printTableFile prints the detection table from a file of hunt -json

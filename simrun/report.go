@@ -25,6 +25,9 @@ type runJSON struct {
 	// Cut says why the run stopped before its end (the step limit or a
 	// run limit), if it did.
 	Cut string `json:"cut,omitempty"`
+	// Cause is why an unknown verdict is unknown, in a few words
+	// (scenarios.UnknownCause): what a sweep counts unknowns by.
+	Cause string `json:"cause,omitempty"`
 	// Crash is the panic of a crashed run, with its step, node and virtual
 	// time; Stack is its stack, which depends on the build and the
 	// machine (never compared).
@@ -108,7 +111,7 @@ func toJSON(spec scenarios.Spec, res scenarios.Result) runJSON {
 	if res.Cut != "" && res.Verdict.Kind != checker.VerdictUnknown { // the unknown line says it already
 		j.Detail = append(j.Detail, "the run was cut short: "+res.Cut+"; the history up to the cut was checked")
 	}
-	j.Cut = res.Cut
+	j.Cut, j.Cause = res.Cut, scenarios.UnknownCause(res)
 	if c := res.Crash; c != nil {
 		j.Crash, j.Stack = c.String(), c.Stack
 		j.Detail = append(j.Detail, "crash: "+c.String())

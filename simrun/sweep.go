@@ -58,11 +58,20 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	keepCap, traceCap := size(defaultKeepCap), size(defaultTraceCap)
 	fs.Var(&keepCap, "keep-cap", "stop writing report directories once they take this `size` in all")
 	fs.Var(&traceCap, "trace-cap", "keep a miss's trace.txt only if it is at most this `size` (0: no cap of its own, within -keep-cap and the spec's limits.trace_bytes)")
+	guided := fs.Bool("guided", false, "coverage-guided search of one swarm scenario (default: swarm): -seeds A..B makes B-A+1 runs from root seed A, mutating the plans that reach rare marks (see docs/guided-search.md)")
+	corpusDir := fs.String("corpus", "", "with -guided, write the final corpus as replay files under `dir`")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "simrun sweep: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *guided && *name == "" && *specFile == "" {
+		*name = "swarm" // guided search mutates one swarm's plans
+	}
+	if *guided && (*all || *shard != "1/1") || *corpusDir != "" && !*guided {
+		fmt.Fprintln(stderr, "simrun sweep: -guided searches one swarm scenario (no -all, no -shard); -corpus goes with -guided")
 		return exitUsage
 	}
 	specs := scenarios.Builtin()
@@ -136,6 +145,14 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	context.AfterFunc(ctx, stop) // after the first SIGINT, a second one kills at once
+	if *guided {
+		if !specs[0].Swarm {
+			fmt.Fprintf(stderr, "simrun sweep: -guided: %v\n", scenarios.ErrNotSwarm)
+			return exitUsage
+		}
+		return guidedSweep{spec: specs[0], lo: lo, hi: hi, workers: *workers, budget: *budget, asJSON: *asJSON, withCoverage: *withCoverage,
+			corpusDir: *corpusDir, progress: *progress, kept: &keeper{maxDirs: *keepDirs, maxBytes: int64(keepCap), traceMax: int64(traceCap), stop: func() bool { return ctx.Err() != nil }}}.run(ctx, stdout, stderr)
+	}
 	jobs := scenarios.JobSet{Specs: specs, Lo: lo, Hi: hi, Shard: si, Shards: sn}
 	total := jobs.Len()
 	fmt.Fprintf(stderr, "sweep: %d scenario(s) × seeds %d..%d, shard %d/%d: %d runs on %d worker(s)\n",
@@ -150,6 +167,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	}}
 	enc := json.NewEncoder(stdout)
 	var tally coverage.Tally
+	var unknowns unknownTally
 	st := scenarios.Sweep(ctx, jobs.All(), scenarios.SweepOptions{Workers: *workers, Budget: *budget}, func(r scenarios.JobResult) {
 		s := sums[r.Job.Spec.Name]
 		if s == nil {
@@ -157,6 +175,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 			sums[r.Job.Spec.Name] = s
 		}
 		s.Add(r)
+		unknowns.add(r)
 		if *withCoverage {
 			tally.Add(r.Result.Marks)
 		}
@@ -207,6 +226,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 		out = stderr // stdout carries JSON only
 	}
 	printSummary(out, specs, sums, elapsed, *workers)
+	unknowns.print(out)
 	if *withCoverage {
 		printCoverage(out, &tally)
 	}
