@@ -82,9 +82,6 @@ func (r *run) candidates(name string) ([]string, string) {
 // notApplicable says why op cannot be carried out on this run's target at
 // all, whatever the moment ("" if it can).
 func (r *run) notApplicable(op nemesis.Op) string {
-	if op.When != "" {
-		return "a trigger fires at a protocol moment the simulator observes; a live run does not see them"
-	}
 	switch op.Kind {
 	case nemesis.Duplicate, nemesis.Reorder:
 		return "a TCP stream neither duplicates nor reorders bytes"

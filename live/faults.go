@@ -31,18 +31,96 @@ type clockSetting struct {
 // offsets from the start of the workload. A live run reproduces the
 // schedule, not the timing: each operation fires at its offset as the
 // machine's clock measures it, and what the processes were doing then is
-// the machine's.
+// the machine's. The triggers are armed (armTriggers) and fire when the
+// clients report their moments (notice).
 func (r *run) runSchedule(ctx context.Context) {
-	r.fs = &faultState{paused: map[string]bool{}, crashed: map[string]bool{}, clock: map[string]clockSetting{}}
-	ops, triggers := liveOps(append(r.opt.Plan.Installed(), r.opt.TargetFaults...), func(op nemesis.Op) bool { return r.notApplicable(op) != "" })
-	for _, op := range triggers {
-		r.recordNA(op, r.notApplicable(op))
-	}
+	ops, _ := liveOps(append(r.opt.Plan.Installed(), r.opt.TargetFaults...), func(op nemesis.Op) bool { return r.notApplicable(op) != "" })
 	for _, op := range ops {
 		if !sleepCtx(ctx, r.base+time.Duration(op.At)-monoNow()) {
 			return
 		}
 		r.apply(ctx, op)
+	}
+}
+
+// armTriggers arms the schedule's triggers this target can carry out
+// (nemesis.Armed, the matching the simulator uses) and records the others
+// as not applicable: a moment no live client reports, or a fault the
+// target cannot carry out on the node the moment is about.
+func (r *run) armTriggers() {
+	_, triggers := liveOps(append(r.opt.Plan.Installed(), r.opt.TargetFaults...), nil)
+	var armed nemesis.Schedule
+	for _, op := range triggers {
+		if why := r.triggerNotApplicable(op); why != "" {
+			r.recordNA(op, why)
+			continue
+		}
+		armed = append(armed, op)
+	}
+	r.mu.Lock()
+	r.armed = nemesis.Arm(armed)
+	r.mu.Unlock()
+}
+
+// clientMoments are the moments a live run observes: its clients report
+// them to the harness, which drives them. A grant is seen when the
+// client learns of it (its reply), so granted fires with acquired, a
+// reply's transit later than the service decided it.
+var clientMoments = []nemesis.MomentKind{nemesis.MomentGranted, nemesis.MomentAcquired, nemesis.MomentWrite, nemesis.MomentRead, nemesis.MomentRenewed}
+
+// triggerNotApplicable says why a trigger cannot be carried out on this
+// run's target at all ("" if it can): its moment is one no client
+// reports, or its fault is not applicable on the client its moment is
+// about (any client stands for the subject: they are alike).
+func (r *run) triggerNotApplicable(op nemesis.Op) string {
+	if !slices.Contains(clientMoments, op.When) {
+		return fmt.Sprintf("target %s does not report %s moments (a live run sees its clients' moments: %v)", r.info.Name, op.When, clientMoments)
+	}
+	op.When, op.Within, op.After = "", 0, 0
+	if op.Node == nemesis.Subject {
+		if len(r.spec.Clients) == 0 {
+			return "no client"
+		}
+		op.Node = r.spec.Clients[0].Name
+	}
+	return r.notApplicable(op)
+}
+
+// notice tells the armed triggers of a client's moment, now: each that
+// fires is carried out After later (at once if 0: before the client's
+// next step, so a pause on a write lands before the write leaves), with
+// the undo liveOps gives it (a restart after a crash, a heal after an
+// isolation). The fault's event carries the moment in Planned.When.
+func (r *run) notice(ctx context.Context, kind nemesis.MomentKind, client string) {
+	r.mu.Lock()
+	fired := r.armed.Notice(monoNow()-r.base, nemesis.Moment{Kind: kind, Subject: client})
+	r.mu.Unlock()
+	for _, op := range fired {
+		if d := time.Duration(op.At) - (monoNow() - r.base); d > 0 {
+			r.after(d, func() { r.fire(ctx, op, kind) })
+			continue
+		}
+		r.fire(ctx, op, kind)
+	}
+}
+
+// fire carries out a fired trigger now and schedules its undo.
+func (r *run) fire(ctx context.Context, op nemesis.Op, kind nemesis.MomentKind) {
+	if ctx.Err() != nil {
+		return
+	}
+	ops, _ := liveOps(nemesis.Schedule{op}, func(op nemesis.Op) bool { return r.notApplicable(op) != "" })
+	for i, o := range ops {
+		if i == 0 {
+			o.When = kind // for the record: carried out on this moment
+			r.apply(ctx, o)
+			continue
+		}
+		r.after(r.base+time.Duration(o.At)-monoNow(), func() {
+			if ctx.Err() == nil {
+				r.apply(ctx, o)
+			}
+		})
 	}
 }
 

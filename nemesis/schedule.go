@@ -354,12 +354,9 @@ func (s Schedule) Install(w *sim.World, resolve Resolver) *Watch {
 // in cov (nil: none). Counting only reads the world.
 func (s Schedule) InstallCounting(w *sim.World, resolve Resolver, cov *Coverage) *Watch {
 	x := &injector{w: w, resolve: resolve, cov: cov}
-	watch := &Watch{x: x}
-	ops := slices.Clone(s)
-	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.At, b.At) })
-	for _, op := range ops {
+	watch := &Watch{x: x, armed: Arm(s)}
+	for _, op := range s.Sorted() {
 		if op.When != "" {
-			watch.armed = append(watch.armed, op)
 			continue
 		}
 		w.At(time.Duration(op.At), "fault "+op.String(), func() { x.apply(op) })

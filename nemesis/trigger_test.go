@@ -159,7 +159,7 @@ func TestWatchForgetsSpentTriggers(t *testing.T) {
 	watch := s.Install(w, chatResolve)
 	live := map[time.Duration]int{}
 	notice := func(at time.Duration, m Moment) {
-		w.At(at, "moment", func() { watch.Notice(m); live[at] = len(watch.live) })
+		w.At(at, "moment", func() { watch.Notice(m); live[at] = len(watch.armed.live) })
 	}
 	notice(50*ms, Moment{MomentAppended, "a"})  // before every window: nothing spent
 	notice(105*ms, Moment{MomentVoted, "b"})    // the crash fires
