@@ -82,9 +82,8 @@ func (r *run) candidates(name string) ([]string, string) {
 // notApplicable says why op cannot be carried out on this run's target at
 // all, whatever the moment ("" if it can).
 func (r *run) notApplicable(op nemesis.Op) string {
-	switch op.Kind {
-	case nemesis.Duplicate, nemesis.Reorder:
-		return "a TCP stream neither duplicates nor reorders bytes"
+	if why := liveCannot[op.Kind]; why != "" {
+		return why
 	}
 	var nodes []string
 	for _, n := range append([]string{op.Node, op.To}, op.Group...) {

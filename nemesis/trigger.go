@@ -95,33 +95,6 @@ func (op Op) latest() time.Duration {
 	return time.Duration(op.At + op.Within + op.After)
 }
 
-// Watch holds an installed schedule's triggers until their moments come
-// (the matching is Armed's, which the live runner shares) and fires them
-// on the world's clock.
-type Watch struct {
-	x     *injector
-	armed *Armed
-	// Fired are the triggers fired so far, in firing order, as the faults
-	// they became: At the instant each is carried out, Node the node
-	// Subject stood for, When, Within and After cleared.
-	Fired Schedule
-}
-
-// Notice tells the watch of a moment, at the instant it happens: every
-// armed trigger of its kind not yet fired whose window holds now fires,
-// After later (at the same instant, after the event that reported the
-// moment). Triggers fire in schedule order; each fires once.
-func (wt *Watch) Notice(m Moment) {
-	if wt == nil {
-		return
-	}
-	now := wt.x.w.Now()
-	for _, fire := range wt.armed.Notice(now, m) {
-		wt.Fired = append(wt.Fired, fire)
-		wt.x.w.At(time.Duration(fire.At), "fault "+fire.String()+" on "+string(m.Kind)+" of "+m.Subject, func() { wt.x.apply(fire) })
-	}
-}
-
 // The aimed faults the generator can draw (Options.Aims): each is one or a
 // few operations, mostly triggers, that tell one story at its moment.
 const (
