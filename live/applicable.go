@@ -149,7 +149,11 @@ func (r *run) inapplicableScripted() (bad []string, scripted int) {
 	}
 	ops = append(slices.Clone(ops), r.opt.TargetFaults...)
 	for _, op := range ops {
-		if why := r.notApplicable(op); why != "" {
+		why := r.notApplicable(op)
+		if op.When != "" {
+			why = r.triggerNotApplicable(op)
+		}
+		if why != "" {
 			bad = append(bad, fmt.Sprintf("%s: %s", op, why))
 		}
 	}
