@@ -82,12 +82,8 @@ func (r *run) candidates(name string) ([]string, string) {
 // notApplicable says why op cannot be carried out on this run's target at
 // all, whatever the moment ("" if it can).
 func (r *run) notApplicable(op nemesis.Op) string {
-	if op.When != "" {
-		return "a trigger fires at a protocol moment the simulator observes; a live run does not see them"
-	}
-	switch op.Kind {
-	case nemesis.Duplicate, nemesis.Reorder:
-		return "a TCP stream neither duplicates nor reorders bytes"
+	if why := liveCannot[op.Kind]; why != "" {
+		return why
 	}
 	var nodes []string
 	for _, n := range append([]string{op.Node, op.To}, op.Group...) {
@@ -153,7 +149,11 @@ func (r *run) inapplicableScripted() (bad []string, scripted int) {
 	}
 	ops = append(slices.Clone(ops), r.opt.TargetFaults...)
 	for _, op := range ops {
-		if why := r.notApplicable(op); why != "" {
+		why := r.notApplicable(op)
+		if op.When != "" {
+			why = r.triggerNotApplicable(op)
+		}
+		if why != "" {
 			bad = append(bad, fmt.Sprintf("%s: %s", op, why))
 		}
 	}

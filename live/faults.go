@@ -31,18 +31,97 @@ type clockSetting struct {
 // offsets from the start of the workload. A live run reproduces the
 // schedule, not the timing: each operation fires at its offset as the
 // machine's clock measures it, and what the processes were doing then is
-// the machine's.
+// the machine's. The triggers are armed (armTriggers) and fire when the
+// clients report their moments (notice).
 func (r *run) runSchedule(ctx context.Context) {
-	r.fs = &faultState{paused: map[string]bool{}, crashed: map[string]bool{}, clock: map[string]clockSetting{}}
-	ops, triggers := liveOps(append(r.opt.Plan.Installed(), r.opt.TargetFaults...), func(op nemesis.Op) bool { return r.notApplicable(op) != "" })
-	for _, op := range triggers {
-		r.recordNA(op, r.notApplicable(op))
-	}
+	ops, _ := liveOps(append(r.opt.Plan.Installed(), r.opt.TargetFaults...), func(op nemesis.Op) bool { return r.notApplicable(op) != "" })
+	nem := liveNemesis{r, ctx}
 	for _, op := range ops {
 		if !sleepCtx(ctx, r.base+time.Duration(op.At)-monoNow()) {
 			return
 		}
-		r.apply(ctx, op)
+		nem.Apply(op)
+	}
+}
+
+// armTriggers arms the schedule's triggers this target can carry out
+// (nemesis.Armed, the matching the simulator uses) and records the others
+// as not applicable: a moment no live client reports, or a fault the
+// target cannot carry out on the node the moment is about.
+func (r *run) armTriggers() {
+	_, triggers := liveOps(append(r.opt.Plan.Installed(), r.opt.TargetFaults...), nil)
+	var armed nemesis.Schedule
+	for _, op := range triggers {
+		if why := r.triggerNotApplicable(op); why != "" {
+			r.recordNA(op, why)
+			continue
+		}
+		armed = append(armed, op)
+	}
+	r.mu.Lock()
+	r.armed = nemesis.Arm(armed)
+	r.mu.Unlock()
+}
+
+// clientMoments are the moments a live run observes: its clients report
+// them to the harness, which drives them. A grant is seen when the
+// client learns of it (its reply), so granted fires with acquired, a
+// reply's transit later than the service decided it.
+var clientMoments = []nemesis.MomentKind{nemesis.MomentGranted, nemesis.MomentAcquired, nemesis.MomentWrite, nemesis.MomentRead, nemesis.MomentRenewed}
+
+// triggerNotApplicable says why a trigger cannot be carried out on this
+// run's target at all ("" if it can): its moment is one no client
+// reports, or its fault is not applicable on the client its moment is
+// about (any client stands for the subject: they are alike).
+func (r *run) triggerNotApplicable(op nemesis.Op) string {
+	if !slices.Contains(clientMoments, op.When) {
+		return fmt.Sprintf("target %s does not report %s moments (a live run sees its clients' moments: %v)", r.info.Name, op.When, clientMoments)
+	}
+	op.When, op.Within, op.After = "", 0, 0
+	if op.Node == nemesis.Subject {
+		if len(r.spec.Clients) == 0 {
+			return "no client"
+		}
+		op.Node = r.spec.Clients[0].Name
+	}
+	return r.notApplicable(op)
+}
+
+// notice tells the armed triggers of a client's moment, now: each that
+// fires is carried out After later (at once if 0: before the client's
+// next step, so a pause on a write lands before the write leaves), with
+// the undo liveOps gives it (a restart after a crash, a heal after an
+// isolation). The fault's event carries the moment in Planned.When.
+func (r *run) notice(ctx context.Context, kind nemesis.MomentKind, client string) {
+	r.mu.Lock()
+	fired := r.armed.Notice(monoNow()-r.base, nemesis.Moment{Kind: kind, Subject: client})
+	r.mu.Unlock()
+	for _, op := range fired {
+		if d := time.Duration(op.At) - (monoNow() - r.base); d > 0 {
+			r.after(d, func() { r.fire(ctx, op, kind) })
+			continue
+		}
+		r.fire(ctx, op, kind)
+	}
+}
+
+// fire carries out a fired trigger now and schedules its undo.
+func (r *run) fire(ctx context.Context, op nemesis.Op, kind nemesis.MomentKind) {
+	if ctx.Err() != nil {
+		return
+	}
+	ops, _ := liveOps(nemesis.Schedule{op}, func(op nemesis.Op) bool { return r.notApplicable(op) != "" })
+	for i, o := range ops {
+		if i == 0 {
+			o.When = kind // for the record: carried out on this moment
+			r.apply(ctx, o)
+			continue
+		}
+		r.after(r.base+time.Duration(o.At)-monoNow(), func() {
+			if ctx.Err() == nil {
+				r.apply(ctx, o)
+			}
+		})
 	}
 }
 
@@ -157,35 +236,48 @@ func (r *run) after(d time.Duration, f func()) {
 	r.mu.Unlock()
 }
 
-// apply carries out one operation and records what it did.
-func (r *run) apply(ctx context.Context, op nemesis.Op) {
-	if why := r.notApplicable(op); why != "" {
-		r.recordNA(op, why)
-		return
-	}
-	switch op.Kind {
-	case nemesis.Heal:
+// liveNemesis is the live runner's nemesis.Nemesis: it carries fault
+// operations out on the run's processes and links, bounded by ctx.
+type liveNemesis struct {
+	r   *run
+	ctx context.Context
+}
+
+func (n liveNemesis) Apply(op nemesis.Op)          { n.r.apply(n.ctx, op) }
+func (liveNemesis) Implements(k nemesis.Kind) bool { return liveFaults[k] != nil }
+func (liveNemesis) Cannot(k nemesis.Kind) string   { return liveCannot[k] }
+
+// liveCannot are the fault kinds no live target can take, and why.
+var liveCannot = map[nemesis.Kind]string{
+	nemesis.Duplicate: "a TCP stream neither duplicates nor reorders bytes",
+	nemesis.Reorder:   "a TCP stream neither duplicates nor reorders bytes",
+}
+
+// liveFaults carries out each fault kind a live run can, the way the
+// anchors do it for real (docs/live.md): SIGSTOP/SIGCONT, SIGKILL and a
+// restart on the same data directory, the harness's link proxies, and the
+// services' test endpoints for clocks and disks. Whether the target takes
+// op at all was checked (notApplicable); each records what it did.
+var liveFaults = map[nemesis.Kind]func(r *run, ctx context.Context, op nemesis.Op){
+	nemesis.Heal: func(r *run, _ context.Context, op nemesis.Op) {
 		r.links.heal()
 		r.record(op, "", "")
-		return
-	case nemesis.Loss:
+	},
+	nemesis.Loss: func(r *run, _ context.Context, op nemesis.Op) {
 		r.links.netFault(netFault{end: endOf(op), loss: op.Probability}, false)
 		r.after(time.Duration(op.Duration), func() { r.links.expire(time.Now()) })
 		r.record(op, "", "")
-		return
-	case nemesis.Delay:
+	},
+	nemesis.Delay: func(r *run, _ context.Context, op nemesis.Op) {
 		r.links.netFault(netFault{end: endOf(op), delay: time.Duration(op.Delay), delayMean: time.Duration(op.Mean)}, false)
 		r.after(time.Duration(op.Duration), func() { r.links.expire(time.Now()) })
 		r.record(op, "", "")
-		return
-	case nemesis.NetworkReset:
+	},
+	nemesis.NetworkReset: func(r *run, _ context.Context, op nemesis.Op) {
 		r.links.netFault(netFault{}, true)
 		r.record(op, "", "")
-		return
-	case nemesis.Duplicate, nemesis.Reorder:
-		r.record(op, "", "a TCP stream neither duplicates nor reorders bytes")
-		return
-	case nemesis.Partition:
+	},
+	nemesis.Partition: func(r *run, ctx context.Context, op nemesis.Op) {
 		var group []string
 		for _, g := range op.Group {
 			n, why := r.resolve(ctx, g)
@@ -197,9 +289,14 @@ func (r *run) apply(ctx context.Context, op nemesis.Op) {
 		}
 		r.links.cut(func(n string) bool { return slices.Contains(group, n) })
 		r.record(op, strings.Join(group, ","), "")
-		return
-	}
-	if op.Kind == nemesis.Restart && op.Node == nemesis.Crashed {
+	},
+	nemesis.Restart: func(r *run, ctx context.Context, op nemesis.Op) {
+		if op.Node != nemesis.Crashed {
+			if node, ok := r.node(ctx, op, false); ok {
+				r.restart(ctx, op, node)
+			}
+			return
+		}
 		r.mu.Lock()
 		var names []string
 		for n := range r.fs.crashed {
@@ -213,23 +310,12 @@ func (r *run) apply(ctx context.Context, op nemesis.Op) {
 		for _, n := range names {
 			r.restart(ctx, op, n)
 		}
-		return
-	}
-	node, why := r.resolve(ctx, op.Node)
-	if why != "" {
-		r.record(op, "", why)
-		return
-	}
-	if op.Kind != nemesis.Isolate && op.Kind != nemesis.Block && op.Kind != nemesis.Restart {
-		// A process restarted by the schedule takes faults once it is
-		// ready again, as a fresh one does.
-		if p, ok := r.proc(node); ok && !p.awaitReady(ctx, r.opt.StartTimeout) {
-			r.record(op, node, "not ready again after its restart")
+	},
+	nemesis.Pause: func(r *run, ctx context.Context, op nemesis.Op) {
+		node, ok := r.node(ctx, op, true)
+		if !ok {
 			return
 		}
-	}
-	switch op.Kind {
-	case nemesis.Pause:
 		p, _ := r.proc(node)
 		if err := p.pause(); err != nil {
 			r.record(op, node, err.Error())
@@ -241,7 +327,12 @@ func (r *run) apply(ctx context.Context, op nemesis.Op) {
 			p.resume()
 		})
 		r.record(op, node, "")
-	case nemesis.Crash:
+	},
+	nemesis.Crash: func(r *run, ctx context.Context, op nemesis.Op) {
+		node, ok := r.node(ctx, op, true)
+		if !ok {
+			return
+		}
 		p, _ := r.proc(node)
 		if !p.alive() {
 			r.record(op, node, "not running")
@@ -263,17 +354,22 @@ func (r *run) apply(ctx context.Context, op nemesis.Op) {
 		r.fs.crashed[node] = true
 		delete(r.fs.paused, node)
 		r.mu.Unlock()
-		skipped := ""
 		if op.Mode == "torn" {
 			r.note("crash of %s at %v: a real crash loses what was not synced; a torn write is not injected", node, time.Duration(op.At))
 		}
-		r.record(op, node, skipped)
-	case nemesis.Restart:
-		r.restart(ctx, op, node)
-	case nemesis.Isolate:
-		r.links.cut(func(n string) bool { return n == node })
 		r.record(op, node, "")
-	case nemesis.Block:
+	},
+	nemesis.Isolate: func(r *run, ctx context.Context, op nemesis.Op) {
+		if node, ok := r.node(ctx, op, false); ok {
+			r.links.cut(func(n string) bool { return n == node })
+			r.record(op, node, "")
+		}
+	},
+	nemesis.Block: func(r *run, ctx context.Context, op nemesis.Op) {
+		node, ok := r.node(ctx, op, false)
+		if !ok {
+			return
+		}
 		to, why := r.resolve(ctx, op.To)
 		if why != "" {
 			r.record(op, node, why)
@@ -281,9 +377,15 @@ func (r *run) apply(ctx context.Context, op nemesis.Op) {
 		}
 		r.links.block(node, to, true)
 		r.record(op, node+"→"+to, "")
-	case nemesis.Drift, nemesis.Jump, nemesis.ClockReset:
-		r.clockFault(op, node)
-	case nemesis.SlowDisk:
+	},
+	nemesis.Drift:      clockFault,
+	nemesis.Jump:       clockFault,
+	nemesis.ClockReset: clockFault,
+	nemesis.SlowDisk: func(r *run, ctx context.Context, op nemesis.Op) {
+		node, ok := r.node(ctx, op, true)
+		if !ok {
+			return
+		}
 		url, why := r.testURL(node, r.info.DiskFaults)
 		if why != "" {
 			r.record(op, node, why)
@@ -297,9 +399,45 @@ func (r *run) apply(ctx context.Context, op nemesis.Op) {
 			postJSON(context.Background(), url+"/test/disk", map[string]int64{"sync_delay_ms": 0})
 		})
 		r.record(op, node, "")
-	default:
-		r.record(op, node, "not a fault kind the live runner knows")
+	},
+}
+
+func clockFault(r *run, ctx context.Context, op nemesis.Op) {
+	if node, ok := r.node(ctx, op, true); ok {
+		r.clockFault(op, node)
 	}
+}
+
+// apply carries out one operation and records what it did.
+func (r *run) apply(ctx context.Context, op nemesis.Op) {
+	if why := r.notApplicable(op); why != "" {
+		r.recordNA(op, why)
+		return
+	}
+	do := liveFaults[op.Kind]
+	if do == nil { // TestLiveCoversEveryKind keeps this from happening
+		r.record(op, "", "not a fault kind the live runner knows")
+		return
+	}
+	do(r, ctx, op)
+}
+
+// node resolves op's node now, recording the operation skipped if it
+// resolves to nothing. With ready, a process restarted by the schedule
+// takes the fault once it is ready again, as a fresh one does.
+func (r *run) node(ctx context.Context, op nemesis.Op, ready bool) (string, bool) {
+	node, why := r.resolve(ctx, op.Node)
+	if why != "" {
+		r.record(op, "", why)
+		return "", false
+	}
+	if ready {
+		if p, ok := r.proc(node); ok && !p.awaitReady(ctx, r.opt.StartTimeout) {
+			r.record(op, node, "not ready again after its restart")
+			return "", false
+		}
+	}
+	return node, true
 }
 
 func endOf(op nemesis.Op) time.Time {

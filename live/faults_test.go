@@ -1,14 +1,17 @@
 package live
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/nemesis"
+	"github.com/fencesim/fencesim/scenarios"
 )
 
-// TestLiveOpsUndoWhatUndoesItself: a live run cannot see the simulator's
-// moments, so triggers are set apart; a crash or isolation with a duration
+// TestLiveOpsUndoWhatUndoesItself: triggers are set apart (they are armed
+// and fire on the clients' moments); a crash or isolation with a duration
 // gets the restart or heal that the simulator would have carried out.
 func TestLiveOpsUndoWhatUndoesItself(t *testing.T) {
 	d := func(ms int) nemesis.Duration { return nemesis.Duration(time.Duration(ms) * time.Millisecond) }
@@ -34,5 +37,63 @@ func TestLiveOpsUndoWhatUndoesItself(t *testing.T) {
 		if got := time.Duration(op.At).String() + " " + op.String(); got != want[i] {
 			t.Errorf("op %d: %q, want %q", i, got, want[i])
 		}
+	}
+}
+
+// TestLiveCoversEveryKind: the live runner carries out every fault kind
+// of the vocabulary or says why no live target can (a kind added to
+// nemesis without either fails here, as it does in the simulator's
+// injector).
+func TestLiveCoversEveryKind(t *testing.T) {
+	if err := nemesis.Uncovered(liveNemesis{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTriggersFireOnClientMoments: a pause aimed at the moment a client
+// sends its fenced write is carried out on that client, before the write
+// leaves it (the write it was sending returns only after the pause: a
+// holder really paused at its write), and the fenced reference passes; a
+// trigger on a moment no live client reports is not applicable, with why.
+func TestTriggersFireOnClientMoments(t *testing.T) {
+	p := kleppmannPlan(t)
+	d := func(v time.Duration) scenarios.Duration { return scenarios.Duration(v) }
+	p.Spec.Duration = d(5 * time.Second)
+	pause := 3 * time.Second
+	p.Schedule = nemesis.Schedule{
+		{At: 0, Kind: nemesis.Pause, Node: nemesis.Subject, Duration: d(pause), When: nemesis.MomentWrite, Within: d(2 * time.Second)},
+		{At: 0, Kind: nemesis.Pause, Node: nemesis.Subject, Duration: d(pause), When: nemesis.MomentElected, Within: d(2 * time.Second)},
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	res := runLive(t, builtin(t, "reference"), p)
+	var fired *FaultEvent
+	for i, ev := range res.Faults {
+		switch {
+		case ev.Planned.When == nemesis.MomentElected:
+			if ev.Outcome != FaultNotApplicable || !strings.Contains(ev.Skipped, "does not report elected moments") {
+				t.Errorf("the trigger on elected: %s, want not applicable", ev)
+			}
+		case ev.Planned.When == nemesis.MomentWrite && ev.Planned.Within == 0:
+			fired = &res.Faults[i]
+		default:
+			t.Errorf("unexpected fault event %s", ev)
+		}
+	}
+	if fired == nil || fired.Outcome != FaultDone || fired.Node == "" {
+		t.Fatalf("faults %v: want the pause fired on a client's write", res.Faults)
+	}
+	across := false
+	for _, o := range res.History.Ops {
+		if o.Client == fired.Node && o.Kind == checker.OpWrite && o.Call >= fired.At && o.Call < fired.At+100*ms && (o.Return == 0 || o.Return >= fired.At+pause) {
+			across = true
+		}
+	}
+	if !across {
+		t.Errorf("no write of %s sent within 100ms after its pause at %v returned after the pause's %v: %+v", fired.Node, fired.At, pause, res.History.Ops)
+	}
+	if res.Verdict.Kind != checker.VerdictPass {
+		t.Errorf("verdict %v: %v; notes %v", res.Verdict.Kind, res.Verdict.Violations, res.Notes)
 	}
 }

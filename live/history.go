@@ -454,7 +454,13 @@ func holderBusyAmbiguous(ops []checker.LockOp) []checker.LockOp {
 }
 
 func (ev FaultEvent) String() string {
-	s := fmt.Sprintf("%8v  %s", ev.At.Round(time.Millisecond), ev.Planned.String())
+	planned := ev.Planned.String()
+	if on := ev.Planned.When; on != "" && ev.Planned.Within == 0 { // a trigger fired on its moment
+		op := ev.Planned
+		op.When = ""
+		planned = op.String() + " on " + string(on)
+	}
+	s := fmt.Sprintf("%8v  %s", ev.At.Round(time.Millisecond), planned)
 	if ev.Node != "" && ev.Node != ev.Planned.Node {
 		s += " → " + ev.Node
 	}

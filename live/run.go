@@ -121,6 +121,7 @@ type run struct {
 	base    time.Duration // CLOCK_MONOTONIC at the start of the workload
 	rec     *recorder
 	fs      *faultState
+	armed   *nemesis.Armed // the triggers (under mu)
 	applies *appliesLog
 
 	// readyWG waits for the ready checks of restarted processes.

@@ -98,3 +98,32 @@ func runFakePlan(t *testing.T, f fakeTarget, p scenarios.Plan, allow bool) Resul
 	noLeftovers(t, res.PIDs)
 	return res
 }
+
+// TestScriptedTriggers: a scripted trigger on a moment the clients report
+// is accepted as it stands (@subject stands for the client the moment is
+// about); one on a moment no live client reports is refused, naming it.
+func TestScriptedTriggers(t *testing.T) {
+	d := func(v time.Duration) scenarios.Duration { return scenarios.Duration(v) }
+	for _, tc := range []struct {
+		when nemesis.MomentKind
+		ok   bool
+	}{{nemesis.MomentAcquired, true}, {nemesis.MomentVoted, false}} {
+		p := shortPlan(t)
+		p.Spec.Faults = nemesis.Schedule{{At: d(10 * ms), Kind: nemesis.Pause, Node: nemesis.Subject, Duration: d(50 * ms), When: tc.when, Within: d(time.Second)}}
+		p.Schedule = p.Spec.Faults
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := Run(ctx, Options{Target: readyFake(), Plan: p, BinDirs: []string{binDir}, Dir: t.TempDir(),
+			StartTimeout: 1500 * time.Millisecond, StopGrace: 500 * time.Millisecond})
+		cancel()
+		if err == nil {
+			noLeftovers(t, res.PIDs)
+		}
+		refused := errors.Is(err, ErrInapplicable)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("trigger on %s: %v, want it run", tc.when, err)
+		case !tc.ok && (!refused || !strings.Contains(err.Error(), "does not report voted moments")):
+			t.Errorf("trigger on %s: error %v, want ErrInapplicable naming the moment", tc.when, err)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/live/liveclient"
+	"github.com/fencesim/fencesim/nemesis"
 	"github.com/fencesim/fencesim/scenarios"
 )
 
@@ -24,6 +25,8 @@ func (r *run) workload(ctx context.Context) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, end)
 	defer cancel()
+	r.fs = &faultState{paused: map[string]bool{}, crashed: map[string]bool{}, clock: map[string]clockSetting{}}
+	r.armTriggers()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -40,6 +43,17 @@ func (r *run) workload(ctx context.Context) {
 	}
 	wg.Wait()
 	r.rec.end = monoNow() - r.base
+	r.mu.Lock()
+	armed, fired := len(r.armed.Triggers()), 0
+	for _, ev := range r.faults {
+		if ev.Planned.When != "" && ev.Planned.Within == 0 {
+			fired++
+		}
+	}
+	r.mu.Unlock()
+	if armed > 0 {
+		r.note("triggers: %d armed, %d fired on their clients' moments, %d never met theirs in their windows (as in the simulator, such a trigger does nothing)", armed, fired, armed-fired)
+	}
 	r.finishFaults()
 }
 
@@ -70,6 +84,8 @@ func (r *run) drive(ctx context.Context, idx int, c scenarios.ClientSpec) {
 			rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpAcquire, Resource: c.Resource, TTLms: ttl.Milliseconds()}, opTimeout+time.Second)
 			if tok := r.rec.lock(c.Name, c.Resource, checker.LockAcquire, 0, call, ret, rep, ok); tok != 0 {
 				token, svc, from = tok, rep.Token, call
+				r.notice(ctx, nemesis.MomentGranted, c.Name)
+				r.notice(ctx, nemesis.MomentAcquired, c.Name)
 				break
 			}
 			backoff := ttl/10 + time.Duration(rng.Int64N(int64(ttl/4)+1))
@@ -95,6 +111,7 @@ func (r *run) drive(ctx context.Context, idx int, c scenarios.ClientSpec) {
 					break writes
 				}
 				from = call
+				r.notice(ctx, nemesis.MomentRenewed, c.Name)
 				now = monoNow()
 			}
 			if now+work > from+safe {
@@ -102,6 +119,7 @@ func (r *run) drive(ctx context.Context, idx int, c scenarios.ClientSpec) {
 				break
 			}
 			val := r.rec.value(c.Name)
+			r.notice(ctx, nemesis.MomentWrite, c.Name)
 			rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpWrite, Key: c.Resource, Token: token, Value: val, WorkMs: work.Milliseconds()}, work+opTimeout+time.Second)
 			r.rec.write(c.Name, c.Resource, token, val, call, ret, rep, ok)
 			if ok && rep.Error == liveclient.ErrorStale {
@@ -109,6 +127,7 @@ func (r *run) drive(ctx context.Context, idx int, c scenarios.ClientSpec) {
 				break
 			}
 		}
+		r.notice(ctx, nemesis.MomentRead, c.Name)
 		rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpRead, Key: c.Resource}, opTimeout+time.Second)
 		r.rec.read(c.Name, c.Resource, call, ret, rep, ok)
 		r.rec.disbelieve(c.Name, c.Resource, token, monoNow(), reason)

@@ -36,21 +36,6 @@ var driftSpec = kindSpec{
 		}
 		return nil
 	},
-	apply: func(x *injector, op Op) {
-		id, ok := x.node(op.Node)
-		if !ok {
-			return
-		}
-		clock := x.w.Clock(id)
-		s := nodeStack(&x.drift, id)
-		layer, ppm := s.push(clock.DriftPPM(), func(int64) int64 { return op.PPM })
-		_ = clock.SetDriftPPM(ppm) // in range: checked
-		x.until(op, func() {
-			if ppm, ok := nodeStack(&x.drift, id).pop(layer); ok {
-				_ = clock.SetDriftPPM(ppm)
-			}
-		})
-	},
 }
 
 var jumpSpec = kindSpec{
@@ -62,38 +47,12 @@ var jumpSpec = kindSpec{
 		}
 		return nil
 	},
-	apply: func(x *injector, op Op) {
-		id, ok := x.node(op.Node)
-		if !ok {
-			return
-		}
-		clock := x.w.Clock(id)
-		layer, _ := nodeStack(&x.jumps, id).push(0, func(d time.Duration) time.Duration { return d })
-		x.cov.jump(x.w, id, time.Duration(op.By))
-		clock.JumpWall(time.Duration(op.By))
-		x.until(op, func() {
-			if _, ok := nodeStack(&x.jumps, id).pop(layer); ok {
-				clock.JumpWall(-time.Duration(op.By))
-			}
-		})
-	},
 }
 
 var clockResetSpec = kindSpec{
 	kind:   ClockReset,
 	fields: fNode,
 	check:  func(Op) error { return nil },
-	apply: func(x *injector, op Op) {
-		id, ok := x.node(op.Node)
-		if !ok {
-			return
-		}
-		clock := x.w.Clock(id)
-		nodeStack(&x.drift, id).reset()
-		nodeStack(&x.jumps, id).reset()
-		_ = clock.SetDriftPPM(0)
-		clock.JumpWall(-clock.WallOffset())
-	},
 }
 
 // drift draws a rate error of up to DriftPPMMax either way, on a target,

@@ -21,8 +21,6 @@ package nemesis
 import (
 	"fmt"
 	"time"
-
-	"github.com/fencesim/fencesim/sim"
 )
 
 // Crash modes.
@@ -52,37 +50,12 @@ var crashSpec = kindSpec{
 		}
 		return nil
 	},
-	apply: func(x *injector, op Op) {
-		id, ok := x.node(op.Node)
-		if !ok {
-			return
-		}
-		x.cov.beforeCrash(x.w, id)
-		if op.Mode == CrashTorn {
-			x.w.CrashTorn(id, op.Keep)
-		} else {
-			x.w.Crash(id)
-		}
-		x.cov.afterCrash(x.w, id)
-		x.until(op, func() { x.w.Restart(id) })
-	},
 }
 
 var restartSpec = kindSpec{
 	kind:   Restart,
 	fields: fNode,
 	check:  func(Op) error { return nil },
-	apply: func(x *injector, op Op) {
-		if op.Node == Crashed {
-			for n := range x.w.Nodes() {
-				x.w.Restart(sim.NodeID(n)) // a no-op on live nodes
-			}
-			return
-		}
-		if id, ok := x.node(op.Node); ok {
-			x.w.Restart(id)
-		}
-	},
 }
 
 // crash draws one crash of a target and its restart d later. A crash of

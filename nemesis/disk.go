@@ -29,19 +29,6 @@ var slowDiskSpec = kindSpec{
 		}
 		return nil
 	},
-	apply: func(x *injector, op Op) {
-		id, ok := x.node(op.Node)
-		if !ok {
-			return
-		}
-		layer, d := nodeStack(&x.disk, id).push(x.w.SyncDelay(id), func(time.Duration) time.Duration { return time.Duration(op.Delay) })
-		x.w.SetSyncDelay(id, d)
-		x.until(op, func() {
-			if d, ok := nodeStack(&x.disk, id).pop(layer); ok {
-				x.w.SetSyncDelay(id, d)
-			}
-		})
-	},
 }
 
 // slowDisk draws a sync latency of up to SyncDelayMax on a target, for d.

@@ -2,15 +2,11 @@ package nemesis
 
 import (
 	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/fencesim/fencesim/fakeclock"
-	"github.com/fencesim/fencesim/sim"
 )
 
 // everyKind holds one operation of every kind, with every field it takes.
@@ -169,41 +165,4 @@ func TestValidateNames(t *testing.T) {
 		})
 	}
 	require.Error(t, (Schedule{{Kind: Isolate, Node: Leader}}).Validate([]string{"lock"}), "@leader without the selector listed")
-}
-
-// FuzzParse: Parse never panics; what it accepts survives a JSON round
-// trip and installs and runs in a world without panicking.
-func FuzzParse(f *testing.F) {
-	b, _ := json.Marshal(everyKind)
-	f.Add(b)
-	f.Add([]byte(`[{"at":"1s","kind":"pause","node":"a","duration":"1s"}]`))
-	f.Add([]byte(`[{"at":"1s","kind":"crash","node":"a","mode":"torn","keep":0.999}]`))
-	f.Add([]byte(`[{"at":"1s","kind":"partition","group":["a","@leader"]}]`))
-	f.Add([]byte(`[{"at":"0s","kind":"drift","node":"a","ppm":-999999,"duration":"1ns"}]`))
-	f.Add([]byte(`null`))
-	f.Add([]byte(`[{"at":"9223372036s","kind":"heal"}]`))
-	f.Fuzz(func(t *testing.T, in []byte) {
-		s, err := Parse(in)
-		if err != nil {
-			if err.Error() == "" {
-				t.Fatalf("empty error message")
-			}
-			return
-		}
-		out, err := json.Marshal(s)
-		if err != nil {
-			t.Fatalf("Marshal of a parsed schedule: %v", err)
-		}
-		back, err := Parse(out)
-		if err != nil || !reflect.DeepEqual(back, s) {
-			t.Fatalf("round trip: %v\n in  %s\n out %s", err, in, out)
-		}
-		w, _ := sim.New(sim.Config{Seed: 1, Network: fixed1ms})
-		log := &chatLog{w: w, nodes: 2}
-		for _, n := range []string{"a", "b"} {
-			w.AddNode(n, func() sim.Process { return &chatter{log: log} }, fakeclock.Config{})
-		}
-		s.Install(w, func(name string) (sim.NodeID, bool) { return sim.NodeID(len(name) % 2), true })
-		w.Run(2*time.Second, 100_000)
-	})
 }

@@ -8,9 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/fencesim/fencesim/fakeclock"
-	"github.com/fencesim/fencesim/sim"
 )
 
 func rng(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)) }
@@ -190,117 +187,6 @@ func TestGenerateStaysQuietForStability(t *testing.T) {
 	}
 	if starts < 10 {
 		t.Errorf("%d partitions with probability 1 over 5s, want many", starts)
-	}
-}
-
-// TestGeneratedSchedulesLeaveTheWorldClean installs generated schedules in
-// a world of chatty nodes and checks that at the end of the safety phase
-// nothing is left: no blocked link, the network as configured, every node
-// up with a true clock and a fast disk.
-func TestGeneratedSchedulesLeaveTheWorldClean(t *testing.T) {
-	c := tiny
-	for seed := range uint64(60) {
-		o := allOn(c)
-		if seed%2 == 1 {
-			o = DrawOptions(rng(seed), c)
-		}
-		s := Generate(rng(seed), o, c, 3*time.Second)
-		w := chatWorld(t, c, seed)
-		base := w.Network()
-		s.Install(w, clusterResolver(c, w))
-		w.Run(3*time.Second, 10_000_000)
-		checkClean(t, w, base, seed)
-	}
-}
-
-// TestHealAllLeavesTheWorldClean: permanent faults of every kind, some
-// still on, are all undone by HealAll.
-func TestHealAllLeavesTheWorldClean(t *testing.T) {
-	c := tiny
-	s := Schedule{
-		{At: Duration(10 * ms), Kind: Crash, Node: "n1", Mode: CrashTorn, Keep: 0.3},
-		{At: Duration(10 * ms), Kind: Crash, Node: Leader},
-		{At: Duration(20 * ms), Kind: Partition, Group: []string{"n2", "a"}},
-		{At: Duration(20 * ms), Kind: Block, Node: "store", To: "b"},
-		{At: Duration(30 * ms), Kind: Loss, Probability: 0.9},
-		{At: Duration(30 * ms), Kind: Delay, Delay: Duration(time.Second), Mean: Duration(100 * ms), Duration: Duration(time.Hour)},
-		{At: Duration(40 * ms), Kind: Drift, Node: "a", PPM: -300_000},
-		{At: Duration(40 * ms), Kind: Jump, Node: "b", By: Duration(time.Minute)},
-		{At: Duration(40 * ms), Kind: Jump, Node: Leader, By: Duration(time.Minute), Duration: Duration(time.Hour)},
-		{At: Duration(50 * ms), Kind: SlowDisk, Node: "store", Delay: Duration(20 * ms)},
-	}
-	if err := s.CheckUndone(time.Second); err == nil {
-		t.Fatalf("CheckUndone of open faults: got nil, want an error")
-	}
-	healed := s.HealAll(500*ms, c)
-	if err := healed.Validate(c.Names()); err != nil {
-		t.Fatal(err)
-	}
-	// The timed jump on the leader lasts an hour: HealAll resets it (the
-	// world is clean) but CheckUndone, which cannot know which node led,
-	// still reports it.
-	if err := healed.CheckUndone(500 * ms); err == nil || !strings.Contains(err.Error(), "jump @leader") {
-		t.Errorf("CheckUndone after HealAll: got %v, want the hour-long jump reported", err)
-	}
-	if err := slices.Delete(slices.Clone(healed), 8, 9).CheckUndone(500 * ms); err != nil {
-		t.Errorf("CheckUndone after HealAll without it: %v", err)
-	}
-	w := chatWorld(t, c, 1)
-	base := w.Network()
-	healed.Install(w, clusterResolver(c, w))
-	w.Run(time.Second, 10_000_000)
-	checkClean(t, w, base, 1)
-}
-
-func chatWorld(t *testing.T, c Cluster, seed uint64) *sim.World {
-	t.Helper()
-	w, err := sim.New(sim.Config{Seed: seed, Network: sim.DefaultNetwork()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := &chatLog{w: w, nodes: len(c.Nodes())}
-	for _, n := range c.Nodes() {
-		if _, err := w.AddNode(n, func() sim.Process { return &chatter{log: log} }, fakeclock.Config{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return w
-}
-
-// clusterResolver resolves names to ids in the cluster's order; the leader
-// is the first server that is up.
-func clusterResolver(c Cluster, w *sim.World) Resolver {
-	nodes := c.Nodes()
-	return func(name string) (sim.NodeID, bool) {
-		if name == Leader {
-			for i := range c.Servers {
-				if w.State(sim.NodeID(i)) != sim.Crashed {
-					return sim.NodeID(i), true
-				}
-			}
-			return 0, false
-		}
-		i := slices.Index(nodes, name)
-		return sim.NodeID(i), i >= 0
-	}
-}
-
-func checkClean(t *testing.T, w *sim.World, base sim.NetworkConfig, seed uint64) {
-	t.Helper()
-	if got := w.Network(); got != base {
-		t.Errorf("seed %d: network at the end %+v, want %+v", seed, got, base)
-	}
-	for i := range w.Nodes() {
-		id := sim.NodeID(i)
-		if w.State(id) != sim.Up || w.Clock(id).DriftPPM() != 0 || w.Clock(id).WallOffset() != 0 || w.SyncDelay(id) != 0 {
-			t.Errorf("seed %d: node %s at the end: %v, drift %d, wall offset %v, sync delay %v; want up, 0, 0, 0",
-				seed, w.Name(id), w.State(id), w.Clock(id).DriftPPM(), w.Clock(id).WallOffset(), w.SyncDelay(id))
-		}
-		for j := range w.Nodes() {
-			if w.Blocked(id, sim.NodeID(j)) {
-				t.Errorf("seed %d: link %s → %s still blocked", seed, w.Name(id), w.Name(sim.NodeID(j)))
-			}
-		}
 	}
 }
 

@@ -21,8 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/fencesim/fencesim/sim"
 )
 
 // checkProbability accepts a per-message probability in (0, 1].
@@ -33,39 +31,16 @@ func checkProbability(op Op) error {
 	return nil
 }
 
-// networkFault applies set to the network while op is on.
-func networkFault(x *injector, op Op, set func(sim.NetworkConfig) sim.NetworkConfig) {
-	id, cfg := x.net.push(x.w.Network(), set)
-	_ = x.w.SetNetwork(cfg) // valid: every op passed Check, and set keeps the rest
-	x.until(op, func() {
-		if cfg, ok := x.net.pop(id); ok {
-			_ = x.w.SetNetwork(cfg)
-		}
-	})
-}
-
 var lossSpec = kindSpec{
 	kind:   Loss,
 	fields: fProbability | fDuration,
 	check:  checkProbability,
-	apply: func(x *injector, op Op) {
-		networkFault(x, op, func(c sim.NetworkConfig) sim.NetworkConfig {
-			c.LossProbability = op.Probability
-			return c
-		})
-	},
 }
 
 var duplicateSpec = kindSpec{
 	kind:   Duplicate,
 	fields: fProbability | fDuration,
 	check:  checkProbability,
-	apply: func(x *injector, op Op) {
-		networkFault(x, op, func(c sim.NetworkConfig) sim.NetworkConfig {
-			c.DuplicateProbability = op.Probability
-			return c
-		})
-	},
 }
 
 var delaySpec = kindSpec{
@@ -80,15 +55,6 @@ var delaySpec = kindSpec{
 		}
 		return nil
 	},
-	apply: func(x *injector, op Op) {
-		networkFault(x, op, func(c sim.NetworkConfig) sim.NetworkConfig {
-			// A spike only raises latency: Min stays, Mean and Max grow.
-			c.Latency.Shape = sim.Exponential
-			c.Latency.Mean = max(c.Latency.Mean, time.Duration(op.Mean))
-			c.Latency.Max = max(c.Latency.Max, time.Duration(op.Delay))
-			return c
-		})
-	},
 }
 
 var reorderSpec = kindSpec{
@@ -100,23 +66,12 @@ var reorderSpec = kindSpec{
 		}
 		return checkProbability(op)
 	},
-	apply: func(x *injector, op Op) {
-		networkFault(x, op, func(c sim.NetworkConfig) sim.NetworkConfig {
-			c.ReorderProbability, c.ReorderDelayMax = op.Probability, time.Duration(op.Delay)
-			return c
-		})
-	},
 }
 
 var networkResetSpec = kindSpec{
 	kind:   NetworkReset,
 	fields: 0,
 	check:  func(Op) error { return nil },
-	apply: func(x *injector, _ Op) {
-		if base, ok := x.net.reset(); ok {
-			_ = x.w.SetNetwork(base)
-		}
-	},
 }
 
 // rate draws a per-message probability in (0, most], in hundredths.

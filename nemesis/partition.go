@@ -20,8 +20,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/fencesim/fencesim/sim"
 )
 
 // Partition shapes the generator can draw (Options.PartitionShapes).
@@ -39,22 +37,6 @@ var isolateSpec = kindSpec{
 	// whatever blocked them.
 	fields: fNode | fDuration | fTrigger,
 	check:  func(Op) error { return nil },
-	apply: func(x *injector, op Op) {
-		id, ok := x.node(op.Node)
-		if !ok {
-			return
-		}
-		links := func(set func(from, to sim.NodeID)) {
-			for other := range x.w.Nodes() {
-				if o := sim.NodeID(other); o != id {
-					set(id, o)
-					set(o, id)
-				}
-			}
-		}
-		links(x.w.Block)
-		x.until(op, func() { links(x.w.Unblock) })
-	},
 }
 
 var partitionSpec = kindSpec{
@@ -74,23 +56,6 @@ var partitionSpec = kindSpec{
 		}
 		return nil
 	},
-	apply: func(x *injector, op Op) {
-		in := make([]bool, x.w.Nodes())
-		var side []sim.NodeID
-		for _, name := range op.Group {
-			if id, ok := x.node(name); ok && !in[id] {
-				in[id] = true
-				side = append(side, id)
-			}
-		}
-		var rest []sim.NodeID
-		for n := range in {
-			if !in[n] {
-				rest = append(rest, sim.NodeID(n))
-			}
-		}
-		x.w.Partition(side, rest) // a no-op when either side is empty
-	},
 }
 
 var blockSpec = kindSpec{
@@ -105,20 +70,12 @@ var blockSpec = kindSpec{
 		}
 		return nil
 	},
-	apply: func(x *injector, op Op) {
-		from, ok1 := x.node(op.Node)
-		to, ok2 := x.node(op.To)
-		if ok1 && ok2 && from != to {
-			x.w.Block(from, to)
-		}
-	},
 }
 
 var healSpec = kindSpec{
 	kind:   Heal,
 	fields: 0,
 	check:  func(Op) error { return nil },
-	apply:  func(x *injector, _ Op) { x.w.Heal() },
 }
 
 // partition draws one partition of a shape among the enabled ones, healed

@@ -29,12 +29,6 @@ var pauseSpec = kindSpec{
 		}
 		return nil
 	},
-	apply: func(x *injector, op Op) {
-		if id, ok := x.node(op.Node); ok {
-			x.cov.pause(x.w, id)
-			x.w.Pause(id, time.Duration(op.Duration))
-		}
-	},
 }
 
 // pause draws one pause of a target for d.

@@ -1,8 +1,12 @@
-// Package nemesis injects faults into a simulation. A fault schedule is
-// data: a list of timed operations that can be written to JSON, read back,
-// replayed exactly and shrunk. Schedules are written by hand (scenarios) or
-// drawn from a seed (Generate, the swarm generator), and always installed
-// into a world by Schedule.Install.
+// Package nemesis is the fault vocabulary both worlds share: fault kinds,
+// operations and schedules, roles, triggers and the swarm generator. A
+// fault schedule is data: a list of timed operations that can be written
+// to JSON, read back, replayed exactly and shrunk. Schedules are written
+// by hand (scenarios) or drawn from a seed (Generate, the swarm
+// generator). The package holds no world: a Nemesis carries operations
+// out — the simulator's (package nemesis/inject, which installs a schedule
+// into a sim.World) and the live runner's (package live), each with a
+// test that it accounts for every kind (Uncovered).
 //
 // Every fault kind lives in its own file, which opens by saying what is
 // inside and what is outside the fault model:
@@ -34,8 +38,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/fencesim/fencesim/sim"
 )
 
 // Kind names a fault operation.
@@ -91,10 +93,6 @@ const Leader = "@leader"
 
 // Crashed is a selector for Restart only: every node crashed at that instant.
 const Crashed = "@crashed"
-
-// Resolver maps a node name or selector to a node at the instant a fault
-// fires; ok is false when the selector matches nothing then.
-type Resolver func(name string) (id sim.NodeID, ok bool)
 
 // Op is one fault at a true time. Which fields a kind takes is listed with
 // the kind; a field a kind does not take must be left out.
@@ -210,8 +208,6 @@ type kindSpec struct {
 	fields field
 	// check reports what is wrong with op's values (node names aside).
 	check func(op Op) error
-	// apply carries op out in x's world.
-	apply func(x *injector, op Op)
 }
 
 // specs lists every kind, in the order of the documentation.
@@ -332,39 +328,6 @@ func (op Op) label() string {
 		return string(op.Kind) + " " + op.Node
 	}
 	return string(op.Kind)
-}
-
-// Install schedules every operation on w; resolve maps names to nodes when
-// each fault fires. The schedule should have been validated against the
-// same names: an operation that fails Check is skipped, never carried out
-// halfway, and a name that does not resolve skips its operation. Install a
-// world's faults with one call: the faults of one schedule know each other
-// (a network fault ending restores what was there before it, unless a later
-// one is still on), those of two schedules do not.
-//
-// The triggers (operations with When) are armed instead of scheduled: the
-// returned Watch fires them when the run tells it of their moments
-// (Watch.Notice), so the caller must pass every moment the run reports to
-// it.
-func (s Schedule) Install(w *sim.World, resolve Resolver) *Watch {
-	return s.InstallCounting(w, resolve, nil)
-}
-
-// InstallCounting is Install that also counts the nemesis's coverage marks
-// in cov (nil: none). Counting only reads the world.
-func (s Schedule) InstallCounting(w *sim.World, resolve Resolver, cov *Coverage) *Watch {
-	x := &injector{w: w, resolve: resolve, cov: cov}
-	watch := &Watch{x: x}
-	ops := slices.Clone(s)
-	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.At, b.At) })
-	for _, op := range ops {
-		if op.When != "" {
-			watch.armed = append(watch.armed, op)
-			continue
-		}
-		w.At(time.Duration(op.At), "fault "+op.String(), func() { x.apply(op) })
-	}
-	return watch
 }
 
 // Sorted returns a copy of s sorted by time, stably.

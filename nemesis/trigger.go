@@ -95,65 +95,6 @@ func (op Op) latest() time.Duration {
 	return time.Duration(op.At + op.Within + op.After)
 }
 
-// Watch holds an installed schedule's triggers until their moments come.
-type Watch struct {
-	x     *injector
-	armed []Op // in time order
-	// live are the indices into armed of the triggers that can still fire
-	// (not fired, window not over), in order; liveSet says live was made.
-	// Every moment of a run comes here (an append is one, tens of
-	// thousands a run), so a trigger leaves live for good once it fired or
-	// its window closed, and a moment before the next window costs one
-	// comparison.
-	live    []int
-	liveSet bool
-	// Fired are the triggers fired so far, in firing order, as the faults
-	// they became: At the instant each is carried out, Node the node
-	// Subject stood for, When, Within and After cleared.
-	Fired Schedule
-}
-
-// Notice tells the watch of a moment, at the instant it happens: every
-// armed trigger of its kind not yet fired whose window holds now fires,
-// After later (at the same instant, after the event that reported the
-// moment). Triggers fire in schedule order; each fires once.
-func (wt *Watch) Notice(m Moment) {
-	if wt == nil || len(wt.armed) == 0 {
-		return
-	}
-	if !wt.liveSet {
-		wt.live, wt.liveSet = make([]int, len(wt.armed)), true
-		for i := range wt.live {
-			wt.live[i] = i
-		}
-	}
-	now := wt.x.w.Now()
-	// armed is in time order, so no window has opened before the first
-	// live trigger's.
-	if len(wt.live) == 0 || now < time.Duration(wt.armed[wt.live[0]].At) {
-		return
-	}
-	keep := wt.live[:0]
-	for _, i := range wt.live {
-		op := wt.armed[i]
-		if now > time.Duration(op.At+op.Within) {
-			continue // its window closed: it never fires
-		}
-		if op.When != m.Kind || now < time.Duration(op.At) {
-			keep = append(keep, i)
-			continue
-		}
-		fire := op
-		fire.At, fire.When, fire.Within, fire.After = Duration(now)+op.After, "", 0, 0
-		if fire.Node == Subject {
-			fire.Node = m.Subject
-		}
-		wt.Fired = append(wt.Fired, fire)
-		wt.x.w.At(now+time.Duration(op.After), "fault "+fire.String()+" on "+string(m.Kind)+" of "+m.Subject, func() { wt.x.apply(fire) })
-	}
-	wt.live = keep
-}
-
 // The aimed faults the generator can draw (Options.Aims): each is one or a
 // few operations, mostly triggers, that tell one story at its moment.
 const (

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/fencesim/fencesim/sim"
 )
 
 func TestTriggerCheckNamesTheProblem(t *testing.T) {
@@ -52,46 +50,6 @@ func TestCheckUndoneCountsTheTriggerWindow(t *testing.T) {
 	late := Schedule{iso, {At: Duration(2 * time.Second), Kind: Heal}}
 	if err := late.CheckUndone(3 * time.Second); err != nil {
 		t.Errorf("a heal after the window: %v", err)
-	}
-}
-
-// TestWatchFiresOncePerTriggerInItsWindow: a trigger fires at the first
-// moment of its kind inside [At, At+Within], aimed at the moment's
-// subject, After later, and never again; moments of another kind or
-// outside the window do nothing.
-func TestWatchFiresOncePerTriggerInItsWindow(t *testing.T) {
-	w, _ := newChatWorld(t)
-	s := Schedule{
-		{At: Duration(100 * ms), Kind: Crash, Node: Subject, Duration: Duration(50 * ms), When: MomentVoted, Within: Duration(100 * ms), After: Duration(5 * ms)},
-		{At: Duration(100 * ms), Kind: Pause, Node: "c", Duration: Duration(10 * ms), When: MomentGranted, Within: Duration(10 * ms)},
-	}
-	if err := s.Validate(chatNodes); err != nil {
-		t.Fatal(err)
-	}
-	watch := s.Install(w, chatResolve)
-	notice := func(at time.Duration, m Moment) { w.At(at, "moment", func() { watch.Notice(m) }) }
-	notice(50*ms, Moment{MomentVoted, "a"})     // before the window
-	notice(120*ms, Moment{MomentAcquired, "a"}) // another kind
-	notice(130*ms, Moment{MomentVoted, "b"})    // fires: crash b at 135ms
-	notice(140*ms, Moment{MomentVoted, "a"})    // already fired
-	notice(150*ms, Moment{MomentGranted, "a"})  // after the pause's window
-	w.At(136*ms, "check", func() {
-		if w.State(1) != sim.Crashed || w.State(0) == sim.Crashed {
-			t.Errorf("at 136ms: a %v, b %v; want only b crashed", w.State(0), w.State(1))
-		}
-	})
-	w.At(186*ms, "check", func() {
-		if w.State(1) == sim.Crashed {
-			t.Error("b still crashed after the trigger's 50ms downtime")
-		}
-	})
-	w.Run(400*ms, 100_000)
-	if len(watch.Fired) != 1 {
-		t.Fatalf("fired %v, want the one crash", watch.Fired)
-	}
-	want := Op{At: Duration(135 * ms), Kind: Crash, Node: "b", Duration: Duration(50 * ms)}
-	if got := watch.Fired[0]; got.String() != want.String() || got.At != want.At {
-		t.Errorf("fired %v at %v, want %v at %v", got, time.Duration(got.At), want, time.Duration(want.At))
 	}
 }
 
@@ -143,36 +101,5 @@ func TestGenerateDrawsEveryAim(t *testing.T) {
 	}
 	if leaderCrash == 0 || majority == 0 || tornAppend == 0 {
 		t.Errorf("leader crashes %d, majority crashes %d, torn crashes at an append %d: want some of each", leaderCrash, majority, tornAppend)
-	}
-}
-
-// TestWatchForgetsSpentTriggers: every moment of a run is noticed (each
-// append is one), so a trigger that fired or whose window closed leaves the
-// watch for good, and a moment before the next window looks at nothing.
-func TestWatchForgetsSpentTriggers(t *testing.T) {
-	w, _ := newChatWorld(t)
-	s := Schedule{
-		{At: Duration(100 * ms), Kind: Crash, Node: Subject, Duration: Duration(50 * ms), When: MomentVoted, Within: Duration(100 * ms)},
-		{At: Duration(100 * ms), Kind: Pause, Node: "c", Duration: Duration(10 * ms), When: MomentGranted, Within: Duration(10 * ms)},
-		{At: Duration(300 * ms), Kind: Pause, Node: "c", Duration: Duration(10 * ms), When: MomentGranted, Within: Duration(10 * ms)},
-	}
-	watch := s.Install(w, chatResolve)
-	live := map[time.Duration]int{}
-	notice := func(at time.Duration, m Moment) {
-		w.At(at, "moment", func() { watch.Notice(m); live[at] = len(watch.live) })
-	}
-	notice(50*ms, Moment{MomentAppended, "a"})  // before every window: nothing spent
-	notice(105*ms, Moment{MomentVoted, "b"})    // the crash fires
-	notice(150*ms, Moment{MomentAppended, "a"}) // the first pause's window closed
-	notice(400*ms, Moment{MomentAppended, "a"}) // every window closed
-	w.Run(500*ms, 100_000)
-	want := map[time.Duration]int{50 * ms: 3, 105 * ms: 2, 150 * ms: 1, 400 * ms: 0}
-	for at, n := range want {
-		if live[at] != n {
-			t.Errorf("after the moment at %v: %d live triggers, want %d", at, live[at], n)
-		}
-	}
-	if len(watch.Fired) != 1 {
-		t.Errorf("fired %v, want the one crash", watch.Fired)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/fencesim/fencesim/lockservice/fencedstore"
 	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/nemesis"
+	"github.com/fencesim/fencesim/nemesis/inject"
 	"github.com/fencesim/fencesim/scenarios/workload"
 	"github.com/fencesim/fencesim/sim"
 )
@@ -169,7 +170,7 @@ type Result struct {
 	Nodes     []string // node names in id order
 	Picks     []Pick   // what each fault's selector (@leader) resolved to, in firing order
 	// Fired are the schedule's triggers that fired, as the faults they
-	// became (nemesis.Watch.Fired).
+	// became (inject.Watch.Fired).
 	Fired nemesis.Schedule
 	// Cut says why the run stopped before its end, if it did: the step
 	// limit or one of its Limits ran out. The history up to the cut was
@@ -372,8 +373,8 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		}
 	}
 	var picks []Pick
-	cov := &nemesis.Coverage{Marks: marks, TTL: spec.cluster().TTL, Servers: serverIDs, Store: run.Store}
-	moments.watch = p.Installed().InstallCounting(w, func(name string) (sim.NodeID, bool) {
+	cov := &inject.Coverage{Marks: marks, TTL: spec.cluster().TTL, Servers: serverIDs, Store: run.Store}
+	moments.watch = inject.InstallCounting(p.Installed(), w, func(name string) (sim.NodeID, bool) {
 		if name == nemesis.Leader {
 			id, ok := leader(w, serverIDs)
 			picks = append(picks, pickOf(w, name, id, ok))
@@ -497,12 +498,12 @@ func leader(w *sim.World, replicas []sim.NodeID) (sim.NodeID, bool) {
 }
 
 // momentTap passes every event on to the recorder and tells the schedule's
-// triggers of the protocol moments among them (nemesis.Watch). The moments
+// triggers of the protocol moments among them (inject.Watch). The moments
 // only the nemesis wants (a vote, an append) stop here: the history does
 // not grow with them, nor do they count against its limit.
 type momentTap struct {
 	next  lockservice.Observer
-	watch *nemesis.Watch
+	watch *inject.Watch
 	// granted is the highest log index whose grant was noticed: every
 	// replica reports the grants it applies, the first report is the
 	// service's decision.

@@ -30,6 +30,10 @@ var layers = []struct {
 		why:     "the coverage marks are counted by the Raft core, the reference, the client and the nemesis alike: a leaf, so that none of them drags anything in",
 	},
 	{
+		pattern: "./nemesis",
+		why:     "the fault vocabulary (kinds, schedules, roles, triggers, the swarm generator, the Nemesis interface) is shared by the simulator and the live runner: it holds no world, so it drags in neither (the simulator's Nemesis is nemesis/inject)",
+	},
+	{
 		pattern: "./lockservice",
 		allowed: []string{"process", "coverage"},
 		why:     "the plug-in contract is what a lock author imports: the process contract and the standard library, never Raft, the reference or the simulator",
@@ -143,7 +147,7 @@ var layers = []struct {
 	},
 	{
 		pattern: "./live",
-		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "report", "nemesis", "scenarios", "scenarios/workload", "sim", "fakeclock", "process",
+		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "report", "nemesis", "nemesis/inject", "scenarios", "scenarios/workload", "sim", "fakeclock", "process",
 			"lockservice", "lockservice/internal/record", "lockservice/fencedstore", "lockservice/raft", "lockservice/reference", "lockservice/mutants",
 			"lockservice/redlock", "lockservice/designs", "lockservice/lockclient", "lockservice/lockdsim", "lockservice/frontend", "lockd/scripts"},
 		why: "the live harness runs the services as processes, never in its own: it plans with scenarios and nemesis, checks with checker, and must not link a service (realrt, nodesvc, storesvc, lockd)",

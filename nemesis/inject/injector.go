@@ -1,8 +1,9 @@
-package nemesis
+package inject
 
 import (
 	"time"
 
+	"github.com/fencesim/fencesim/nemesis"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -22,14 +23,14 @@ type injector struct {
 
 // apply carries op out, skipping an operation that fails Check: a
 // malformed schedule never reaches the simulator's own assertions.
-func (x *injector) apply(op Op) {
-	spec, ok := specOf(op.Kind)
-	if !ok || op.check() != nil {
+func (x *injector) apply(op nemesis.Op) {
+	apply := appliers[op.Kind]
+	if apply == nil || op.Check() != nil {
 		return
 	}
-	spec.apply(x, op)
+	apply(x, op)
 	switch op.Kind {
-	case Isolate, Partition, Block:
+	case nemesis.Isolate, nemesis.Partition, nemesis.Block:
 		x.cov.network(x.w)
 	}
 }
@@ -45,7 +46,7 @@ func (x *injector) node(name string) (sim.NodeID, bool) {
 
 // until runs undo when op's duration has passed, if it has one; a fault
 // without a duration stays on until a reset.
-func (x *injector) until(op Op, undo func()) {
+func (x *injector) until(op nemesis.Op, undo func()) {
 	if op.Duration > 0 {
 		x.w.At(x.w.Now()+time.Duration(op.Duration), "fault end "+op.String(), undo)
 	}

@@ -1,4 +1,4 @@
-package nemesis
+package inject
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/fakeclock"
+	"github.com/fencesim/fencesim/nemesis"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -110,14 +111,14 @@ func (r chatRun) between(from, to int, lo, hi time.Duration) []arrival {
 var chatIDs = map[string]sim.NodeID{"a": 0, "b": 1, "c": 2}
 
 func chatResolve(name string) (sim.NodeID, bool) {
-	if name == Leader {
+	if name == nemesis.Leader {
 		return 1, true // b leads in these tests
 	}
 	id, ok := chatIDs[name]
 	return id, ok
 }
 
-var chatNodes = []string{"a", "b", "c", Leader}
+var chatNodes = []string{"a", "b", "c", nemesis.Leader}
 
 // newChatWorld is a world of three chatters a, b and c, 1ms apart.
 func newChatWorld(t *testing.T) (*sim.World, *chatLog) {
@@ -137,7 +138,7 @@ func newChatWorld(t *testing.T) (*sim.World, *chatLog) {
 
 // runChat installs s (and before, the harness actions) in a fresh chat
 // world and runs it for 400ms.
-func runChat(t *testing.T, s Schedule, before func(w *sim.World)) chatRun {
+func runChat(t *testing.T, s nemesis.Schedule, before func(w *sim.World)) chatRun {
 	t.Helper()
 	if err := s.Validate(chatNodes); err != nil {
 		t.Fatalf("Validate: %v", err)
@@ -146,7 +147,7 @@ func runChat(t *testing.T, s Schedule, before func(w *sim.World)) chatRun {
 	if before != nil {
 		before(w)
 	}
-	s.Install(w, chatResolve)
+	Install(s, w, chatResolve)
 	r := chatRun{w: w, log: log, snaps: map[time.Duration]snapshot{}}
 	for _, at := range snapTimes {
 		w.At(at, "snapshot", func() {
@@ -170,8 +171,8 @@ func runChat(t *testing.T, s Schedule, before func(w *sim.World)) chatRun {
 	return r
 }
 
-func op(at time.Duration, k Kind, node string, d time.Duration) Op {
-	return Op{At: Duration(at), Kind: k, Node: node, Duration: Duration(d)}
+func op(at time.Duration, k nemesis.Kind, node string, d time.Duration) nemesis.Op {
+	return nemesis.Op{At: nemesis.Duration(at), Kind: k, Node: node, Duration: nemesis.Duration(d)}
 }
 
 var fixed1ms = sim.NetworkConfig{Latency: sim.Latency{Min: ms, Max: ms}}
@@ -181,11 +182,11 @@ var fixed1ms = sim.NetworkConfig{Latency: sim.Latency{Min: ms, Max: ms}}
 func TestFaultEffects(t *testing.T) {
 	tests := []struct {
 		name   string
-		ops    Schedule
+		ops    nemesis.Schedule
 		before func(w *sim.World)
 		check  func(t *testing.T, r chatRun)
 	}{
-		{"pause holds a node's events until it resumes", Schedule{op(50*ms, Pause, "b", 100*ms)}, nil, func(t *testing.T, r chatRun) {
+		{"pause holds a node's events until it resumes", nemesis.Schedule{op(50*ms, nemesis.Pause, "b", 100*ms)}, nil, func(t *testing.T, r chatRun) {
 			if s := r.at(t, 100*ms); s.state[1] != sim.Paused || s.state[0] != sim.Up {
 				t.Errorf("states during the pause: got %v, want b paused, a up", s.state)
 			}
@@ -201,7 +202,7 @@ func TestFaultEffects(t *testing.T) {
 				t.Errorf("after the pause: state %v, %d pauses; want up, 1", s.state[1], s.stats.Pauses)
 			}
 		}},
-		{"crash loses unsynced writes and restart boots again", Schedule{op(48*ms, Crash, "b", 0), op(100*ms, Restart, "b", 0)},
+		{"crash loses unsynced writes and restart boots again", nemesis.Schedule{op(48*ms, nemesis.Crash, "b", 0), op(100*ms, nemesis.Restart, "b", 0)},
 			func(w *sim.World) { w.At(47*ms, "write", func() { w.Disk(1).Write("k", []byte("abcdefgh")) }) },
 			func(t *testing.T, r chatRun) {
 				if s := r.at(t, 100*ms); s.state[1] != sim.Up { // restarted at this very instant
@@ -217,7 +218,7 @@ func TestFaultEffects(t *testing.T) {
 					t.Errorf("b started %d times and sent %d pings after the restart; want 2 starts and some pings", r.log.starts[1], len(r.between(1, 0, 110*ms, 400*ms)))
 				}
 			}},
-		{"torn crash keeps a prefix of the last write", Schedule{{At: Duration(48 * ms), Kind: Crash, Node: "b", Mode: CrashTorn, Keep: 0.5}, {At: Duration(100 * ms), Kind: Restart, Node: Crashed}},
+		{"torn crash keeps a prefix of the last write", nemesis.Schedule{{At: nemesis.Duration(48 * ms), Kind: nemesis.Crash, Node: "b", Mode: nemesis.CrashTorn, Keep: 0.5}, {At: nemesis.Duration(100 * ms), Kind: nemesis.Restart, Node: nemesis.Crashed}},
 			func(w *sim.World) { w.At(47*ms, "write", func() { w.Disk(1).Write("k", []byte("abcdefgh")) }) },
 			func(t *testing.T, r chatRun) {
 				if v, ok := r.w.Disk(1).Read("k"); !ok || string(v) != "abcd" {
@@ -227,7 +228,7 @@ func TestFaultEffects(t *testing.T) {
 					t.Errorf("restart @crashed: b started %d times, want 2", r.log.starts[1])
 				}
 			}},
-		{"isolate cuts a node off both ways until heal", Schedule{op(50*ms, Isolate, "@leader", 0), op(150*ms, Heal, "", 0)}, nil, func(t *testing.T, r chatRun) {
+		{"isolate cuts a node off both ways until heal", nemesis.Schedule{op(50*ms, nemesis.Isolate, "@leader", 0), op(150*ms, nemesis.Heal, "", 0)}, nil, func(t *testing.T, r chatRun) {
 			s := r.at(t, 100*ms)
 			if !s.blocked[0][1] || !s.blocked[1][0] || !s.blocked[2][1] || s.blocked[0][2] {
 				t.Errorf("links during isolation: got %v, want b cut off from a and c only", s.blocked)
@@ -242,7 +243,7 @@ func TestFaultEffects(t *testing.T) {
 				t.Errorf("after heal: links %v; want all open and pings flowing", s.blocked)
 			}
 		}},
-		{"partition splits a group from the rest", Schedule{{At: Duration(50 * ms), Kind: Partition, Group: []string{"a"}}, op(150*ms, Heal, "", 0)}, nil, func(t *testing.T, r chatRun) {
+		{"partition splits a group from the rest", nemesis.Schedule{{At: nemesis.Duration(50 * ms), Kind: nemesis.Partition, Group: []string{"a"}}, op(150*ms, nemesis.Heal, "", 0)}, nil, func(t *testing.T, r chatRun) {
 			s := r.at(t, 100*ms)
 			want := [3][3]bool{{false, true, true}, {true, false, false}, {true, false, false}}
 			if s.blocked != want {
@@ -252,7 +253,7 @@ func TestFaultEffects(t *testing.T) {
 				t.Errorf("pings across the partition got through, or b and c stopped talking")
 			}
 		}},
-		{"block drops one direction only", Schedule{{At: Duration(50 * ms), Kind: Block, Node: "a", To: "b"}, op(150*ms, Heal, "", 0)}, nil, func(t *testing.T, r chatRun) {
+		{"block drops one direction only", nemesis.Schedule{{At: nemesis.Duration(50 * ms), Kind: nemesis.Block, Node: "a", To: "b"}, op(150*ms, nemesis.Heal, "", 0)}, nil, func(t *testing.T, r chatRun) {
 			if s := r.at(t, 100*ms); !s.blocked[0][1] || s.blocked[1][0] {
 				t.Errorf("links: a→b %v, b→a %v; want true, false", s.blocked[0][1], s.blocked[1][0])
 			}
@@ -260,7 +261,7 @@ func TestFaultEffects(t *testing.T) {
 				t.Errorf("a→b pings got through, or b→a pings stopped")
 			}
 		}},
-		{"loss drops messages for its duration", Schedule{{At: Duration(50 * ms), Kind: Loss, Probability: 1, Duration: Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
+		{"loss drops messages for its duration", nemesis.Schedule{{At: nemesis.Duration(50 * ms), Kind: nemesis.Loss, Probability: 1, Duration: nemesis.Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
 			if s := r.at(t, 100*ms); s.net.LossProbability != 1 {
 				t.Errorf("loss during: got %v, want 1", s.net.LossProbability)
 			}
@@ -271,7 +272,7 @@ func TestFaultEffects(t *testing.T) {
 				t.Errorf("pings survived total loss, or did not resume after it")
 			}
 		}},
-		{"duplicate delivers twice", Schedule{{At: Duration(50 * ms), Kind: Duplicate, Probability: 1, Duration: Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
+		{"duplicate delivers twice", nemesis.Schedule{{At: nemesis.Duration(50 * ms), Kind: nemesis.Duplicate, Probability: 1, Duration: nemesis.Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
 			in, out := r.between(0, 1, 50*ms, 150*ms), r.between(0, 1, 150*ms, 300*ms)
 			if len(in) != 20 || len(out) != 15 { // 10 pings sent in the window, each twice; 15 after, once
 				t.Errorf("arrivals: %d during, %d after; want 20, 15", len(in), len(out))
@@ -280,7 +281,7 @@ func TestFaultEffects(t *testing.T) {
 				t.Errorf("network after: got %+v, want it restored", s.net)
 			}
 		}},
-		{"delay raises latency", Schedule{{At: Duration(50 * ms), Kind: Delay, Delay: Duration(200 * ms), Mean: Duration(50 * ms), Duration: Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
+		{"delay raises latency", nemesis.Schedule{{At: nemesis.Duration(50 * ms), Kind: nemesis.Delay, Delay: nemesis.Duration(200 * ms), Mean: nemesis.Duration(50 * ms), Duration: nemesis.Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
 			s := r.at(t, 100*ms)
 			if l := s.net.Latency; l.Shape != sim.Exponential || l.Max != 200*ms || l.Mean != 50*ms || l.Min != ms {
 				t.Errorf("latency during: got %+v, want exponential 1ms + mean 50ms, max 200ms", l)
@@ -298,7 +299,7 @@ func TestFaultEffects(t *testing.T) {
 				t.Errorf("network after: got %+v, want it restored", s.net)
 			}
 		}},
-		{"reorder holds messages back", Schedule{{At: Duration(50 * ms), Kind: Reorder, Probability: 1, Delay: Duration(30 * ms), Duration: Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
+		{"reorder holds messages back", nemesis.Schedule{{At: nemesis.Duration(50 * ms), Kind: nemesis.Reorder, Probability: 1, Delay: nemesis.Duration(30 * ms), Duration: nemesis.Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
 			if s := r.at(t, 100*ms); s.net.ReorderProbability != 1 || s.net.ReorderDelayMax != 30*ms {
 				t.Errorf("during: got %+v, want reorder 1 by up to 30ms", s.net)
 			}
@@ -319,10 +320,10 @@ func TestFaultEffects(t *testing.T) {
 				t.Errorf("network after: got %+v, want it restored", s.net)
 			}
 		}},
-		{"overlapping network faults restore in layers", Schedule{
-			{At: Duration(50 * ms), Kind: Loss, Probability: 0.5, Duration: Duration(200 * ms)},
-			{At: Duration(100 * ms), Kind: Loss, Probability: 1, Duration: Duration(50 * ms)},
-			{At: Duration(110 * ms), Kind: Duplicate, Probability: 0.25, Duration: Duration(200 * ms)},
+		{"overlapping network faults restore in layers", nemesis.Schedule{
+			{At: nemesis.Duration(50 * ms), Kind: nemesis.Loss, Probability: 0.5, Duration: nemesis.Duration(200 * ms)},
+			{At: nemesis.Duration(100 * ms), Kind: nemesis.Loss, Probability: 1, Duration: nemesis.Duration(50 * ms)},
+			{At: nemesis.Duration(110 * ms), Kind: nemesis.Duplicate, Probability: 0.25, Duration: nemesis.Duration(200 * ms)},
 		}, nil, func(t *testing.T, r chatRun) {
 			for _, c := range []struct {
 				at        time.Duration
@@ -333,10 +334,10 @@ func TestFaultEffects(t *testing.T) {
 				}
 			}
 		}},
-		{"network-reset ends open network faults", Schedule{
-			{At: Duration(50 * ms), Kind: Loss, Probability: 1},
-			{At: Duration(60 * ms), Kind: Reorder, Probability: 0.5, Delay: Duration(time.Second), Duration: Duration(time.Hour)},
-			{At: Duration(150 * ms), Kind: NetworkReset},
+		{"network-reset ends open network faults", nemesis.Schedule{
+			{At: nemesis.Duration(50 * ms), Kind: nemesis.Loss, Probability: 1},
+			{At: nemesis.Duration(60 * ms), Kind: nemesis.Reorder, Probability: 0.5, Delay: nemesis.Duration(time.Second), Duration: nemesis.Duration(time.Hour)},
+			{At: nemesis.Duration(150 * ms), Kind: nemesis.NetworkReset},
 		}, nil, func(t *testing.T, r chatRun) {
 			if s := r.at(t, 100*ms); s.net.LossProbability != 1 || s.net.ReorderProbability != 0.5 {
 				t.Errorf("during: got %+v", s.net)
@@ -345,7 +346,7 @@ func TestFaultEffects(t *testing.T) {
 				t.Errorf("after the reset: got %+v, want the network as before", s.net)
 			}
 		}},
-		{"drift changes the clock rate for a while", Schedule{{At: Duration(50 * ms), Kind: Drift, Node: "b", PPM: 500_000, Duration: Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
+		{"drift changes the clock rate for a while", nemesis.Schedule{{At: nemesis.Duration(50 * ms), Kind: nemesis.Drift, Node: "b", PPM: 500_000, Duration: nemesis.Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
 			if s := r.at(t, 100*ms); s.drift[1] != 500_000 || s.drift[0] != 0 {
 				t.Errorf("drift during: got %v, want b at 500000", s.drift)
 			}
@@ -354,7 +355,7 @@ func TestFaultEffects(t *testing.T) {
 				t.Errorf("after: drift %v, monotonic %v; want 0 and b 50ms ahead", s.drift, s.mono)
 			}
 		}},
-		{"jump steps the wall clock and back", Schedule{{At: Duration(50 * ms), Kind: Jump, Node: "c", By: Duration(-2 * time.Second), Duration: Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
+		{"jump steps the wall clock and back", nemesis.Schedule{{At: nemesis.Duration(50 * ms), Kind: nemesis.Jump, Node: "c", By: nemesis.Duration(-2 * time.Second), Duration: nemesis.Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
 			if s := r.at(t, 100*ms); s.wall[2] != -2*time.Second || s.mono[2] != 100*ms {
 				t.Errorf("during: wall offset %v, monotonic %v; want -2s and untouched", s.wall[2], s.mono[2])
 			}
@@ -362,11 +363,11 @@ func TestFaultEffects(t *testing.T) {
 				t.Errorf("wall offset after: got %v, want 0", s.wall[2])
 			}
 		}},
-		{"clock-reset ends drift and jumps", Schedule{
-			{At: Duration(50 * ms), Kind: Drift, Node: "a", PPM: 1000},
-			{At: Duration(50 * ms), Kind: Jump, Node: "a", By: Duration(5 * time.Second)},
-			{At: Duration(60 * ms), Kind: Jump, Node: "a", By: Duration(time.Second), Duration: Duration(time.Second)},
-			{At: Duration(150 * ms), Kind: ClockReset, Node: "a"},
+		{"clock-reset ends drift and jumps", nemesis.Schedule{
+			{At: nemesis.Duration(50 * ms), Kind: nemesis.Drift, Node: "a", PPM: 1000},
+			{At: nemesis.Duration(50 * ms), Kind: nemesis.Jump, Node: "a", By: nemesis.Duration(5 * time.Second)},
+			{At: nemesis.Duration(60 * ms), Kind: nemesis.Jump, Node: "a", By: nemesis.Duration(time.Second), Duration: nemesis.Duration(time.Second)},
+			{At: nemesis.Duration(150 * ms), Kind: nemesis.ClockReset, Node: "a"},
 		}, nil, func(t *testing.T, r chatRun) {
 			if s := r.at(t, 100*ms); s.drift[0] != 1000 || s.wall[0] != 6*time.Second {
 				t.Errorf("during: drift %d, wall %v; want 1000, 6s", s.drift[0], s.wall[0])
@@ -375,7 +376,7 @@ func TestFaultEffects(t *testing.T) {
 				t.Errorf("after the reset: drift %d, wall %v; want 0, 0", s.drift[0], s.wall[0])
 			}
 		}},
-		{"slow disk stalls a node that syncs", Schedule{{At: Duration(50 * ms), Kind: SlowDisk, Node: "b", Delay: Duration(30 * ms), Duration: Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
+		{"slow disk stalls a node that syncs", nemesis.Schedule{{At: nemesis.Duration(50 * ms), Kind: nemesis.SlowDisk, Node: "b", Delay: nemesis.Duration(30 * ms), Duration: nemesis.Duration(100 * ms)}}, nil, func(t *testing.T, r chatRun) {
 			if s := r.at(t, 100*ms); s.sync[1] != 30*ms {
 				t.Errorf("sync delay during: got %v, want 30ms", s.sync[1])
 			}
@@ -413,8 +414,8 @@ func TestUnresolvedSelectorSkipsTheFault(t *testing.T) {
 	w, _ := sim.New(sim.Config{Seed: 1, Network: fixed1ms})
 	log := &chatLog{w: w, nodes: 1}
 	w.AddNode("a", func() sim.Process { return &chatter{log: log} }, fakeclock.Config{})
-	Schedule{op(10*ms, Crash, Leader, 0), op(10*ms, Isolate, Leader, 0), {At: Duration(10 * ms), Kind: Drift, Node: Leader, PPM: 5, Duration: Duration(ms)}}.
-		Install(w, func(string) (sim.NodeID, bool) { return 0, false })
+	Install(nemesis.Schedule{op(10*ms, nemesis.Crash, nemesis.Leader, 0), op(10*ms, nemesis.Isolate, nemesis.Leader, 0), {At: nemesis.Duration(10 * ms), Kind: nemesis.Drift, Node: nemesis.Leader, PPM: 5, Duration: nemesis.Duration(ms)}},
+		w, func(string) (sim.NodeID, bool) { return 0, false })
 	w.Run(50*ms, 1000)
 	if w.State(0) != sim.Up || w.Clock(0).DriftPPM() != 0 {
 		t.Errorf("a fault aimed at no one changed the world")
@@ -427,19 +428,19 @@ func TestInstallSkipsMalformedOps(t *testing.T) {
 	w, _ := sim.New(sim.Config{Seed: 1, Network: fixed1ms})
 	log := &chatLog{w: w, nodes: 1}
 	w.AddNode("a", func() sim.Process { return &chatter{log: log} }, fakeclock.Config{})
-	bad := Schedule{
-		{At: Duration(ms), Kind: Crash, Node: "a", Mode: CrashTorn, Keep: 1.5},
-		{At: Duration(ms), Kind: SlowDisk, Node: "a", Delay: Duration(-ms)},
-		{At: Duration(ms), Kind: Drift, Node: "a", PPM: 2_000_000},
-		{At: Duration(ms), Kind: Loss, Probability: 3},
-		{At: Duration(ms), Kind: "meteor"},
+	bad := nemesis.Schedule{
+		{At: nemesis.Duration(ms), Kind: nemesis.Crash, Node: "a", Mode: nemesis.CrashTorn, Keep: 1.5},
+		{At: nemesis.Duration(ms), Kind: nemesis.SlowDisk, Node: "a", Delay: nemesis.Duration(-ms)},
+		{At: nemesis.Duration(ms), Kind: nemesis.Drift, Node: "a", PPM: 2_000_000},
+		{At: nemesis.Duration(ms), Kind: nemesis.Loss, Probability: 3},
+		{At: nemesis.Duration(ms), Kind: "meteor"},
 	}
 	for i, op := range bad {
-		if err := (Schedule{op}).Check(); err == nil {
+		if err := (nemesis.Schedule{op}).Check(); err == nil {
 			t.Errorf("op %d %v: Check passed, want an error", i, op)
 		}
 	}
-	bad.Install(w, func(string) (sim.NodeID, bool) { return 0, true })
+	Install(bad, w, func(string) (sim.NodeID, bool) { return 0, true })
 	w.Run(50*ms, 1000)
 	if w.State(0) != sim.Up || w.Network() != fixed1ms || w.SyncDelay(0) != 0 {
 		t.Errorf("a malformed op changed the world")
