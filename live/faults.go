@@ -36,12 +36,35 @@ type clockSetting struct {
 func (r *run) runSchedule(ctx context.Context) {
 	ops, _ := liveOps(append(r.opt.Plan.Installed(), r.opt.TargetFaults...), func(op nemesis.Op) bool { return r.notApplicable(op) != "" })
 	nem := liveNemesis{r, ctx}
+	var slip time.Duration
 	for _, op := range ops {
-		if !sleepCtx(ctx, r.base+time.Duration(op.At)-monoNow()) {
+		if !sleepCtx(ctx, r.base+slip+time.Duration(op.At)-monoNow()) {
 			return
 		}
 		nem.Apply(op)
+		// Waiting for a leader to emerge (an election under way when an
+		// @leader fault is due) delays the operations after it by as much,
+		// so the schedule keeps its shape: a restart of the crashed leader
+		// still comes its planned time after the crash.
+		if op.Node == nemesis.Leader {
+			slip += r.leaderWaited()
+		}
 	}
+}
+
+// leaderWait bounds how long an @leader fault waits for a leader to
+// emerge: an election (the reference's timeout is 1 s, randomized up to
+// twice that; etcd's similar) after a leader crash the schedule made.
+const leaderWait = 5 * time.Second
+
+// leaderWaited is how long the last @leader resolution waited for a
+// leader to emerge (0 if one led at once), and forgets it.
+func (r *run) leaderWaited() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.leaderWait
+	r.leaderWait = 0
+	return w
 }
 
 // armTriggers arms the schedule's triggers this target can carry out
@@ -200,12 +223,22 @@ func (r *run) resolve(ctx context.Context, name string) (string, string) {
 		if r.layout.Leader == nil {
 			return "", "the target has no leader"
 		}
-		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		// An election may be under way (the schedule crashed the last
+		// leader moments ago): ask until one leads, within leaderWait.
+		lctx, cancel := context.WithTimeout(ctx, leaderWait)
 		defer cancel()
-		if n, ok := r.layout.Leader(lctx); ok {
-			return n, ""
+		begin := monoNow()
+		for {
+			if n, ok := r.layout.Leader(lctx); ok {
+				r.mu.Lock()
+				r.leaderWait = monoNow() - begin
+				r.mu.Unlock()
+				return n, ""
+			}
+			if !sleepCtx(lctx, 50*time.Millisecond) {
+				return "", fmt.Sprintf("no server led within %v", leaderWait)
+			}
 		}
-		return "", "no server leads now"
 	}
 	return r.resolveFixed(name)
 }

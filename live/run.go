@@ -118,11 +118,15 @@ type run struct {
 	replicas []string // the layout's replicas, in order
 	clients  map[string]*clientProc
 
-	base    time.Duration // CLOCK_MONOTONIC at the start of the workload
-	rec     *recorder
-	fs      *faultState
-	armed   *nemesis.Armed // the triggers (under mu)
-	applies *appliesLog
+	base  time.Duration // CLOCK_MONOTONIC at the start of the workload
+	rec   *recorder
+	fs    *faultState
+	armed *nemesis.Armed // the triggers (under mu)
+	// leaderWait is how long the last @leader resolution waited for an
+	// election to end (under mu): the schedule's later operations slip by
+	// as much.
+	leaderWait time.Duration
+	applies    *appliesLog
 
 	// readyWG waits for the ready checks of restarted processes.
 	readyWG sync.WaitGroup
