@@ -188,8 +188,7 @@ func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encod
 	// described twice (here and when encoded) rather than kept described:
 	// describing is cheap, and a second array of records was not.
 	res, cli := make([]int32, len(records)), make([]int32, len(records))
-	resIdx, cliIdx := make(map[string]int32), make(map[string]int32)
-	var resNames, cliNames []string
+	var resNums, cliNums numbering
 	var counts []int
 	encoded := 0
 	sorted := true
@@ -200,19 +199,13 @@ func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encod
 			sorted = false
 		}
 		prev = r
-		c, ok := cliIdx[r.client]
-		if !ok {
-			c = int32(len(cliNames))
-			cliIdx[r.client], cliNames = c, append(cliNames, r.client)
-		}
-		cli[i], res[i] = c, -1
+		cli[i], res[i] = cliNums.of(r.client), -1
 		if r.skip {
 			continue
 		}
-		k, ok := resIdx[r.resource]
-		if !ok {
-			k = int32(len(resNames))
-			resIdx[r.resource], resNames, counts = k, append(resNames, r.resource), append(counts, 0)
+		k := resNums.of(r.resource)
+		if int(k) == len(counts) {
+			counts = append(counts, 0)
 		}
 		res[i] = k
 		counts[k]++
@@ -232,11 +225,11 @@ func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encod
 			return cmp.Or(cmp.Compare(calls[a], calls[b]), cmp.Compare(ids[a], ids[b]))
 		})
 	}
-	cliRank := nameRanks(cliNames)
-	resRank := nameRanks(resNames)
-	names, sortedCounts := make([]string, len(resNames)), make([]int, len(resNames))
+	cliRank := nameRanks(cliNums.names)
+	resRank := nameRanks(resNums.names)
+	names, sortedCounts := make([]string, len(resRank)), make([]int, len(resRank))
 	for k, r := range resRank {
-		names[r], sortedCounts[r] = resNames[k], counts[k]
+		names[r], sortedCounts[r] = resNums.names[k], counts[k]
 	}
 
 	parts := carvePartitions[I, O](names, sortedCounts, encoded, records, describe)
@@ -263,6 +256,43 @@ func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encod
 		linkProgramOrder(parts[i].typed)
 	}
 	return parts
+}
+
+// numbering numbers names in first-seen order. A history names a few
+// resources and clients, each once per record: up to numberingScan names
+// are found by comparing (a recorder's names share their bytes, so most
+// comparisons end at the pointer), and only past that by hashing — the
+// two map look-ups per record were two fifths of encoding's own time.
+type numbering struct {
+	names []string
+	idx   map[string]int32 // once there are more than numberingScan names
+}
+
+const numberingScan = 16
+
+// of returns name's number, numbering it if it is new.
+func (n *numbering) of(name string) int32 {
+	if n.idx == nil {
+		for i, s := range n.names {
+			if s == name {
+				return int32(i)
+			}
+		}
+		if len(n.names) < numberingScan {
+			n.names = append(n.names, name)
+			return int32(len(n.names) - 1)
+		}
+		n.idx = make(map[string]int32, 2*numberingScan)
+		for i, s := range n.names {
+			n.idx[s] = int32(i)
+		}
+	}
+	if i, ok := n.idx[name]; ok {
+		return i
+	}
+	n.idx[name] = int32(len(n.names))
+	n.names = append(n.names, name)
+	return int32(len(n.names) - 1)
 }
 
 // nameRanks returns each name's position in ascending name order.

@@ -203,8 +203,39 @@ func replayOrder[S comparable, I, O any](init S, next func([]S, S, I, O) []S, co
 	return true
 }
 
-// sortPlacements orders a witness.
-func sortPlacements(order []placement) { slices.SortFunc(order, comparePlacements) }
+// sortPlacements orders a witness. A witness is built as a long run in
+// order (the chain of holds or of applied writes, at their least points)
+// followed by the answers placed into it (busy, not-holder, rejected
+// writes): the run is kept, only the rest is sorted, and the two are
+// merged — sorting all of it was a seventh of the lock procedure's time.
+func sortPlacements(order []placement) {
+	k := 1
+	for k < len(order) && comparePlacements(order[k-1], order[k]) <= 0 {
+		k++
+	}
+	if k >= len(order) {
+		return
+	}
+	rest := order[k:]
+	slices.SortFunc(rest, comparePlacements)
+	if comparePlacements(order[k-1], rest[0]) <= 0 {
+		return
+	}
+	// Merge: the run is copied out, and the merged order written from the
+	// front never overtakes the unread part of rest (it has written at
+	// most i+j ≤ k+j places).
+	run := slices.Clone(order[:k])
+	i, j, o := 0, 0, 0
+	for i < len(run) && j < len(rest) {
+		if comparePlacements(run[i], rest[j]) <= 0 {
+			order[o], i = run[i], i+1
+		} else {
+			order[o], j = rest[j], j+1
+		}
+		o++
+	}
+	copy(order[o:], run[i:]) // what is left of rest is in place already
+}
 
 // --- The fenced register (S8) ---
 
