@@ -76,40 +76,39 @@ func checkAcknowledgedWritesLogged(h History) []Violation {
 	if len(h.Applies) == 0 {
 		return nil
 	}
-	// Keyed by token and value only (hashing two strings per record was
-	// most of this check's time); resource and client are compared while
-	// walking the chain, which is one apply long for nearly every write.
-	type key struct {
-		token uint64
-		value int64
-	}
-	// The accepted applies of one write are a chain through next, from
-	// first[key]: one presized map of indices instead of a list per key,
-	// which allocated once per logged write.
-	first := make(map[key]int32, len(h.Applies))
-	next := make([]int32, len(h.Applies))
-	for i := len(h.Applies) - 1; i >= 0; i-- {
-		if a := &h.Applies[i]; a.Accepted {
-			k := key{a.Token, a.Value}
-			next[i] = -1
-			if j, ok := first[k]; ok {
-				next[i] = j
-			}
-			first[k] = int32(i)
-		}
-	}
+	// Applies are logged as they happen, so in a recorded history they
+	// are in time order, and a write's acceptance is among the few
+	// applies inside its interval: found by binary search and a short
+	// scan. Only a write whose interval holds more than applyScan applies
+	// (or a history out of order) looks its acceptance up by key, in an
+	// index built the first time one does.
+	inOrder := slices.IsSortedFunc(h.Applies, func(a, b StoreApply) int { return cmp.Compare(a.At, b.At) })
+	var byKey *applyIndex
 	var vs []Violation
 	for _, op := range h.Ops {
 		if op.Kind != OpWrite || op.Outcome != OutcomeAccepted {
 			continue
 		}
 		ret := opReturn(op)
-		found := false
-		if j, ok := first[key{op.Token, op.Value}]; ok {
-			for ; j >= 0 && !found; j = next[j] {
-				a := &h.Applies[j]
-				found = op.Call <= a.At && a.At <= ret && a.Resource == op.Resource && a.Client == op.Client
+		found, decided := false, false
+		if inOrder {
+			i, _ := slices.BinarySearchFunc(h.Applies, op.Call, func(a StoreApply, t time.Duration) int { return cmp.Compare(a.At, t) })
+			for n := 0; n < applyScan; n, i = n+1, i+1 {
+				if i == len(h.Applies) || h.Applies[i].At > ret {
+					decided = true
+					break
+				}
+				if a := &h.Applies[i]; a.Accepted && isApplyOf(a, op) {
+					found, decided = true, true
+					break
+				}
 			}
+		}
+		if !decided {
+			if byKey == nil {
+				byKey = indexApplies(h.Applies)
+			}
+			found = byKey.has(h.Applies, op, ret)
 		}
 		if found {
 			continue
@@ -123,6 +122,58 @@ func checkAcknowledgedWritesLogged(h History) []Violation {
 		})
 	}
 	return vs
+}
+
+// applyScan bounds the applies S5 (a1) scans in a write's interval
+// before it looks the write's acceptance up by key.
+const applyScan = 64
+
+// isApplyOf says whether apply a is write op's (its time aside).
+func isApplyOf(a *StoreApply, op StoreOp) bool {
+	return a.Token == op.Token && a.Value == op.Value && a.Resource == op.Resource && a.Client == op.Client
+}
+
+// applyIndex finds a write's accepted applies by token and value (hashing
+// two strings per record was most of S5's time); resource and client are
+// compared while walking the chain, which is one apply long for nearly
+// every write. The accepted applies of one key are a chain through next,
+// from first[key]: one presized map of indices, not a list per key.
+type applyIndex struct {
+	first map[applyKey]int32
+	next  []int32
+}
+
+type applyKey struct {
+	token uint64
+	value int64
+}
+
+func indexApplies(applies []StoreApply) *applyIndex {
+	x := &applyIndex{first: make(map[applyKey]int32, len(applies)), next: make([]int32, len(applies))}
+	for i := len(applies) - 1; i >= 0; i-- {
+		if a := &applies[i]; a.Accepted {
+			k := applyKey{a.Token, a.Value}
+			x.next[i] = -1
+			if j, ok := x.first[k]; ok {
+				x.next[i] = j
+			}
+			x.first[k] = int32(i)
+		}
+	}
+	return x
+}
+
+// has says whether write op's acceptance is logged within [op.Call, ret].
+func (x *applyIndex) has(applies []StoreApply, op StoreOp, ret time.Duration) bool {
+	j, ok := x.first[applyKey{op.Token, op.Value}]
+	for ok && j >= 0 {
+		a := &applies[j]
+		if op.Call <= a.At && a.At <= ret && isApplyOf(a, op) {
+			return true
+		}
+		j = x.next[j]
+	}
+	return false
 }
 
 // checkWritesSurviveRestarts checks S5 (a2).

@@ -101,14 +101,14 @@ type progress struct {
 // rather than copying them, which, with the sort of a client's list, was
 // most of the liveness check's time; names must be sorted and distinct.
 func byClient[T any](ops []T, client func(*T) string, names []string) map[string][]*T {
-	index := make(map[string]int32, len(names))
-	for i, c := range names {
-		index[c] = int32(i)
+	var index numbering // names are distinct: numbered in their order
+	for _, c := range names {
+		index.of(c)
 	}
 	which := make([]int32, len(ops)) // the op's client's index in names, -1 if unnamed
 	offsets := make([]int, len(names)+1)
 	for i := range ops {
-		k, ok := index[client(&ops[i])]
+		k, ok := index.lookup(client(&ops[i]))
 		if !ok {
 			k = -1
 		} else {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -270,14 +271,34 @@ type numbering struct {
 
 const numberingScan = 16
 
+// lookup returns name's number, if it has one.
+func (n *numbering) lookup(name string) (int32, bool) {
+	if n.idx != nil {
+		i, ok := n.idx[name]
+		return i, ok
+	}
+	// First by identity: a recorder's names share their bytes, so this
+	// finds nearly every name without comparing bytes ("c1" and "c2" are
+	// as long as each other: telling them apart reads them).
+	for i, s := range n.names {
+		if len(s) == len(name) && unsafe.StringData(s) == unsafe.StringData(name) {
+			return int32(i), true
+		}
+	}
+	for i, s := range n.names {
+		if s == name {
+			return int32(i), true
+		}
+	}
+	return -1, false
+}
+
 // of returns name's number, numbering it if it is new.
 func (n *numbering) of(name string) int32 {
+	if i, ok := n.lookup(name); ok {
+		return i
+	}
 	if n.idx == nil {
-		for i, s := range n.names {
-			if s == name {
-				return int32(i)
-			}
-		}
 		if len(n.names) < numberingScan {
 			n.names = append(n.names, name)
 			return int32(len(n.names) - 1)
@@ -286,9 +307,6 @@ func (n *numbering) of(name string) int32 {
 		for i, s := range n.names {
 			n.idx[s] = int32(i)
 		}
-	}
-	if i, ok := n.idx[name]; ok {
-		return i
 	}
 	n.idx[name] = int32(len(n.names))
 	n.names = append(n.names, name)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // numbering gives every name one number in first-seen order, whether it
@@ -46,5 +47,42 @@ func TestSortPlacementsAsASort(t *testing.T) {
 		if !slices.Equal(order, want) {
 			t.Fatalf("trial %d: sortPlacements gave\n%v\nwant\n%v", trial, order, want)
 		}
+	}
+}
+
+// S5 (a1) finds a write's logged acceptance whether it lies among the
+// first applies of the write's interval (a scan), past applyScan of them
+// (the index), or in a history whose applies are out of time order; and
+// it reports a write whose acceptance is logged nowhere in its interval.
+func TestAcknowledgedWritesLoggedScanAndIndex(t *testing.T) {
+	ms := time.Millisecond
+	// Write 0 by "slow" is in flight from 0 to 1 s, while "busy" has
+	// 2*applyScan of its writes applied; slow's own is applied last.
+	h := History{Ops: []StoreOp{{ID: 0, Client: "slow", Resource: "r", Kind: OpWrite, Token: 1, Value: 7, Call: 0, Return: 1000 * ms, Outcome: OutcomeAccepted}}}
+	for i := range 2 * applyScan {
+		at := time.Duration(i+1) * ms
+		h.Ops = append(h.Ops, StoreOp{ID: i + 1, Client: "busy", Resource: "r", Kind: OpWrite, Token: 2, Value: int64(100 + i), Call: at, Return: at, Outcome: OutcomeAccepted})
+		h.Applies = append(h.Applies, StoreApply{Resource: "r", Client: "busy", Token: 2, Value: int64(100 + i), Accepted: true, At: at})
+	}
+	own := StoreApply{Resource: "r", Client: "slow", Token: 1, Value: 7, Accepted: true, At: 900 * ms}
+	withOwn := h
+	withOwn.Applies = append(slices.Clone(h.Applies), own)
+	if vs := checkAcknowledgedWritesLogged(withOwn); len(vs) != 0 {
+		t.Fatalf("acceptance logged past the scan: %v; want none", vs)
+	}
+	if vs := checkAcknowledgedWritesLogged(h); len(vs) != 1 || vs[0].Ops[0] != 0 {
+		t.Fatalf("acceptance not logged: %v; want one S5 for op 0", vs)
+	}
+	shuffled := withOwn
+	shuffled.Applies = slices.Clone(withOwn.Applies)
+	slices.Reverse(shuffled.Applies)
+	if vs := checkAcknowledgedWritesLogged(shuffled); len(vs) != 0 {
+		t.Fatalf("applies out of order: %v; want none", vs)
+	}
+	late := withOwn
+	late.Applies = slices.Clone(withOwn.Applies)
+	late.Applies[len(late.Applies)-1].At = 1001 * ms // after the write returned
+	if vs := checkAcknowledgedWritesLogged(late); len(vs) != 1 {
+		t.Fatalf("acceptance logged after the return: %v; want one S5", vs)
 	}
 }
