@@ -53,16 +53,18 @@ func checkDurable(h History, byToken tokenGroups) []Violation {
 
 // acknowledgedWrites returns the writes acknowledged as accepted, by resource,
 // each sorted by return time then ID.
-func acknowledgedWrites(ops []StoreOp) map[string][]StoreOp {
-	acked := make(map[string][]StoreOp)
-	for _, op := range ops {
-		if op.Kind == OpWrite && op.Outcome == OutcomeAccepted {
+// They are pointers into ops: a copy of each write was most of S5's
+// allocation.
+func acknowledgedWrites(ops []StoreOp) map[string][]*StoreOp {
+	acked := make(map[string][]*StoreOp)
+	for i := range ops {
+		if op := &ops[i]; op.Kind == OpWrite && op.Outcome == OutcomeAccepted {
 			acked[op.Resource] = append(acked[op.Resource], op)
 		}
 	}
 	for _, ws := range acked {
-		slices.SortStableFunc(ws, func(a, b StoreOp) int {
-			return cmp.Or(cmp.Compare(opReturn(a), opReturn(b)), cmp.Compare(a.ID, b.ID))
+		slices.SortStableFunc(ws, func(a, b *StoreOp) int {
+			return cmp.Or(cmp.Compare(opReturn(*a), opReturn(*b)), cmp.Compare(a.ID, b.ID))
 		})
 	}
 	return acked
@@ -217,11 +219,11 @@ func checkWritesSurviveRestarts(h History) []Violation {
 		}
 		var f floorVal
 		for _, w := range acked[resource] {
-			if opReturn(w) > restart {
+			if opReturn(*w) > restart {
 				break
 			}
 			if !f.ok || w.Token > f.write.Token || w.Token == f.write.Token && w.Call > f.write.Call {
-				f = floorVal{w, true}
+				f = floorVal{*w, true}
 			}
 		}
 		floors[k] = f

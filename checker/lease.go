@@ -60,13 +60,17 @@ type LeaseExcuse struct {
 func CheckLeaseSafety(h History, excused []LeaseExcuse) []Violation {
 	h = h.facts()
 	byToken := grantsByToken(h.Grants)
-	beliefs := slices.Clone(h.Beliefs)
-	slices.SortStableFunc(beliefs, func(a, b Belief) int {
+	beliefOrder := func(a, b Belief) int {
 		if a.From != b.From {
 			return cmp.Compare(a.From, b.From)
 		}
 		return cmp.Or(strings.Compare(a.Client, b.Client), cmp.Compare(a.Token, b.Token))
-	})
+	}
+	beliefs := h.Beliefs // recorded in order: copied only to be sorted
+	if !slices.IsSortedFunc(beliefs, beliefOrder) {
+		beliefs = slices.Clone(h.Beliefs)
+		slices.SortStableFunc(beliefs, beliefOrder)
+	}
 	var vs []Violation
 	for _, b := range beliefs {
 		if b.Reason == "restarted" {

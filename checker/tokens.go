@@ -36,14 +36,19 @@ func grantOrder(a, b Grant) int {
 // it once for S4, S5 and S6, lease safety once more; a map of one list
 // per token cost more to build than all their look-ups together.
 func grantsByToken(grants []Grant) tokenGroups {
-	sorted := slices.Clone(grants)
 	byToken := func(a, b Grant) int {
 		if a.Token != b.Token {
 			return cmp.Compare(a.Token, b.Token)
 		}
 		return grantOrder(a, b)
 	}
+	// A recorded history's grants are in token order already (a token is
+	// a log index, granted as the log grows): they are used as they are,
+	// and copied only to be sorted. Groups are capacity-clipped (of), so
+	// nothing reached through them can write into grants.
+	sorted := grants
 	if !slices.IsSortedFunc(sorted, byToken) {
+		sorted = slices.Clone(grants)
 		slices.SortStableFunc(sorted, byToken)
 	}
 	tokens := make([]uint64, len(sorted))
