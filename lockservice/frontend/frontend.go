@@ -107,9 +107,14 @@ type FrontEnd struct {
 
 	seqTerm, seq uint64
 	pending      map[uint64]*call // by submitted number
-	held         []*call          // waiting for a leader, oldest first
-	holdTimer    clockwork.Timer
-	holdFn       func()
+	// pendingTerm is the term every pending request was submitted in, or
+	// 0 when they differ: while this replica leads that term, sweep has
+	// nothing to answer and skips its pass over pending (it ran after
+	// every event).
+	pendingTerm uint64
+	held        []*call // waiting for a leader, oldest first
+	holdTimer   clockwork.Timer
+	holdFn      func()
 	// released is, by resource, its last release made with a request id,
 	// as applied here: the release's id travels in the log entry, so
 	// every replica knows it and a retry at a new leader is answered
@@ -162,6 +167,12 @@ func (f *FrontEnd) submit(c *call) {
 	f.seq++
 	n := term<<32 | f.seq
 	c.term = term
+	switch {
+	case len(f.pending) == 0:
+		f.pendingTerm = term
+	case f.pendingTerm != term:
+		f.pendingTerm = 0
+	}
 	f.pending[n] = c
 	f.rep.Receive(f.renv, LocalID, f.build(c, n))
 }
@@ -297,6 +308,9 @@ func (f *FrontEnd) sweep() {
 		return
 	}
 	lead, term := f.rep.IsLeader()
+	if lead && term == f.pendingTerm {
+		return
+	}
 	var gone []uint64
 	for n, c := range f.pending { //detlint:sorted (sorted below)
 		if !lead || c.term != term {
@@ -304,6 +318,7 @@ func (f *FrontEnd) sweep() {
 		}
 	}
 	if len(gone) == 0 {
+		f.pendingTerm = term // leading: every one was submitted in this term
 		return
 	}
 	slices.Sort(gone)
@@ -312,6 +327,9 @@ func (f *FrontEnd) sweep() {
 		c := f.pending[n]
 		delete(f.pending, n)
 		f.settle(c, lockservice.LockReply{Status: lockservice.NotLeader, Leader: f.rep.Leader()})
+	}
+	if lead {
+		f.pendingTerm = term // what is left was submitted in this term
 	}
 }
 
