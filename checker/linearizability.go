@@ -229,10 +229,10 @@ type opPartition = partition[registerInput, registerOutput, StoreOp]
 // answer constrains nothing (the register may hold any value it likes as
 // far as that read knows) and is left out.
 func encodeOps(h History) []opPartition {
-	return encodePartitions(h.Ops, func(op StoreOp) opRecord {
+	return encodePartitions(h.Ops, func(op *StoreOp) opRecord {
 		return opRecord{resource: op.Resource, client: op.Client, id: op.ID, call: op.Call, ret: op.Return,
 			skip: op.Kind == OpRead && op.Outcome != OutcomeAccepted, open: op.Outcome == OutcomeUnknown}
-	}, func(op StoreOp) (registerInput, registerOutput) {
+	}, func(op *StoreOp) (registerInput, registerOutput) {
 		return registerInput{Resource: op.Resource, Kind: op.Kind, Token: op.Token, Value: op.Value},
 			registerOutput{Outcome: op.Outcome, Value: op.ReadValue, Token: op.ReadToken}
 	})

@@ -301,13 +301,13 @@ type lockPartition = partition[lockInput, lockOutput, LockOp]
 // without it, and the search need not branch on it: an ambiguous release
 // among ambiguous acquires was much of what made the search explode.
 func encodeLockOps(h History) []lockPartition {
-	return encodePartitions(h.LockOps, func(op LockOp) opRecord {
+	return encodePartitions(h.LockOps, func(op *LockOp) opRecord {
 		eff := lockEffectOf(op.Kind, op.Outcome)
 		return opRecord{resource: op.Resource, client: op.Client, id: op.ID, call: op.Call, ret: op.Return,
 			skip: eff == effNothing || eff == effAmbiguous && op.Kind == LockRelease, open: eff == effAmbiguous}
-	}, func(op LockOp) (lockInput, lockOutput) {
-		return lockInput{Resource: op.Resource, Client: op.Client, Kind: op.Kind, Token: lockSentToken(op)},
-			lockOutput{Outcome: op.Outcome, Token: lockGrantedToken(op)}
+	}, func(op *LockOp) (lockInput, lockOutput) {
+		return lockInput{Resource: op.Resource, Client: op.Client, Kind: op.Kind, Token: lockSentToken(*op)},
+			lockOutput{Outcome: op.Outcome, Token: lockGrantedToken(*op)}
 	})
 }
 

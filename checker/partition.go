@@ -48,7 +48,7 @@ type partition[I, O, S any] struct {
 	typed    []typedOp[I, O]
 	at       []int32 // typed[i] came from records[at[i]]
 	records  []S
-	describe func(S) opRecord
+	describe func(*S) opRecord     // by pointer: records are large, and this runs per record
 	boxed    []porcupine.Operation // made by ops, when porcupine is needed
 	exact    bool                  // set by ops: porcupine's encoding orders ops exactly as precedes does
 }
@@ -63,7 +63,7 @@ func (p *partition[I, O, S]) ops() []porcupine.Operation {
 		calls, rets, p.exact = porcupineTimes(p.typed)
 		p.boxed = make([]porcupine.Operation, len(p.typed))
 		for i, op := range p.typed {
-			r := p.describe(p.src(i))
+			r := p.describe(&p.records[p.at[i]])
 			p.boxed[i] = porcupine.Operation{ClientId: op.Client, Input: op.In, Call: calls[i], Output: op.Out, Return: rets[i],
 				Metadata: opMetadata{ID: r.id, Client: r.client}}
 		}
@@ -154,7 +154,7 @@ func porcupineTimes[I, O any](ops []typedOp[I, O]) (calls, rets []int64, exact b
 // carvePartitions makes one partition per resource (counts[k] ops for
 // resource names[k]), every partition's slices cut from one allocation at
 // their exact sizes.
-func carvePartitions[I, O, S any](names []string, counts []int, total int, records []S, describe func(S) opRecord) []partition[I, O, S] {
+func carvePartitions[I, O, S any](names []string, counts []int, total int, records []S, describe func(*S) opRecord) []partition[I, O, S] {
 	parts := make([]partition[I, O, S], len(names))
 	allOps := make([]typedOp[I, O], 0, total)
 	allAt := make([]int32, 0, total)
@@ -182,7 +182,7 @@ type opRecord struct {
 // Return math.MaxInt64; a record whose return precedes its call returns
 // when called. Each op's After holds the ops of its own client, in its
 // partition, that returned at the instant it was called (see typedOp).
-func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encode func(S) (I, O)) []partition[I, O, S] {
+func encodePartitions[I, O, S any](records []S, describe func(*S) opRecord, encode func(*S) (I, O)) []partition[I, O, S] {
 	// Resources and clients are numbered in first-seen order here (one
 	// map look-up per record), then renumbered in name order below, so
 	// that the encoding does not depend on input order. A record is
@@ -195,7 +195,7 @@ func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encod
 	sorted := true
 	var prev opRecord
 	for i := range records {
-		r := describe(records[i])
+		r := describe(&records[i])
 		if i > 0 && (r.call < prev.call || r.call == prev.call && r.id < prev.id) {
 			sorted = false
 		}
@@ -219,7 +219,7 @@ func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encod
 		order = make([]int32, len(records))
 		calls, ids := make([]time.Duration, len(records)), make([]int, len(records))
 		for i := range records {
-			r := describe(records[i])
+			r := describe(&records[i])
 			order[i], calls[i], ids[i] = int32(i), r.call, r.id
 		}
 		slices.SortStableFunc(order, func(a, b int32) int {
@@ -242,12 +242,12 @@ func encodePartitions[I, O, S any](records []S, describe func(S) opRecord, encod
 		if res[k] < 0 {
 			continue
 		}
-		r := describe(records[k])
+		r := describe(&records[k])
 		ret := int64(max(r.ret, r.call))
 		if r.open {
 			ret = math.MaxInt64
 		}
-		in, out := encode(records[k])
+		in, out := encode(&records[k])
 		p := &parts[resRank[res[k]]]
 		p.typed = append(p.typed, typedOp[I, O]{Client: int(cliRank[cli[k]]), In: in, Call: int64(r.call), Out: out,
 			Return: ret, Open: r.open})
