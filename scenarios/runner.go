@@ -102,6 +102,9 @@ func NewPlan(spec Spec, seed uint64) (Plan, error) {
 		if !spec.GroupCommit {
 			p.Spec.GroupCommit = drawGroupCommit(seed)
 		}
+		if spec.Buggify == nil {
+			p.Spec.Buggify = drawBuggify(seed)
+		}
 	}
 	if spec.SnapshotEntries == 0 && spec.SnapshotBytes == 0 {
 		// Every run, swarm or scripted: written into the plan's spec, so
@@ -334,6 +337,9 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	run := lockservice.DesignRun{Limits: lockservice.DefaultLimits(), Observer: obs,
 		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks, TokenOffset: spec.TokenOffset,
 		SnapshotEntries: spec.SnapshotEntries, SnapshotBytes: spec.SnapshotBytes, GroupCommit: spec.GroupCommit}
+	if spec.Buggify != nil {
+		run.Buggify = *spec.Buggify
+	}
 	for i := range servers {
 		// Ids are dense and handed out in order: the servers come first,
 		// then the store.
