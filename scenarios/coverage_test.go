@@ -30,6 +30,8 @@ var swarmFloor = map[coverage.Mark]int{
 	coverage.RaftSnapshotRestored:        13, // 26
 	coverage.RaftSnapshotStale:           8,  // 17
 	coverage.RaftSnapshotFastForward:     5,  // 10
+	coverage.RaftInflightFull:            11, // 23 (a third of the seeds draw small caps or tight timings, half of them caps)
+	coverage.RaftAppendCapped:            7,  // 14 (the default cap of 64 entries: 26 of 2,000 seeds)
 	coverage.ReplicaRestartReplay:        19, // 38
 	coverage.ReplicaNewLeaderLeases:      25, // 50
 	coverage.ReplicaStepDownPending:      16, // 33

@@ -746,6 +746,9 @@ func (n *Node) maybeCommit() bool {
 func (n *Node) sendAppend(i int, sendIfEmpty bool) bool {
 	pr := &n.prs[i]
 	if pr.isPaused() {
+		if pr.state == stateReplicate && pr.next <= n.log.lastIndex() {
+			n.marks.Hit(coverage.RaftInflightFull)
+		}
 		return false
 	}
 	prevIndex := pr.next - 1
@@ -763,6 +766,9 @@ func (n *Node) sendAppend(i int, sendIfEmpty bool) bool {
 	last := min(n.log.lastIndex(), prevIndex+n.maxEntries)
 	if pr.next <= last {
 		ents = n.log.slice(pr.next, last)
+		if last < n.log.lastIndex() {
+			n.marks.Hit(coverage.RaftAppendCapped)
+		}
 	}
 	if len(ents) == 0 && !sendIfEmpty {
 		return false
