@@ -89,6 +89,9 @@ func NewPlan(spec Spec, seed uint64) (Plan, error) {
 		c := spec.cluster()
 		r := swarmStream(seed)
 		o := nemesis.DrawOptions(r, c)
+		// From a stream of its own, so that a seed that does not draw it
+		// keeps the schedule it had.
+		nemesis.DrawRecoveryAim(&o, rand.New(rand.NewPCG(seed, 0x52454356_45525900)), c) // "RECOVERY"
 		p.Options = &o
 		p.Schedule = append(p.Schedule, nemesis.Generate(r, o, c, time.Duration(spec.Duration))...)
 		if spec.TokenOffset == 0 {
