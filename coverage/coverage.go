@@ -89,6 +89,12 @@ const (
 	// RaftSnapshotFastForward: a follower got a snapshot whose last entry
 	// its log already held, and only moved its commit index.
 	RaftSnapshotFastForward
+	// RaftInflightFull: a leader held back entries from a peer because its
+	// window of appends in flight to the peer was full.
+	RaftInflightFull
+	// RaftAppendCapped: a leader's append to a peer carried only part of
+	// the entries the peer lacked (the per-append cap); the rest follow.
+	RaftAppendCapped
 
 	// Reference replica and lock table (lockservice/reference).
 
@@ -264,6 +270,8 @@ var info = [numMarks]struct{ name, where, doc string }{
 	RaftSnapshotRestored:      {"raft.snapshot-restored", "raft", "a follower replaced its log by a leader's snapshot"},
 	RaftSnapshotStale:         {"raft.snapshot-stale", "raft", "a follower ignored a snapshot at or below its commit index"},
 	RaftSnapshotFastForward:   {"raft.snapshot-fast-forward", "raft", "a follower's log held a snapshot's last entry: commit moved only"},
+	RaftInflightFull:          {"raft.inflight-full", "raft", "a leader held entries back: its window of appends to a peer was full"},
+	RaftAppendCapped:          {"raft.append-capped", "raft", "an append carried only part of what a peer lacked (the per-append cap)"},
 
 	ReplicaRestartReplay:        {"replica.restart-replay", "reference", "a replica restarted with a persisted log"},
 	ReplicaNewLeaderLeases:      {"replica.new-leader-leases", "reference", "a new leader restarted inherited leases"},

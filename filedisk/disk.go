@@ -1,7 +1,7 @@
 // Package filedisk is a node's durable key-value storage on real files,
 // with the methods a process uses on the simulator's disk (sim.Disk) —
-// Write, Append, Delete, Read, Keys, Sync — so that the same service code
-// runs in the simulator and for real.
+// Write, Append, Truncate, Delete, Read, Keys, Sync — so that the same
+// service code runs in the simulator and for real.
 //
 // Semantics are the simulator's: a write is visible to Read at once and
 // durable once Sync returns; a crash (power loss, SIGKILL) keeps exactly
@@ -187,6 +187,29 @@ func (d *Disk) Append(key string, data []byte) {
 	d.live -= e.size()
 	e.val, e.ok = append(e.val, data...), true
 	d.live += e.size()
+}
+
+// Truncate cuts key's value to its first size bytes; a missing key or a
+// size at or past the value's length leaves it alone. It is durable once
+// Sync returns and, like every change, all or nothing with its Sync's
+// batch: a crash never keeps less than the cut value.
+func (d *Disk) Truncate(key string, size int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.usable()
+	if size < 0 {
+		panic("filedisk: Truncate to a negative size")
+	}
+	e := d.entries[key]
+	if e == nil || !e.ok || size >= len(e.val) {
+		return
+	}
+	d.live -= e.size()
+	// A copy: val never shrinks in place (see Append), and a batch writes
+	// the cut value whole (a put), which is all-or-nothing like any batch.
+	e.val = slices.Clone(e.val[:size])
+	d.live += e.size()
+	d.mark(e, modeReplace)
 }
 
 // Delete removes key. It is durable once Sync returns.

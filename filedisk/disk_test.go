@@ -402,3 +402,34 @@ func TestSyncDelaySlowsEveryFsync(t *testing.T) {
 		t.Errorf("after reopening, k = %v, %v; want [1]", v, ok)
 	}
 }
+
+// TestTruncate: Truncate cuts a value to a prefix, durably once synced, a
+// crash before the Sync keeps the value whole, a slice Read handed out
+// stays put, and appends after the cut continue from it.
+func TestTruncate(t *testing.T) {
+	d := open(t, t.TempDir(), Options{})
+	d.Append("log", []byte("abcdefgh"))
+	d.Write("other", []byte("x"))
+	d.Sync()
+	held, _ := d.Read("log")
+	d.Truncate("log", 3)
+	d.Truncate("log", 9)          // past the end: nothing
+	d.Truncate("missing", 0)      // a missing key: nothing
+	d.Append("log", []byte("XY")) // after the cut
+	if string(held) != "abcdefgh" {
+		t.Fatalf("a slice from Read changed: %q", held)
+	}
+	checkState(t, d, map[string]string{"log": "abcXY", "other": "x"}, "before Sync")
+	d = crash(t, d, Options{})
+	checkState(t, d, map[string]string{"log": "abcdefgh", "other": "x"}, "after a crash before the Sync")
+	d.Truncate("log", 3)
+	d.Sync()
+	d = crash(t, d, Options{})
+	checkState(t, d, map[string]string{"log": "abc", "other": "x"}, "after a synced Truncate")
+	d.Truncate("log", 0)
+	d.Sync()
+	d = crash(t, d, Options{})
+	if v, ok := d.Read("log"); !ok || len(v) != 0 {
+		t.Fatalf("truncated to 0: got %q, %v; want an empty, present value", v, ok)
+	}
+}

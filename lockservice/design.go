@@ -152,6 +152,26 @@ type DesignRun struct {
 	// faults); 0 and 0: the design's defaults. Designs without a log
 	// ignore them.
 	SnapshotEntries, SnapshotBytes uint64
+	// Buggify are protocol knobs drawn away from the design's defaults
+	// (zero fields keep them); designs without the knob ignore it.
+	Buggify Buggify
+}
+
+// Buggify are protocol knobs that production leaves at safe defaults and a
+// simulation draws small or tight, so that the paths they guard become
+// common in the search (FoundationDB's BUGGIFY): a lagging follower caught
+// up a few entries at a time behind a full window of appends, elections
+// that follow heartbeats closely. None of them may make a correct service
+// unsafe; a zero field is the design's default.
+type Buggify struct {
+	// AppendEntries caps the entries in one Raft append (1..64).
+	AppendEntries int `json:"append_entries,omitempty"`
+	// Inflight caps the Raft appends in flight to one follower (1..32).
+	Inflight int `json:"inflight,omitempty"`
+	// ElectionTicks and HeartbeatTicks are Raft's election timeout and
+	// heartbeat interval in ticks (set both, election > heartbeat).
+	ElectionTicks  int `json:"election_ticks,omitempty"`
+	HeartbeatTicks int `json:"heartbeat_ticks,omitempty"`
 }
 
 // Leader is implemented by the processes of a service that elects a

@@ -81,6 +81,7 @@ func TestGeneratedSchedulesAreSound(t *testing.T) {
 		for _, c := range []Cluster{replicated, singleNode, tiny} {
 			r := rng(seed)
 			o := DrawOptions(r, c)
+			DrawRecoveryAim(&o, rng(seed+1_000_000), c)
 			if err := o.Validate(); err != nil {
 				t.Fatalf("seed %d: DrawOptions gave invalid options: %v\n%v", seed, err, o)
 			}
@@ -360,5 +361,69 @@ func TestClusterValidate(t *testing.T) {
 		if err := bad.c.Validate(); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%+v: got %v, want %q", bad.c, err, bad.want)
 		}
+	}
+}
+
+// TestCrashRecoveringAim: the aim crashes one replica, torn, on a slow
+// disk, and crashes it again, torn, 1–30 ms after its restart, the disk
+// still slow; DrawRecoveryAim adds it only with aimed faults on, for about
+// half of the draws.
+func TestCrashRecoveringAim(t *testing.T) {
+	o := allOn(replicated)
+	o.Aims = []string{AimCrashRecovering}
+	o.Aimed.Probability = 0.05
+	for _, k := range faultKinds {
+		if f := k.fault(&o); f != &o.Aimed {
+			f.Enabled = false
+		}
+	}
+	found := 0
+	for seed := range uint64(50) {
+		s := Generate(rng(seed), o, replicated, safety)
+		if err := s.Validate(replicated.Names()); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		for i, op := range s {
+			if op.Kind != Crash {
+				continue
+			}
+			if op.Mode != CrashTorn {
+				t.Fatalf("seed %d: %v is not torn", seed, op)
+			}
+			for _, next := range s[i+1:] {
+				if next.Kind != Crash || next.Node != op.Node {
+					continue
+				}
+				gap := time.Duration(next.At - op.At - op.Duration)
+				if gap >= time.Millisecond && gap <= 30*time.Millisecond {
+					found++
+					slow := false
+					for _, sd := range s {
+						slow = slow || sd.Kind == SlowDisk && sd.Node == op.Node && sd.At <= op.At && sd.At+sd.Duration > next.At
+					}
+					if !slow {
+						t.Errorf("seed %d: no slow disk on %s over both crashes", seed, op.Node)
+					}
+				}
+				break
+			}
+		}
+	}
+	if found < 50 {
+		t.Errorf("%d crashes during a recovery over 50 seeds, want at least one a seed", found)
+	}
+	drawn := 0
+	for seed := range uint64(200) {
+		o := DrawOptions(rng(seed), replicated)
+		DrawRecoveryAim(&o, rng(seed+1), replicated)
+		if slices.Contains(o.Aims, AimCrashRecovering) {
+			drawn++
+			if !o.Aimed.Enabled {
+				t.Fatalf("seed %d: the aim drawn with aimed faults off", seed)
+			}
+		}
+	}
+	if drawn == 0 || drawn > 150 {
+		t.Errorf("DrawRecoveryAim added the aim in %d of 200 draws", drawn)
 	}
 }

@@ -333,7 +333,7 @@ func DrawOptions(r *rand.Rand, c Cluster) Options {
 		case "slow-disk":
 			o.SyncDelayMax = Duration(spread(r, time.Millisecond, 2*ttl))
 		case "aimed":
-			for _, a := range aims {
+			for _, a := range drawnAims {
 				if r.IntN(2) == 0 && (c.LeaderSelector || !needsLeader(a)) {
 					o.Aims = append(o.Aims, a)
 				}

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 )
@@ -128,9 +129,30 @@ const (
 	AimStorePaused = "store-paused"
 	// AimIsolateLeader isolates the leader right after it granted.
 	AimIsolateLeader = "isolate-leader"
+	// AimCrashRecovering crashes a replica on a slow disk, tearing its last
+	// write, and crashes it again, torn, 1–30 ms after it restarted: while
+	// its recovery (cutting a torn log tail, deleting what a snapshot
+	// covers) is being synced. A machine can fail while it recovers; the
+	// guided search found a replica that lost synced entries that way
+	// (docs/guided-search.md). It is not drawn by DrawOptions (which keeps
+	// its draws, and so every seed's schedule, as they were) but by
+	// DrawRecoveryAim, from a stream of the caller's.
+	AimCrashRecovering = "crash-recovering"
 )
 
-var aims = []string{AimPauseHolder, AimCrashVoter, AimCrashAppender, AimCrashMajority, AimLostReply, AimJump, AimStorePaused, AimIsolateLeader}
+// drawnAims are the aims DrawOptions draws from; aims are all it knows.
+var (
+	drawnAims = []string{AimPauseHolder, AimCrashVoter, AimCrashAppender, AimCrashMajority, AimLostReply, AimJump, AimStorePaused, AimIsolateLeader}
+	aims      = append(slices.Clone(drawnAims), AimCrashRecovering)
+)
+
+// DrawRecoveryAim adds AimCrashRecovering to o's aims, if aimed faults
+// are on and the cluster has servers, with even odds drawn from r.
+func DrawRecoveryAim(o *Options, r *rand.Rand, c Cluster) {
+	if o.Aimed.Enabled && len(c.Servers) > 0 && !slices.Contains(o.Aims, AimCrashRecovering) && r.IntN(2) == 0 {
+		o.Aims = append(o.Aims, AimCrashRecovering)
+	}
+}
 
 // needsLeader reports whether an aim needs the Leader selector.
 func needsLeader(aim string) bool { return aim == AimIsolateLeader || aim == AimCrashVoter }
@@ -240,6 +262,23 @@ func (g *generator) aimed(at, _ time.Duration) {
 			crash.After = Duration(ttl)
 		}
 		ops = append(ops, crash)
+	case AimCrashRecovering:
+		if len(g.c.Servers) == 0 {
+			return
+		}
+		n := g.c.Servers[g.r.IntN(len(g.c.Servers))]
+		down := spread(g.r, 10*time.Millisecond, ttl)
+		first := Op{At: Duration(at), Kind: Crash, Node: n, Duration: Duration(down),
+			Mode: CrashTorn, Keep: float64(1+g.r.IntN(98)) / 100}
+		again := Op{At: Duration(at + down + spread(g.r, time.Millisecond, 30*time.Millisecond)), Kind: Crash, Node: n,
+			Duration: Duration(spread(g.r, 10*time.Millisecond, 2*ttl)), Mode: CrashTorn, Keep: float64(1+g.r.IntN(98)) / 100}
+		// The disk is slow from before the first crash (so that it finds
+		// unsynced writes to tear) until past the second (so that the
+		// recovery's sync is in flight when it comes).
+		slow := Op{At: Duration(at - min(at, 50*time.Millisecond)), Kind: SlowDisk, Node: n,
+			Delay: Duration(spread(g.r, 5*time.Millisecond, 40*time.Millisecond))}
+		slow.Duration = again.At + Duration(time.Millisecond) - slow.At
+		ops = append(ops, slow, first, again)
 	case AimIsolateLeader:
 		if !g.c.LeaderSelector {
 			return

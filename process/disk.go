@@ -4,9 +4,10 @@ package process
 // explicit sync barrier modelled on write(2) + fsync(2): a write is visible
 // to Read at once but survives a crash only once Sync has returned. A crash
 // keeps every write synced before it; of the writes after the last Sync it
-// may keep some, none, or the last one torn (a prefix of what it wrote). A
-// process that must not forget a decision syncs before it acts on it, and
-// one that appends records seals them so that it can tell a torn tail.
+// may keep some, none, or the last one torn (a prefix of what it wrote; a
+// Truncate or Delete never tears). A process that must not forget a
+// decision syncs before it acts on it, and one that appends records seals
+// them so that it can tell a torn tail — and cuts that tail with Truncate.
 //
 // The simulator's sim.Disk implements it, with crash, tear and slow-disk
 // faults in reach of the harness only; a file-backed disk implements it for
@@ -17,6 +18,15 @@ type Disk interface {
 	// Append adds data to the end of key's value, creating it if missing,
 	// as write(2) does on a file opened with O_APPEND.
 	Append(key string, data []byte)
+	// Truncate cuts key's value to its first size bytes, as ftruncate(2)
+	// does to a file; a missing key or a size at or past the value's
+	// length leaves it as it is. Like a write it is durable once Sync
+	// returns, but it cannot tear: a crash keeps key as of the last Sync
+	// or cut to size, never shorter. It is how a process drops a torn tail
+	// without putting what it keeps at risk — rewriting the kept prefix
+	// with Write would let a torn crash during that rewrite keep only a
+	// prefix of the prefix, losing records that were synced.
+	Truncate(key string, size int)
 	// Delete removes key.
 	Delete(key string)
 	// Read returns the current value of key, synced or not, and whether it

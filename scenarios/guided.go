@@ -453,7 +453,11 @@ func faultOf(o *nemesis.Options, i int) *nemesis.Fault {
 // ones the spec leaves to the draw).
 func (g *guider) redrawKnob(q *Plan, r *rand.Rand) {
 	seed := r.Uint64()
-	switch r.IntN(4) {
+	switch r.IntN(5) {
+	case 4:
+		if g.spec.Buggify == nil {
+			q.Spec.Buggify = drawBuggify(seed)
+		}
 	case 0:
 		if g.spec.IngressDepth == 0 {
 			q.Spec.IngressDepth = drawIngressDepth(seed)

@@ -22,7 +22,7 @@ const ReplayFormat = 2
 // the clients, the simulator, the fault kinds): a replay file written by
 // another version may legitimately run differently, and replay says so
 // instead of reporting nondeterminism.
-const ProgramVersion = "fencesim-0.12" // 0.12: the reference's clients go through the node's front end (lockservice/frontend, issue 20) with request ids as keys, renewal TTLs and release ids; 0.11: every run draws snapshot thresholds (issue 23), half of the swarm's seeds draw group commit and lockd runs in the simulator (issue 20)
+const ProgramVersion = "fencesim-0.13" // 0.13: a restart cuts a torn Raft log tail or sim-Redis AOF tail with Disk.Truncate, which never tears, instead of rewriting the kept prefix (the guided-search finding: a torn crash during the rewrite's sync lost synced entries), so a run with a torn crash during that cut runs differently; and BUGGIFY (issue 24): a third of the swarm's seeds draw small Raft append and in-flight caps and tight election timings (Spec.Buggify), and half of those with aimed faults draw the crash-recovering aim, so those seeds' runs differ; 0.12: the reference's clients go through the node's front end (lockservice/frontend, issue 20) with request ids as keys, renewal TTLs and release ids; 0.11: every run draws snapshot thresholds (issue 23), half of the swarm's seeds draw group commit and lockd runs in the simulator (issue 20)
 
 // Replay is a replay file: everything a run was made of — the program
 // version, the seed, the full scenario spec, every drawn option and the

@@ -89,6 +89,9 @@ func NewPlan(spec Spec, seed uint64) (Plan, error) {
 		c := spec.cluster()
 		r := swarmStream(seed)
 		o := nemesis.DrawOptions(r, c)
+		// From a stream of its own, so that a seed that does not draw it
+		// keeps the schedule it had.
+		nemesis.DrawRecoveryAim(&o, rand.New(rand.NewPCG(seed, 0x52454356_45525900)), c) // "RECOVERY"
 		p.Options = &o
 		p.Schedule = append(p.Schedule, nemesis.Generate(r, o, c, time.Duration(spec.Duration))...)
 		if spec.TokenOffset == 0 {
@@ -101,6 +104,9 @@ func NewPlan(spec Spec, seed uint64) (Plan, error) {
 		}
 		if !spec.GroupCommit {
 			p.Spec.GroupCommit = drawGroupCommit(seed)
+		}
+		if spec.Buggify == nil {
+			p.Spec.Buggify = drawBuggify(seed)
 		}
 	}
 	if spec.SnapshotEntries == 0 && spec.SnapshotBytes == 0 {
@@ -334,6 +340,9 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 	run := lockservice.DesignRun{Limits: lockservice.DefaultLimits(), Observer: obs,
 		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks, TokenOffset: spec.TokenOffset,
 		SnapshotEntries: spec.SnapshotEntries, SnapshotBytes: spec.SnapshotBytes, GroupCommit: spec.GroupCommit}
+	if spec.Buggify != nil {
+		run.Buggify = *spec.Buggify
+	}
 	for i := range servers {
 		// Ids are dense and handed out in order: the servers come first,
 		// then the store.

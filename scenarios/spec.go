@@ -73,6 +73,11 @@ type Spec struct {
 	// happen under the run's faults.
 	SnapshotEntries uint64 `json:"snapshot_entries,omitempty"`
 	SnapshotBytes   uint64 `json:"snapshot_bytes,omitempty"`
+	// Buggify draws protocol knobs away from the design's safe defaults:
+	// small Raft append and in-flight caps, elections close to heartbeats
+	// (lockservice.Buggify). nil: the defaults; a swarm scenario without
+	// it draws it from the seed for one seed in three (drawBuggify).
+	Buggify *lockservice.Buggify `json:"buggify,omitempty"`
 	// Mutant plants a bug in every component of the run (see
 	// mutants.Mutants); "" is the reference.
 	Mutant string    `json:"mutant,omitempty"`
@@ -347,6 +352,13 @@ func (s *Spec) Validate() error {
 		return fail("%v", err)
 	case s.IngressDepth < 0:
 		return fail("ingress_depth must be ≥ 0 (0: the default)")
+	case s.Buggify != nil && (s.Buggify.AppendEntries < 0 || s.Buggify.AppendEntries > 64):
+		return fail("buggify.append_entries must be 1..64 (0: the default)")
+	case s.Buggify != nil && (s.Buggify.Inflight < 0 || s.Buggify.Inflight > 32):
+		return fail("buggify.inflight must be 1..32 (0: the default)")
+	case s.Buggify != nil && (s.Buggify.ElectionTicks > 0 || s.Buggify.HeartbeatTicks > 0) &&
+		(s.Buggify.HeartbeatTicks < 1 || s.Buggify.ElectionTicks <= s.Buggify.HeartbeatTicks):
+		return fail("buggify: set election_ticks and heartbeat_ticks together, heartbeat_ticks ≥ 1 and election_ticks > heartbeat_ticks")
 	case s.TokenOffset > MaxTokenOffset:
 		return fail("token_offset %d leaves too little room below 2^64 for the run's tokens; use at most %d (2^64 − 2^40)", s.TokenOffset, uint64(MaxTokenOffset))
 	case s.LatencyMin <= 0:

@@ -1,6 +1,10 @@
 package scenarios
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/fencesim/fencesim/lockservice"
+)
 
 // MaxTokenOffset bounds Spec.TokenOffset: 2^40 tokens of room below 2^64,
 // far more than any run's log grows.
@@ -77,4 +81,38 @@ func drawSnapshot(seed uint64) (entries, bytes uint64) {
 func drawGroupCommit(seed uint64) bool {
 	r := rand.New(rand.NewPCG(seed, 0x47524F55_50000000)) // "GROUP"
 	return r.IntN(2) == 0
+}
+
+// swarmBuggifyShare is the share of swarm seeds (one in swarmBuggifyShare)
+// that draw protocol knobs away from the design's defaults (drawBuggify).
+const swarmBuggifyShare = 3
+
+// drawBuggify draws a swarm run's protocol knobs from the seed, from a
+// stream of its own (so nothing else drawn from the seed moves): nil (the
+// design's defaults) in most seeds; else, each with even odds, small Raft
+// append and in-flight caps (1, 2 or 4 entries; 1 or 2 appends), and an
+// election timeout one to three ticks past two heartbeats of one or two
+// ticks (the default is 10 and 2; nodesvc's floor is two heartbeats and a
+// tick) — at least one of the two. Closer still (3 ticks on heartbeats of
+// 2) cost liveness: CheckQuorum leaders stepped down after the heal often
+// enough that every new leader's restarted leases kept clients waiting
+// past the liveness bound (1 of 2,000 seeds).
+func drawBuggify(seed uint64) *lockservice.Buggify {
+	r := rand.New(rand.NewPCG(seed, 0x42554747_49465900)) // "BUGGIFY"
+	if r.IntN(swarmBuggifyShare) != 0 {
+		return nil
+	}
+	var b lockservice.Buggify
+	caps, timing := r.IntN(2) == 0, r.IntN(2) == 0
+	if !caps && !timing {
+		caps, timing = r.IntN(2) == 0, true
+	}
+	if caps {
+		b.AppendEntries, b.Inflight = [...]int{1, 2, 4}[r.IntN(3)], 1+r.IntN(2)
+	}
+	if timing {
+		b.HeartbeatTicks = 1 + r.IntN(2)
+		b.ElectionTicks = 2*b.HeartbeatTicks + 1 + r.IntN(3)
+	}
+	return &b
 }

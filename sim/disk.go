@@ -10,7 +10,8 @@ import (
 // modelled on write(2) + fsync(2): Write is visible to Read at once (the page
 // cache) but survives a crash only once Sync has returned. A crash drops
 // every write since the last Sync; a torn crash (World.CrashTorn) keeps a
-// truncated prefix of the last unsynced write instead of dropping it.
+// truncated prefix of the last unsynced Write or Append instead of dropping
+// it (a Truncate or Delete never tears).
 //
 // Sync completes instantly in virtual time unless the node has a sync delay
 // (World.SetSyncDelay): then the node stalls until the sync completes, and
@@ -106,6 +107,29 @@ func (d *Disk) Append(key string, data []byte) {
 	r.cur = append(r.cur, data...)
 	d.markDirty(r)
 	d.last, d.lastFrom = r, from
+}
+
+// Truncate cuts key's value to its first size bytes, as ftruncate(2)
+// does; a missing key or a size at or past the value's length leaves it
+// alone. Like Write it is not durable until Sync, but it never tears: a
+// torn crash after it keeps key as of the last Sync (or cut, if a Sync
+// covered the cut) — never a prefix shorter than size, which a torn
+// rewrite of the kept bytes with Write could leave.
+func (d *Disk) Truncate(key string, size int) {
+	d.settle()
+	r := d.recs[key]
+	if size < 0 {
+		panic("sim: Disk.Truncate to a negative size")
+	}
+	if r == nil || !r.curOK || size >= len(r.cur) {
+		return
+	}
+	d.resize(size - len(r.cur))
+	// The capacity ends at size, so a later Append copies rather than
+	// overwriting the bytes a synced copy or a reader's slice may share.
+	r.cur = r.cur[:size:size]
+	d.markDirty(r)
+	d.last = nil
 }
 
 // Delete removes key. Like Write, it is not durable until Sync.

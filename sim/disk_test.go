@@ -219,6 +219,29 @@ func TestCrashTornKeepsAPrefixOfTheLastWrite(t *testing.T) {
 			d.Write("b", []byte("2"))
 			d.Delete("a")
 		}, 0.5, kv{"a": "1"}, 2, 0},
+		{"a last truncate cannot tear", func(d *Disk) {
+			d.Write("a", []byte("abcdefgh"))
+			d.Sync()
+			d.Truncate("a", 6)
+		}, 0.1, kv{"a": "abcdefgh"}, 1, 0},
+		{"a synced truncate stays whole", func(d *Disk) {
+			d.Write("a", []byte("abcdefgh"))
+			d.Truncate("a", 6)
+			d.Sync()
+		}, 0.1, kv{"a": "abcdef"}, 0, 0},
+		{"an append after a truncate tears after the cut", func(d *Disk) {
+			d.Append("a", []byte("abcdefgh"))
+			d.Sync()
+			d.Truncate("a", 4)
+			d.Append("a", []byte("wxyz"))
+		}, 0.5, kv{"a": "abcdwx"}, 0, 1},
+		{"a truncate past the end or of a missing key does nothing", func(d *Disk) {
+			d.Write("a", []byte("abc"))
+			d.Sync()
+			d.Truncate("a", 3)
+			d.Truncate("a", 9)
+			d.Truncate("b", 0)
+		}, 0.5, kv{"a": "abc"}, 0, 0},
 		{"an empty last write cannot tear", func(d *Disk) { d.Write("a", nil) }, 0.5, kv{}, 1, 0},
 		{"nothing unsynced", func(d *Disk) { d.Write("a", []byte("1")); d.Sync() }, 0.5, kv{"a": "1"}, 0, 0},
 	}
@@ -453,5 +476,29 @@ func TestDiskAppendNeverChangesAHandedOutSlice(t *testing.T) {
 	d.Append("log", []byte("!"))
 	if v := read(d, "log"); v != "abcXYZ!" {
 		t.Fatalf("after crash and append: %q", v)
+	}
+}
+
+// TestDiskTruncateNeverChangesTheSyncedCopy: a truncated value shares its
+// array with the synced one, so an append after the cut must not write
+// over the synced bytes a crash brings back.
+func TestDiskTruncateNeverChangesTheSyncedCopy(t *testing.T) {
+	d := newDisk()
+	d.Append("log", make([]byte, 0, 64)) // room to grow in place
+	d.Append("log", []byte("abcdefgh"))
+	d.Sync()
+	d.Append("log", []byte("ij")) // grows in place: cur no longer shared
+	d.Sync()
+	d.Truncate("log", 4)
+	d.Append("log", []byte("XY"))
+	if v := read(d, "log"); v != "abcdXY" {
+		t.Fatalf("after truncate and append: %q, want %q", v, "abcdXY")
+	}
+	d.crash()
+	if v := read(d, "log"); v != "abcdefghij" {
+		t.Fatalf("after a crash: %q, want the synced %q", v, "abcdefghij")
+	}
+	if d.Bytes() != len("abcdefghij") {
+		t.Fatalf("Bytes %d after the crash, want %d", d.Bytes(), len("abcdefghij"))
 	}
 }

@@ -83,6 +83,11 @@ func (d *memDisk) Write(key string, value []byte) {
 }
 func (d *memDisk) Append(key string, data []byte) { d.Write(key, append(d.m[key], data...)) }
 func (d *memDisk) Delete(key string)              { delete(d.m, key) }
+func (d *memDisk) Truncate(key string, size int) {
+	if v, ok := d.m[key]; ok && size >= 0 && size < len(v) {
+		d.m[key] = v[:size:size]
+	}
+}
 func (d *memDisk) Read(key string) ([]byte, bool) {
 	v, ok := d.m[key]
 	return v, ok

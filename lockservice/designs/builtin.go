@@ -67,6 +67,10 @@ func (d replicatedDesign) NewServer(_ int, run lockservice.DesignRun) process.Pr
 		cfg.SnapshotKeep, cfg.SegmentEntries = run.SnapshotEntries/4, 4
 	}
 	cfg.GroupCommit = run.GroupCommit
+	if b := run.Buggify; b.ElectionTicks > 0 {
+		cfg.ElectionTick, cfg.HeartbeatTick = b.ElectionTicks, b.HeartbeatTicks
+	}
+	cfg.MaxAppendEntries, cfg.MaxInflight = run.Buggify.AppendEntries, run.Buggify.Inflight
 	// Clients reach the replica through the node's front end, as they
 	// reach fencesim-node's over HTTP (nodesvc runs the same front end).
 	fc := frontend.Config{LeaderWait: SimLeaderWait, Marks: run.Marks}

@@ -210,7 +210,9 @@ func (r *Redis) load(env process.Env) {
 	}
 	if good < len(b) {
 		env.Log().Warn("redis.aof-truncated", slog.Int("kept", good), slog.Int("dropped", len(b)-good))
-		env.Disk().Write(aofKey, b[:good])
+		// Truncate, as redis-check-aof does: rewriting the good prefix
+		// could be torn by a crash during its sync, losing synced writes.
+		env.Disk().Truncate(aofKey, good)
 		env.Disk().Sync()
 	}
 }

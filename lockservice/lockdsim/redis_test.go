@@ -283,3 +283,31 @@ func TestTornAOFTailIsDropped(t *testing.T) {
 		t.Fatalf("after a torn crash: r %v, s %v; want r's synced grant kept and s's torn one dropped", r, s)
 	}
 }
+
+// TestAOFCutSurvivesATornCrash: Redis restarts on a slow disk with a torn
+// AOF tail and cuts it, and a torn crash comes while the cut is being
+// synced. The synced records before the tail stay: the cut is a
+// truncation, never a rewrite of the good prefix (which the crash could
+// tear, losing acknowledged grants).
+func TestAOFCutSurvivesATornCrash(t *testing.T) {
+	for _, keep := range []float64{0, 0.5, 0.9} {
+		x := newWorld(t, lockdsim.RedisConfig{Fsync: lockdsim.FsyncEverySec})
+		x.token(scripts.AcquireCall(p, "r", "a", "q1", time.Minute, 0))
+		x.w.Run(x.w.Now()+1100*time.Millisecond, 1_000_000) // the second's sync
+		x.token(scripts.AcquireCall(p, "s", "a", "q2", time.Minute, 0))
+		x.w.CrashTorn(x.redis, 0.5) // a torn tail
+		x.w.SetSyncDelay(x.redis, 50*time.Millisecond)
+		x.w.Restart(x.redis)
+		x.w.Run(x.w.Now()+10*time.Millisecond, 1000) // the cut's sync is in flight
+		if _, ok := x.w.Disk(x.redis).SyncDone(); !ok {
+			t.Fatalf("keep %v: the restart's cut is not in flight", keep)
+		}
+		x.w.CrashTorn(x.redis, keep)
+		x.w.SetSyncDelay(x.redis, 0)
+		x.w.Restart(x.redis)
+		x.w.Run(x.w.Now()+time.Millisecond, 1000)
+		if r, _ := x.call(scripts.GetCall(p, "r")).Value.([]any); r[2] != "1" {
+			t.Fatalf("keep %v: after a torn crash during the AOF cut: r %v, want its synced grant kept", keep, r)
+		}
+	}
+}

@@ -46,6 +46,13 @@ type Config struct {
 	// a fresh node).
 	Entries []Entry
 
+	// MaxEntriesPerMsg caps the entries in one MsgApp and MaxInflightMsgs
+	// the appends in flight to one peer; 0 means the package's
+	// MaxEntriesPerMsg and MaxInflightMsgs, which are also their upper
+	// bounds. Small values are for tests and simulations, which draw them
+	// to make the paths of a lagging peer and a full window common.
+	MaxEntriesPerMsg, MaxInflightMsgs int
+
 	// Quorum returns how many voters make a majority of n; nil means
 	// n/2+1. It is a hook so that a planted bug can change it.
 	Quorum func(n int) int
@@ -85,6 +92,12 @@ func (c Config) Validate() error {
 	if c.ElectionTick <= c.HeartbeatTick {
 		return fmt.Errorf("raft: Config.ElectionTick (%d) must be greater than Config.HeartbeatTick (%d); typically 10 and 1",
 			c.ElectionTick, c.HeartbeatTick)
+	}
+	if c.MaxEntriesPerMsg < 0 || c.MaxEntriesPerMsg > MaxEntriesPerMsg {
+		return fmt.Errorf("raft: Config.MaxEntriesPerMsg is %d; set it to 1..%d, or 0 for %d", c.MaxEntriesPerMsg, MaxEntriesPerMsg, MaxEntriesPerMsg)
+	}
+	if c.MaxInflightMsgs < 0 || c.MaxInflightMsgs > MaxInflightMsgs {
+		return fmt.Errorf("raft: Config.MaxInflightMsgs is %d; set it to 1..%d, or 0 for %d", c.MaxInflightMsgs, MaxInflightMsgs, MaxInflightMsgs)
 	}
 	if c.Rand == nil {
 		return errors.New("raft: Config.Rand is nil; inject a seeded *rand.Rand (e.g. rand.New(rand.NewPCG(seed, id))) so runs replay")

@@ -23,7 +23,8 @@ import (
 //     entry, contiguously from index 1 (again from 1 after a restart), and
 //     only entries it has persisted;
 //   - MustSync is set whenever HardState or Entries changed;
-//   - no MsgApp carries more than MaxEntriesPerMsg entries.
+//   - no MsgApp carries more than MaxEntriesPerMsg entries (or the
+//     nodes' Config.MaxEntriesPerMsg).
 
 // memStore is a node's "disk": what it persisted from its Readys.
 type memStore struct {
@@ -80,6 +81,9 @@ type netOptions struct {
 	quorum      func(int) int
 	// heartbeatTick, when set, replaces testHeartbeatTick.
 	heartbeatTick int
+	// maxEntries and maxInflight, when set, are the nodes'
+	// Config.MaxEntriesPerMsg and MaxInflightMsgs.
+	maxEntries, maxInflight int
 	// state, when set, gives a node's persisted state at creation (as if
 	// it restarted from it).
 	state map[ID]memStore
@@ -154,6 +158,9 @@ func (nw *network) config(nn *netNode) Config {
 		Snapshot:      nn.store.snap,
 		Entries:       slices.Clone(nn.store.entries),
 		Quorum:        nw.opts.quorum,
+
+		MaxEntriesPerMsg: nw.opts.maxEntries,
+		MaxInflightMsgs:  nw.opts.maxInflight,
 	}
 }
 
@@ -257,8 +264,8 @@ func (nw *network) handleReady(nn *netNode) {
 		if m.From != nn.id {
 			t.Errorf("node %d sent a message from %d: %v", nn.id, m.From, m)
 		}
-		if len(m.Entries) > MaxEntriesPerMsg {
-			t.Errorf("node %d sent %d entries in one message (max %d)", nn.id, len(m.Entries), MaxEntriesPerMsg)
+		if limit := cmp.Or(nw.opts.maxEntries, MaxEntriesPerMsg); len(m.Entries) > limit {
+			t.Errorf("node %d sent %d entries in one message (max %d)", nn.id, len(m.Entries), limit)
 		}
 		nw.trace = append(nw.trace, fmt.Sprintf("%v %+v", m, m.Entries))
 		nw.queue = append(nw.queue, m)

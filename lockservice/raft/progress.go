@@ -99,10 +99,11 @@ func (p *progress) maybeDecrTo(rejected, matchHint uint64) bool {
 // of acknowledgements.
 type inflights struct {
 	start, count int
+	limit        int // the window: Config.MaxInflightMsgs, at most len(buf)
 	buf          [MaxInflightMsgs]uint64
 }
 
-func (in *inflights) full() bool { return in.count == len(in.buf) }
+func (in *inflights) full() bool { return in.count >= in.limit }
 
 func (in *inflights) reset() { in.start, in.count = 0, 0 }
 

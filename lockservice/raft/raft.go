@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -82,6 +83,8 @@ type Node struct {
 	checkQuorum      bool
 	quorumFn         func(int) int
 	marks            *coverage.Counts
+	maxEntries       uint64 // entries per MsgApp (Config.MaxEntriesPerMsg)
+	maxInflight      int    // appends in flight per peer (Config.MaxInflightMsgs)
 
 	term uint64
 	vote ID
@@ -154,6 +157,8 @@ func New(c Config) (*Node, error) {
 		checkQuorum:      c.CheckQuorum,
 		quorumFn:         q,
 		marks:            c.Marks,
+		maxEntries:       uint64(cmp.Or(c.MaxEntriesPerMsg, MaxEntriesPerMsg)),
+		maxInflight:      cmp.Or(c.MaxInflightMsgs, MaxInflightMsgs),
 		term:             c.HardState.Term,
 		vote:             c.HardState.Vote,
 	}
@@ -741,6 +746,9 @@ func (n *Node) maybeCommit() bool {
 func (n *Node) sendAppend(i int, sendIfEmpty bool) bool {
 	pr := &n.prs[i]
 	if pr.isPaused() {
+		if pr.state == stateReplicate && pr.next <= n.log.lastIndex() {
+			n.marks.Hit(coverage.RaftInflightFull)
+		}
 		return false
 	}
 	prevIndex := pr.next - 1
@@ -755,9 +763,12 @@ func (n *Node) sendAppend(i int, sendIfEmpty bool) bool {
 			pr.next, n.peers[i], n.log.lastIndex()))
 	}
 	var ents []Entry
-	last := min(n.log.lastIndex(), prevIndex+MaxEntriesPerMsg)
+	last := min(n.log.lastIndex(), prevIndex+n.maxEntries)
 	if pr.next <= last {
 		ents = n.log.slice(pr.next, last)
+		if last < n.log.lastIndex() {
+			n.marks.Hit(coverage.RaftAppendCapped)
+		}
 	}
 	if len(ents) == 0 && !sendIfEmpty {
 		return false
@@ -868,7 +879,7 @@ func (n *Node) reset(term uint64) {
 	n.randomizedElectionTimeout = n.electionTimeout + n.rand.IntN(n.electionTimeout)
 	clear(n.votes)
 	for i := range n.prs {
-		n.prs[i] = progress{next: n.log.lastIndex() + 1}
+		n.prs[i] = progress{next: n.log.lastIndex() + 1, inflights: inflights{limit: n.maxInflight}}
 	}
 	// The leader counts itself only for what it has persisted.
 	n.prs[n.self].match = n.log.stable()

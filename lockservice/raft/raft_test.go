@@ -944,6 +944,8 @@ func TestBounds(t *testing.T) {
 // nodes must apply the same entries. With snap, every node snapshots and
 // compacts its log every few entries (keeping a short tail in memory for
 // odd seeds), so that followers that lag or restart catch up by snapshot.
+// One seed in three runs with small append and in-flight caps, so that
+// lagging peers are caught up a few entries at a time behind a full window.
 func TestRandomizedSafety(t *testing.T) {
 	for _, size := range []int{3, 5} {
 		for _, ext := range []bool{true, false} {
@@ -954,6 +956,9 @@ func TestRandomizedSafety(t *testing.T) {
 						opts.preVote, opts.checkQuorum = ext, ext
 						if snap {
 							opts.snapshotEvery, opts.snapshotKeep = 3+seed%5, seed%2*2
+						}
+						if seed%3 == 0 {
+							opts.maxEntries, opts.maxInflight = 1+int(seed%4), 1+int(seed%2)
 						}
 						nw := newNetwork(t, opts)
 						r := rand.New(rand.NewPCG(seed, 1000))
@@ -1212,5 +1217,49 @@ func TestSnapshotAndCompactRules(t *testing.T) {
 	nw.propose(1, "e")
 	if got := nw.appliedData(1); !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) {
 		t.Errorf("applied %q", got)
+	}
+}
+
+// TestAppendAndInflightCaps: with Config.MaxEntriesPerMsg 2 and
+// MaxInflightMsgs 1, a leader with ten new entries sends each follower one
+// append of two entries and waits for its answer before the next; the
+// entries still all commit. Out-of-range caps are refused.
+func TestAppendAndInflightCaps(t *testing.T) {
+	opts := defaultOptions(3, 7)
+	opts.maxEntries, opts.maxInflight = 2, 1
+	nw := newNetwork(t, opts)
+	lead := nw.waitLeader(nw.ids, 30*et)
+	nw.propose(lead, "first") // the followers are in replicate state
+	n := nw.node(lead)
+	for i := range 10 {
+		if _, _, err := n.Propose(fmt.Appendf(nil, "e%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nw.queue = nw.queue[:0]
+	nw.handleReady(nw.get(lead))
+	apps := map[ID]int{}
+	for _, m := range nw.queue {
+		if m.Type == MsgApp && len(m.Entries) > 0 {
+			apps[m.To]++
+			if len(m.Entries) > 2 {
+				t.Errorf("an append of %d entries, cap 2", len(m.Entries))
+			}
+		}
+	}
+	if len(apps) != 2 || apps[nw.others(lead)[0]] != 1 || apps[nw.others(lead)[1]] != 1 {
+		t.Errorf("appends with entries per follower %v, want one each (a window of 1)", apps)
+	}
+	nw.settle()
+	nw.tick(3 * et)
+	if got := nw.node(lead).Status().Commit; got < 12 {
+		t.Errorf("commit %d after settling, want all 12 entries", got)
+	}
+	for _, bad := range []Config{{MaxEntriesPerMsg: -1}, {MaxEntriesPerMsg: MaxEntriesPerMsg + 1}, {MaxInflightMsgs: -1}, {MaxInflightMsgs: MaxInflightMsgs + 1}} {
+		c := nw.config(nw.get(lead))
+		c.MaxEntriesPerMsg, c.MaxInflightMsgs = bad.MaxEntriesPerMsg, bad.MaxInflightMsgs
+		if err := c.Validate(); err == nil {
+			t.Errorf("Validate accepted MaxEntriesPerMsg %d, MaxInflightMsgs %d", bad.MaxEntriesPerMsg, bad.MaxInflightMsgs)
+		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 // first … first+segmentEntries−1, each sealed, one after another. Appending
 // an entry costs one Disk.Append (a copy of the entry, not a key and a map
 // slot per entry), and a restart reads a few segments front to back. A
-// conflicting suffix is cut off by rewriting the one segment it starts in
+// conflicting suffix is cut off by truncating the one segment it starts in
 // and deleting the later ones. A snapshot (snapshot.go) lets the segments
 // it covers go; the first segment after a leader's snapshot replaced the
 // log starts in its middle, and a segment may keep entries before the
@@ -124,7 +124,7 @@ func (l *diskLog) truncate(d process.Disk, from uint64) {
 		rest = after
 	}
 	if keep := len(raw) - len(rest); keep > 0 {
-		d.Write(key, raw[:keep])
+		d.Truncate(key, keep) // not a rewrite: see loadLog
 	} else {
 		d.Delete(key)
 	}
@@ -242,9 +242,13 @@ func loadLog(d process.Disk, per uint64, snap raft.Snapshot) ([]raft.Entry, disk
 				continue // the whole segment is intact
 			}
 		}
-		// Cut the log where it stops being intact.
+		// Cut the log where it stops being intact: truncate the segment,
+		// never rewrite its intact prefix — a torn crash during that
+		// rewrite's sync would keep only part of the prefix, entries that
+		// were synced and acknowledged, committed ones among them (a
+		// finding of guided search, docs/guided-search.md).
 		if keep > 0 {
-			d.Write(k, raw[:keep])
+			d.Truncate(k, keep)
 			keys = keys[i+1:]
 		} else {
 			keys = keys[i:]

@@ -190,3 +190,63 @@ func TestLoadLogAllocatesPerSegment(t *testing.T) {
 		}
 	}
 }
+
+// loader is a process whose start loads its log (segments of 3), as a
+// replica's does — cutting a torn tail, and the entries of a term later
+// than term.
+type loader struct{ term uint64 }
+
+func (p loader) Start(env sim.Env) {
+	ents, l := loadLog(env.Disk(), 3, raft.Snapshot{})
+	l.keepTerms(env.Disk(), ents, p.term)
+}
+func (loader) Receive(sim.Env, sim.NodeID, sim.Message) {}
+
+// TestDiskLogCutSurvivesATornCrash: a restart cuts its log — a torn tail,
+// or entries past its term — and syncs the cut on a slow disk, and a torn
+// crash comes during that sync. The synced entries before the cut must all
+// survive: the cut is a truncation, which cannot tear below what it keeps.
+// (Rewriting the kept prefix instead let the crash tear the rewrite and
+// lose synced, acknowledged entries: the guided search's finding, see
+// docs/guided-search.md and TestGuidedFindingTornCut in scenarios.)
+func TestDiskLogCutSurvivesATornCrash(t *testing.T) {
+	cases := []struct {
+		name  string
+		terms []uint64 // entries 1, 2, …, synced, in segments 1..3, 4..6
+		torn  bool     // a torn append of entry len(terms)+1 follows
+		term  uint64   // the hard state's term
+		want  int      // entries left after the cut
+	}{
+		{"torn tail", []uint64{1, 1, 1, 1, 1}, true, 1, 5},
+		{"entries past the term", []uint64{1, 1, 1, 1, 2}, false, 1, 4},
+	}
+	for _, c := range cases {
+		for _, keep := range []float64{0, 0.2, 0.5, 0.9} {
+			w, _ := sim.New(sim.Config{Seed: 1, Network: sim.DefaultNetwork()})
+			id, _ := w.AddNode("p", func() sim.Process { return loader{term: c.term} }, fakeclock.Config{})
+			w.Run(time.Millisecond, 10)
+			d := w.Disk(id)
+			writeLog(d, c.terms...)
+			if c.torn {
+				n := uint64(len(c.terms)) + 1
+				whole := record.Seal(encodeEntry(raft.Entry{Index: n, Term: 1, Data: []byte{byte(n)}}))
+				d.Append(logKey(segmentFirst(n, 3)), whole[:len(whole)-1])
+			}
+			d.Sync()
+			w.SetSyncDelay(id, 50*time.Millisecond)
+			w.Crash(id)
+			w.Restart(id)
+			w.Run(w.Now()+10*time.Millisecond, 100) // the cut's sync is in flight
+			if _, ok := d.SyncDone(); !ok {
+				t.Fatalf("%s, keep %v: the restart's cut is not in flight", c.name, keep)
+			}
+			w.CrashTorn(id, keep)
+			w.SetSyncDelay(id, 0)
+			w.Restart(id)
+			w.Run(w.Now()+time.Millisecond, 100)
+			if got, _ := loadLog(d, 3, raft.Snapshot{}); len(got) != c.want {
+				t.Errorf("%s, keep %v: a torn crash during the cut's sync left %d entries, want %d", c.name, keep, len(got), c.want)
+			}
+		}
+	}
+}

@@ -24,6 +24,10 @@ type ReplicaConfig struct {
 	TickInterval time.Duration
 	// ElectionTick and HeartbeatTick are in ticks (see raft.Config).
 	ElectionTick, HeartbeatTick int
+	// MaxAppendEntries and MaxInflight cap the entries per Raft append and
+	// the appends in flight per follower (raft.Config.MaxEntriesPerMsg and
+	// MaxInflightMsgs; 0: Raft's defaults, 64 and 32).
+	MaxAppendEntries, MaxInflight int
 	// IngressDepth bounds the client requests a replica has proposed and
 	// not yet answered; beyond it requests are shed at once as Overloaded.
 	IngressDepth int
@@ -302,7 +306,7 @@ func (r *Replica) Start(env process.Env) {
 	rc := raft.Config{
 		ID: raftID(env.ID()), Peers: peers, ElectionTick: r.cfg.ElectionTick, HeartbeatTick: r.cfg.HeartbeatTick,
 		Rand: env.Rand(), PreVote: true, CheckQuorum: true, HardState: hs, Snapshot: snap, Entries: entries, Quorum: r.cfg.Quorum,
-		Marks: r.cfg.Marks,
+		Marks: r.cfg.Marks, MaxEntriesPerMsg: r.cfg.MaxAppendEntries, MaxInflightMsgs: r.cfg.MaxInflight,
 	}
 	if len(entries) > 0 {
 		r.cfg.Marks.Hit(coverage.ReplicaRestartReplay)
