@@ -75,7 +75,7 @@ var layers = []struct {
 	{
 		pattern: "./wire",
 		allowed: []string{"process", "coverage", "lockservice", "lockservice/raft", "lockservice/reference", "lockservice/redlock", "lockservice/internal/record",
-			"lockservice/lockdsim", "lockd/scripts"},
+			"lockservice/lockdsim", "lockd/scripts", "lockservice/designs/shape"},
 		why: "the wire codec encodes the lock service's messages (the contract's, Raft's as the reference sends them, Redlock's, the simulated lockd's script calls); it must not drag in the simulator",
 	},
 	{
@@ -149,7 +149,8 @@ var layers = []struct {
 		pattern: "./live",
 		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "report", "nemesis", "nemesis/inject", "scenarios", "scenarios/workload", "sim", "fakeclock", "process",
 			"lockservice", "lockservice/internal/record", "lockservice/fencedstore", "lockservice/raft", "lockservice/reference", "lockservice/mutants",
-			"lockservice/redlock", "lockservice/designs", "lockservice/lockclient", "lockservice/lockdsim", "lockservice/frontend", "lockd/scripts"},
+			"lockservice/redlock", "lockservice/designs", "lockservice/lockclient", "lockservice/lockdsim", "lockservice/frontend", "lockd/scripts",
+			"lockservice/designs/shape", "lockservice/mutants/catalog"},
 		why: "the live harness runs the services as processes, never in its own: it plans with scenarios and nemesis, checks with checker, and must not link a service (realrt, nodesvc, storesvc, lockd)",
 	},
 	{
