@@ -7,7 +7,7 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/nemesis"
-	"github.com/fencesim/fencesim/scenarios"
+	"github.com/fencesim/fencesim/scenario"
 )
 
 // TestLiveOpsUndoWhatUndoesItself: triggers are set apart (they are armed
@@ -57,7 +57,7 @@ func TestLiveCoversEveryKind(t *testing.T) {
 // trigger on a moment no live client reports is not applicable, with why.
 func TestTriggersFireOnClientMoments(t *testing.T) {
 	p := kleppmannPlan(t)
-	d := func(v time.Duration) scenarios.Duration { return scenarios.Duration(v) }
+	d := func(v time.Duration) scenario.Duration { return scenario.Duration(v) }
 	p.Spec.Duration = d(5 * time.Second)
 	pause := 3 * time.Second
 	p.Schedule = nemesis.Schedule{

@@ -6,40 +6,40 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/bugs"
 	"github.com/fencesim/fencesim/lockservice/fencedstore"
 	"github.com/fencesim/fencesim/lockservice/frontend"
 	"github.com/fencesim/fencesim/lockservice/lockdsim"
-	"github.com/fencesim/fencesim/lockservice/mutants/catalog"
 	"github.com/fencesim/fencesim/lockservice/reference"
 	"github.com/fencesim/fencesim/process"
 )
 
-// The planted bugs, named in the catalogue (package catalog, which says
+// The planted bugs, named in the catalogue (package bugs, which says
 // what each plants); injections below says which injection points each
 // sets.
 const (
-	MutAckBeforeCommit       = catalog.MutAckBeforeCommit
-	MutClientNoDriftMargin   = catalog.MutClientNoDriftMargin
-	MutExpiryWallclock       = catalog.MutExpiryWallclock
-	MutNoRetryDedup          = catalog.MutNoRetryDedup
-	MutQuorumOffByOne        = catalog.MutQuorumOffByOne
-	MutReleaseNoOwnerCheck   = catalog.MutReleaseNoOwnerCheck
-	MutRenewAfterExpiry      = catalog.MutRenewAfterExpiry
-	MutSendBeforeSync        = catalog.MutSendBeforeSync
-	MutStaleLeaderGrants     = catalog.MutStaleLeaderGrants
-	MutStoreFenceStrictGT    = catalog.MutStoreFenceStrictGT
-	MutStoreFenceVolatile    = catalog.MutStoreFenceVolatile
-	MutStoreNoFence          = catalog.MutStoreNoFence
-	MutToken32Bit            = catalog.MutToken32Bit
-	MutTokenLocalCounter     = catalog.MutTokenLocalCounter
-	MutTokenReuseOnReacquire = catalog.MutTokenReuseOnReacquire
-	MutTokenUnsynced         = catalog.MutTokenUnsynced
-	MutTokenWallclock        = catalog.MutTokenWallclock
-	MutWaitSkipsLeaseCheck   = catalog.MutWaitSkipsLeaseCheck
-	MutLockdForgetsRequest   = catalog.MutLockdForgetsRequest
-	MutLockdAOFEverySec      = catalog.MutLockdAOFEverySec
-	MutBusyFromLocalTable    = catalog.MutBusyFromLocalTable
-	MutRequestIDNotInLog     = catalog.MutRequestIDNotInLog
+	MutAckBeforeCommit       = bugs.MutAckBeforeCommit
+	MutClientNoDriftMargin   = bugs.MutClientNoDriftMargin
+	MutExpiryWallclock       = bugs.MutExpiryWallclock
+	MutNoRetryDedup          = bugs.MutNoRetryDedup
+	MutQuorumOffByOne        = bugs.MutQuorumOffByOne
+	MutReleaseNoOwnerCheck   = bugs.MutReleaseNoOwnerCheck
+	MutRenewAfterExpiry      = bugs.MutRenewAfterExpiry
+	MutSendBeforeSync        = bugs.MutSendBeforeSync
+	MutStaleLeaderGrants     = bugs.MutStaleLeaderGrants
+	MutStoreFenceStrictGT    = bugs.MutStoreFenceStrictGT
+	MutStoreFenceVolatile    = bugs.MutStoreFenceVolatile
+	MutStoreNoFence          = bugs.MutStoreNoFence
+	MutToken32Bit            = bugs.MutToken32Bit
+	MutTokenLocalCounter     = bugs.MutTokenLocalCounter
+	MutTokenReuseOnReacquire = bugs.MutTokenReuseOnReacquire
+	MutTokenUnsynced         = bugs.MutTokenUnsynced
+	MutTokenWallclock        = bugs.MutTokenWallclock
+	MutWaitSkipsLeaseCheck   = bugs.MutWaitSkipsLeaseCheck
+	MutLockdForgetsRequest   = bugs.MutLockdForgetsRequest
+	MutLockdAOFEverySec      = bugs.MutLockdAOFEverySec
+	MutBusyFromLocalTable    = bugs.MutBusyFromLocalTable
+	MutRequestIDNotInLog     = bugs.MutRequestIDNotInLog
 )
 
 // injection is what one planted bug sets in the configs of the components

@@ -1,8 +1,8 @@
-// Package catalog names the planted bugs: their names, what each plants
+// Package bugs names the planted bugs: their names, what each plants
 // and the design each lives in — data only, so that a plan naming a
-// mutant (scenarios/spec) is checked without linking the bugs' code
+// mutant (package scenario) is checked without linking the bugs' code
 // (package mutants, which injects them into the components).
-package catalog
+package bugs
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package catalog
+package bugs
 
 import (
 	"slices"
@@ -10,7 +10,7 @@ import (
 // sorts a copy, but a reader of the file looks for a bug by name).
 func TestCatalogueSorted(t *testing.T) {
 	if !slices.IsSortedFunc(mutants, func(a, b MutantInfo) int { return strings.Compare(string(a.Name), string(b.Name)) }) {
-		t.Error("the catalogue in catalog.go is not sorted by name")
+		t.Error("the catalogue in bugs.go is not sorted by name")
 	}
 }
 
