@@ -24,6 +24,7 @@ type clientProc struct {
 	mu          sync.Mutex
 	stdin       *os.File
 	incarnation uint64 // counts launches; a call belongs to the one it was sent to
+	exited      uint64 // the last incarnation that exited: no call to it is answered
 	pending     map[uint64]pendingCall
 	nextID      uint64
 }
@@ -94,6 +95,7 @@ func (c *clientProc) launch() error {
 func (c *clientProc) orphan(inc uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.exited = max(c.exited, inc)
 	for id, p := range c.pending {
 		if p.incarnation == inc {
 			close(p.ch)
@@ -121,13 +123,16 @@ func (c *clientProc) call(ctx context.Context, cmd liveclient.Command, timeout t
 	c.mu.Lock()
 	c.nextID++
 	cmd.ID = c.nextID
-	c.pending[cmd.ID] = pendingCall{ch: ch, incarnation: c.incarnation}
+	gone := c.exited == c.incarnation // crashed, not yet restarted
+	if !gone {
+		c.pending[cmd.ID] = pendingCall{ch: ch, incarnation: c.incarnation}
+	}
 	w := c.stdin
 	c.mu.Unlock()
 	b, _ := json.Marshal(cmd)
 	b = append(b, '\n')
 	call = monoNow()
-	if w == nil {
+	if w == nil || gone {
 		return r, call, 0, false
 	}
 	// A write to a paused client's pipe fits in the pipe's buffer; one to
