@@ -29,7 +29,7 @@ const (
 // DefaultMinFaultsDone is the fraction of a schedule's applicable fault
 // operations (done + skipped) a live run must carry out for its verdict
 // to be more than unknown, unless the spec lowers it
-// (scenarios.LiveSpec.MinFaultsDone).
+// (scenario.LiveSpec.MinFaultsDone).
 const DefaultMinFaultsDone = 0.75
 
 // ErrInapplicable matches Run's error for a spec whose scripted faults

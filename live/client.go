@@ -14,18 +14,30 @@ import (
 
 // clientProc is one workload client's process and the harness's end of
 // its protocol. A crash kills it; a restart starts a new incarnation with
-// new pipes, and the replies the old one owed never come (unknown).
+// new pipes, and the replies the old one owed never come (unknown): its
+// calls end as soon as it exits, so that the workload goes on at once, as
+// the simulator's restarted client does, instead of waiting out their
+// timeouts while the other clients have the resource to themselves.
 type clientProc struct {
 	*proc
 
-	mu      sync.Mutex
-	stdin   *os.File
-	pending map[uint64]chan liveclient.Reply
-	nextID  uint64
+	mu          sync.Mutex
+	stdin       *os.File
+	incarnation uint64 // counts launches; a call belongs to the one it was sent to
+	exited      uint64 // the last incarnation that exited: no call to it is answered
+	pending     map[uint64]pendingCall
+	nextID      uint64
+}
+
+// pendingCall is a call awaiting its reply: closed, ch says that the
+// incarnation it was sent to exited without one.
+type pendingCall struct {
+	ch          chan liveclient.Reply
+	incarnation uint64
 }
 
 func newClientProc(p *proc) *clientProc {
-	return &clientProc{proc: p, pending: map[uint64]chan liveclient.Reply{}}
+	return &clientProc{proc: p, pending: map[uint64]pendingCall{}}
 }
 
 // launch starts an incarnation and its reply reader.
@@ -53,9 +65,12 @@ func (c *clientProc) launch() error {
 		c.stdin.Close()
 	}
 	c.stdin = inW
+	c.incarnation++
+	inc := c.incarnation
 	c.mu.Unlock()
 	go func() { // ends at EOF: when the incarnation exits
 		defer outR.Close()
+		defer c.orphan(inc)
 		sc := bufio.NewScanner(outR)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
@@ -64,15 +79,29 @@ func (c *clientProc) launch() error {
 				continue
 			}
 			c.mu.Lock()
-			ch := c.pending[r.ID]
+			p, ok := c.pending[r.ID]
 			delete(c.pending, r.ID)
 			c.mu.Unlock()
-			if ch != nil {
-				ch <- r
+			if ok {
+				p.ch <- r
 			}
 		}
 	}()
 	return nil
+}
+
+// orphan ends the calls the exited incarnation inc owed a reply: no reply
+// comes now.
+func (c *clientProc) orphan(inc uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.exited = max(c.exited, inc)
+	for id, p := range c.pending {
+		if p.incarnation == inc {
+			close(p.ch)
+			delete(c.pending, id)
+		}
+	}
 }
 
 // closeStdin tells the client to finish (liveclient.Main returns at EOF).
@@ -85,22 +114,25 @@ func (c *clientProc) closeStdin() {
 	}
 }
 
-// call sends cmd and waits up to timeout for its reply, or until ctx ends
-// (the run is interrupted). It returns the call and return instants on
-// the monotonic base, and ok false when no reply came (the outcome is
-// unknown).
+// call sends cmd and waits up to timeout for its reply, until the
+// incarnation it was sent to exits, or until ctx ends (the run is
+// interrupted). It returns the call and return instants on the monotonic
+// base, and ok false when no reply came (the outcome is unknown).
 func (c *clientProc) call(ctx context.Context, cmd liveclient.Command, timeout time.Duration) (r liveclient.Reply, call, ret time.Duration, ok bool) {
 	ch := make(chan liveclient.Reply, 1)
 	c.mu.Lock()
 	c.nextID++
 	cmd.ID = c.nextID
-	c.pending[cmd.ID] = ch
+	gone := c.exited == c.incarnation // crashed, not yet restarted
+	if !gone {
+		c.pending[cmd.ID] = pendingCall{ch: ch, incarnation: c.incarnation}
+	}
 	w := c.stdin
 	c.mu.Unlock()
 	b, _ := json.Marshal(cmd)
 	b = append(b, '\n')
 	call = monoNow()
-	if w == nil {
+	if w == nil || gone {
 		return r, call, 0, false
 	}
 	// A write to a paused client's pipe fits in the pipe's buffer; one to
@@ -113,8 +145,11 @@ func (c *clientProc) call(ctx context.Context, cmd liveclient.Command, timeout t
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
-	case r = <-ch:
-		return r, call, monoNow(), true
+	case reply, ok := <-ch:
+		if !ok {
+			return r, call, 0, false // the incarnation exited: forgotten already
+		}
+		return reply, call, monoNow(), true
 	case <-t.C:
 	case <-ctx.Done():
 	}

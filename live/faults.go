@@ -140,7 +140,15 @@ func (r *run) fire(ctx context.Context, op nemesis.Op, kind nemesis.MomentKind) 
 			r.apply(ctx, o)
 			continue
 		}
-		r.after(r.base+time.Duration(o.At)-monoNow(), func() {
+		due := r.base + time.Duration(o.At) - monoNow()
+		if due <= 0 {
+			// Carrying the fault out took longer than it lasts (a crash of
+			// the store fetches its apply log first): undo it now, never
+			// not at all.
+			r.apply(ctx, o)
+			continue
+		}
+		r.after(due, func() {
 			if ctx.Err() == nil {
 				r.apply(ctx, o)
 			}
@@ -260,6 +268,9 @@ func (r *run) resolveFixed(name string) (string, string) {
 	return "", fmt.Sprintf("no process is called %q", name)
 }
 
+// after runs f in d; a d ≤ 0 runs nothing (a fault of no duration
+// stays until the final heal): a caller that must undo late undoes at
+// once itself (fire).
 func (r *run) after(d time.Duration, f func()) {
 	if d <= 0 {
 		return

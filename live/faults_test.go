@@ -7,7 +7,7 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/nemesis"
-	"github.com/fencesim/fencesim/scenarios"
+	"github.com/fencesim/fencesim/scenario"
 )
 
 // TestLiveOpsUndoWhatUndoesItself: triggers are set apart (they are armed
@@ -57,7 +57,7 @@ func TestLiveCoversEveryKind(t *testing.T) {
 // trigger on a moment no live client reports is not applicable, with why.
 func TestTriggersFireOnClientMoments(t *testing.T) {
 	p := kleppmannPlan(t)
-	d := func(v time.Duration) scenarios.Duration { return scenarios.Duration(v) }
+	d := func(v time.Duration) scenario.Duration { return scenario.Duration(v) }
 	p.Spec.Duration = d(5 * time.Second)
 	pause := 3 * time.Second
 	p.Schedule = nemesis.Schedule{
@@ -95,5 +95,38 @@ func TestTriggersFireOnClientMoments(t *testing.T) {
 	}
 	if res.Verdict.Kind != checker.VerdictPass {
 		t.Errorf("verdict %v: %v; notes %v", res.Verdict.Kind, res.Verdict.Violations, res.Notes)
+	}
+}
+
+// TestFiredCrashShorterThanItsCarryingOutIsUndone: a crash fired on a
+// moment that lasts less than carrying it out takes (a crash of the store
+// fetches its apply log first) is still undone — the store restarted at
+// once, not left down until the final heal (its restart was dropped, and
+// the store stayed down for the rest of the run).
+func TestFiredCrashShorterThanItsCarryingOutIsUndone(t *testing.T) {
+	p := kleppmannPlan(t)
+	d := func(v time.Duration) scenario.Duration { return scenario.Duration(v) }
+	p.Spec.Duration = d(4 * time.Second)
+	p.Schedule = nemesis.Schedule{
+		{At: 0, Kind: nemesis.Crash, Node: "store", Duration: d(time.Millisecond), When: nemesis.MomentAcquired, Within: d(2 * time.Second)},
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	res := runLive(t, builtin(t, "reference"), p)
+	var crash, restart *FaultEvent
+	for i, ev := range res.Faults {
+		switch {
+		case ev.Planned.Kind == nemesis.Crash && ev.Outcome == FaultDone:
+			crash = &res.Faults[i]
+		case ev.Planned.Kind == nemesis.Restart && ev.Node == "store" && ev.Outcome == FaultDone && crash != nil && restart == nil:
+			restart = &res.Faults[i]
+		}
+	}
+	if crash == nil || restart == nil {
+		t.Fatalf("faults %v: want the store crashed on a moment and restarted after it", res.Faults)
+	}
+	if restart.At > crash.At+time.Second {
+		t.Errorf("the store crashed at %v for 1ms was restarted only at %v", crash.At, restart.At)
 	}
 }

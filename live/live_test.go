@@ -13,7 +13,7 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/nemesis"
-	"github.com/fencesim/fencesim/scenarios"
+	"github.com/fencesim/fencesim/scenario"
 
 	// The services TestMain builds as binaries, linked into the test
 	// binary only so that go test's cache never reuses a result for
@@ -74,20 +74,20 @@ func builtin(t *testing.T, name string) Target {
 	return tg
 }
 
-func plan(t *testing.T, name string, seed uint64) scenarios.Plan {
+func plan(t *testing.T, name string, seed uint64) scenario.Plan {
 	t.Helper()
-	s, ok := scenarios.Lookup(name)
+	s, ok := scenario.Lookup(name)
 	if !ok {
 		t.Fatalf("no scenario %s", name)
 	}
-	p, err := scenarios.NewPlan(s, seed)
+	p, err := scenario.NewPlan(s, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func runLive(t *testing.T, target Target, p scenarios.Plan) Result {
+func runLive(t *testing.T, target Target, p scenario.Plan) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -149,10 +149,10 @@ func noLeftovers(t *testing.T, pgids []int) {
 // expired is granted again by lockd, whose request-id memory is the
 // lease's; the reference answers it with the first grant from its
 // replicated table, and its test runs the scenario's own plan.)
-func kleppmannPlan(t *testing.T) scenarios.Plan {
+func kleppmannPlan(t *testing.T) scenario.Plan {
 	p := plan(t, "kleppmann-gc-pause", 1)
-	p.Spec.Clients[0].WorkDuration = scenarios.Duration(300 * time.Millisecond)
-	p.Schedule[0].At = scenarios.Duration(750 * time.Millisecond)
+	p.Spec.Clients[0].WorkDuration = scenario.Duration(300 * time.Millisecond)
+	p.Schedule[0].At = scenario.Duration(750 * time.Millisecond)
 	return p
 }
 
@@ -162,7 +162,7 @@ func kleppmannPlan(t *testing.T) scenarios.Plan {
 // before the pause, so that A wrote late and was rejected, or after it,
 // so that A's watchdog kept it from writing or it was granted afresh once
 // B was done, is the machine's timing), and the verdict passes.
-func kleppmann(t *testing.T, target Target, p scenarios.Plan) {
+func kleppmann(t *testing.T, target Target, p scenario.Plan) {
 	res := runLive(t, target, p)
 	if len(res.Faults) != 1 || res.Faults[0].Skipped != "" || res.Faults[0].Node != "a" {
 		t.Fatalf("faults carried out: %+v, want the pause of a", res.Faults)
@@ -256,9 +256,9 @@ func (f fakeTarget) Layout(s *Setup) (Layout, error) {
 	return Layout{Servers: []Server{srv}, Client: ClientProgram{Argv: argv}}, nil
 }
 
-func shortPlan(t *testing.T) scenarios.Plan {
+func shortPlan(t *testing.T) scenario.Plan {
 	p := plan(t, "kleppmann-gc-pause", 1)
-	p.Spec.Duration = scenarios.Duration(300 * time.Millisecond)
+	p.Spec.Duration = scenario.Duration(300 * time.Millisecond)
 	p.Schedule = nil
 	return p
 }
@@ -324,7 +324,7 @@ func TestReplayFile(t *testing.T) {
 // span its restart, and the verdict must pass.
 func TestFaultKinds(t *testing.T) {
 	p := kleppmannPlan(t)
-	d := func(v time.Duration) scenarios.Duration { return scenarios.Duration(v) }
+	d := func(v time.Duration) scenario.Duration { return scenario.Duration(v) }
 	p.Spec.Duration = d(5 * time.Second)
 	p.Schedule = nemesis.Schedule{
 		{At: d(100 * ms), Kind: nemesis.Drift, Node: "n1", PPM: 500, Duration: d(300 * ms)},
@@ -393,7 +393,7 @@ func TestInterruptedRunJudgesNoLiveness(t *testing.T) {
 	if p.Spec.Liveness == nil {
 		t.Fatal("the swarm has no liveness phase: nothing to test")
 	}
-	p.Spec.Duration = scenarios.Duration(4 * time.Second)
+	p.Spec.Duration = scenario.Duration(4 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, err := Run(ctx, Options{Target: builtin(t, "reference"), Plan: p, BinDirs: []string{binDir}, Dir: t.TempDir(),

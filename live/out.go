@@ -14,7 +14,7 @@ import (
 
 	"github.com/fencesim/fencesim/nemesis"
 	"github.com/fencesim/fencesim/report"
-	"github.com/fencesim/fencesim/scenarios"
+	"github.com/fencesim/fencesim/scenario"
 )
 
 // ReplayFormat is the format of a live replay file.
@@ -27,7 +27,7 @@ const ReplayFormat = 1
 type ReplayFile struct {
 	Format int             `json:"live_format"`
 	Target string          `json:"target"`
-	Plan   json.RawMessage `json:"plan"` // a scenarios.Replay
+	Plan   json.RawMessage `json:"plan"` // a scenario.Replay
 	// TargetFaults are the scripted faults aimed at the target's own
 	// servers, which the simulator's plan cannot hold (NewPlan).
 	TargetFaults nemesis.Schedule `json:"target_faults,omitempty"`
@@ -35,7 +35,7 @@ type ReplayFile struct {
 
 // NewReplayFile records res's plan for target.
 func NewReplayFile(res Result) []byte {
-	rp := scenarios.Replay{Program: scenarios.ProgramVersion, Seed: res.Plan.Seed, Spec: res.Plan.Spec, Options: res.Plan.Options, Schedule: res.Plan.Schedule,
+	rp := scenario.Replay{Program: scenario.ProgramVersion, Seed: res.Plan.Seed, Spec: res.Plan.Spec, Options: res.Plan.Options, Schedule: res.Plan.Schedule,
 		Verdict: res.Verdict.Kind.String(), Property: res.Verdict.Property(), TraceHash: "live"}
 	rf := ReplayFile{Format: ReplayFormat, Target: res.Target, Plan: rp.Marshal(), TargetFaults: res.TargetFaults}
 	b, _ := json.MarshalIndent(rf, "", "  ")
@@ -44,22 +44,22 @@ func NewReplayFile(res Result) []byte {
 
 // ParseReplayFile reads a live replay file strictly: its target, its
 // plan and the faults aimed at the target's own servers.
-func ParseReplayFile(b []byte) (target string, plan scenarios.Plan, targetFaults nemesis.Schedule, err error) {
+func ParseReplayFile(b []byte) (target string, plan scenario.Plan, targetFaults nemesis.Schedule, err error) {
 	var rf ReplayFile
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rf); err != nil {
-		return "", scenarios.Plan{}, nil, fmt.Errorf("live replay file: %v", err)
+		return "", scenario.Plan{}, nil, fmt.Errorf("live replay file: %v", err)
 	}
 	if rf.Format != ReplayFormat {
-		return "", scenarios.Plan{}, nil, fmt.Errorf("live replay file: live_format %d is not supported (this build reads %d); a simulator replay file runs with simrun replay", rf.Format, ReplayFormat)
+		return "", scenario.Plan{}, nil, fmt.Errorf("live replay file: live_format %d is not supported (this build reads %d); a simulator replay file runs with simrun replay", rf.Format, ReplayFormat)
 	}
-	rp, err := scenarios.ParseReplay(rf.Plan)
+	rp, err := scenario.ParseReplay(rf.Plan)
 	if err != nil {
-		return "", scenarios.Plan{}, nil, fmt.Errorf("live replay file: %v", err)
+		return "", scenario.Plan{}, nil, fmt.Errorf("live replay file: %v", err)
 	}
 	if err := rf.TargetFaults.Check(); err != nil {
-		return "", scenarios.Plan{}, nil, fmt.Errorf("live replay file: target_faults: %v", err)
+		return "", scenario.Plan{}, nil, fmt.Errorf("live replay file: target_faults: %v", err)
 	}
 	return rf.Target, rp.Plan(), rf.TargetFaults, nil
 }
@@ -120,7 +120,7 @@ func WriteOut(dir string, res Result, repro string) (string, error) {
 // the options and the schedule (with the faults aimed at the target's
 // own servers), and that a live run reproduces its schedule, not its
 // timing.
-func Describe(target string, plan scenarios.Plan, targetFaults nemesis.Schedule) string {
+func Describe(target string, plan scenario.Plan, targetFaults nemesis.Schedule) string {
 	var b strings.Builder
 	spec, _ := json.Marshal(plan.Spec)
 	fmt.Fprintf(&b, "live target=%s scenario=%s seed=%d\noptions=%s\n", target, plan.Spec.Name, plan.Seed, spec)
@@ -174,15 +174,15 @@ func LockOut(dir string) (unlock func(), err error) {
 // ParseSpec reads a scenario spec strictly (unknown fields are errors)
 // without validating its faults' node names: NewPlan checks them against
 // the simulator's design and the target's servers.
-func ParseSpec(b []byte) (scenarios.Spec, error) {
-	var s scenarios.Spec
+func ParseSpec(b []byte) (scenario.Spec, error) {
+	var s scenario.Spec
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
-		return scenarios.Spec{}, fmt.Errorf("scenario: %v", err)
+		return scenario.Spec{}, fmt.Errorf("scenario: %v", err)
 	}
 	if dec.More() {
-		return scenarios.Spec{}, fmt.Errorf("scenario: trailing data after the JSON object")
+		return scenario.Spec{}, fmt.Errorf("scenario: trailing data after the JSON object")
 	}
 	return s, nil
 }

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/nemesis"
-	"github.com/fencesim/fencesim/scenarios"
+	"github.com/fencesim/fencesim/scenario"
 )
 
-// NewPlan is scenarios.NewPlan for a live target: besides the roles and
+// NewPlan is scenario.NewPlan for a live target: besides the roles and
 // nodes the simulator knows (@replica:N, @store, @client:NAME, @leader,
 // n1…), a scripted fault may aim at any server of the target by its name
 // or as a role, "@" and its name ("@redis", "@l1", "etcd2"): a Redis
@@ -20,12 +20,12 @@ import (
 // plan is the scenario without them, exactly as the simulator draws it.
 // A name that is neither the simulator's nor the target's is an error
 // naming both lists.
-func NewPlan(spec scenarios.Spec, seed uint64, info TargetInfo) (scenarios.Plan, nemesis.Schedule, error) {
+func NewPlan(spec scenario.Spec, seed uint64, info TargetInfo) (scenario.Plan, nemesis.Schedule, error) {
 	sim := spec
 	sim.Faults = nil
-	bare, err := scenarios.NewPlan(sim, seed)
+	bare, err := scenario.NewPlan(sim, seed)
 	if err != nil {
-		return scenarios.Plan{}, nil, err
+		return scenario.Plan{}, nil, err
 	}
 	c := bare.Cluster()
 	simNames := append(c.Names(), nemesis.Leader, nemesis.Crashed, nemesis.Subject)
@@ -39,7 +39,7 @@ func NewPlan(spec scenarios.Spec, seed uint64, info TargetInfo) (scenarios.Plan,
 			case slices.Contains(info.Servers, strings.TrimPrefix(n, "@")):
 				own = true
 			default:
-				return scenarios.Plan{}, nil, fmt.Errorf("scenario %q: fault %d (%s): unknown node %q: the simulator's nodes are %s (and roles such as @replica:1, @store, @leader), target %s's servers %s (by name or as @name)",
+				return scenario.Plan{}, nil, fmt.Errorf("scenario %q: fault %d (%s): unknown node %q: the simulator's nodes are %s (and roles such as @replica:1, @store, @leader), target %s's servers %s (by name or as @name)",
 					spec.Name, i, op, n, strings.Join(c.Names(), ", "), info.Name, strings.Join(info.Servers, ", "))
 			}
 		}
@@ -48,7 +48,7 @@ func NewPlan(spec scenarios.Spec, seed uint64, info TargetInfo) (scenarios.Plan,
 			continue
 		}
 		if op.At >= spec.Duration {
-			return scenarios.Plan{}, nil, fmt.Errorf("scenario %q: fault %d (%s) at %v lies beyond the duration %v", spec.Name, i, op, time.Duration(op.At), time.Duration(spec.Duration))
+			return scenario.Plan{}, nil, fmt.Errorf("scenario %q: fault %d (%s) at %v lies beyond the duration %v", spec.Name, i, op, time.Duration(op.At), time.Duration(spec.Duration))
 		}
 		target = append(target, op)
 	}
@@ -62,13 +62,13 @@ func NewPlan(spec scenarios.Spec, seed uint64, info TargetInfo) (scenarios.Plan,
 		}
 		tc.LeaderSelector = true
 		if err := target.ValidateFor(tc); err != nil {
-			return scenarios.Plan{}, nil, fmt.Errorf("scenario %q: target %s: %w", spec.Name, info.Name, err)
+			return scenario.Plan{}, nil, fmt.Errorf("scenario %q: target %s: %w", spec.Name, info.Name, err)
 		}
 	}
 	spec.Faults = simFaults
-	p, err := scenarios.NewPlan(spec, seed)
+	p, err := scenario.NewPlan(spec, seed)
 	if err != nil {
-		return scenarios.Plan{}, nil, err
+		return scenario.Plan{}, nil, err
 	}
 	return p, target.Sorted(), nil
 }

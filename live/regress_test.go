@@ -10,7 +10,7 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/nemesis"
-	"github.com/fencesim/fencesim/scenarios"
+	"github.com/fencesim/fencesim/scenario"
 )
 
 // raceEnabled: the tests run under the race detector (race_test.go).
@@ -28,7 +28,7 @@ func targetTest(t *testing.T) {
 }
 
 // specPlan reads a live spec from testdata and plans it for target.
-func specPlan(t *testing.T, file string, seed uint64, target Target) (scenarios.Plan, nemesis.Schedule) {
+func specPlan(t *testing.T, file string, seed uint64, target Target) (scenario.Plan, nemesis.Schedule) {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -45,7 +45,7 @@ func specPlan(t *testing.T, file string, seed uint64, target Target) (scenarios.
 	return p, tf
 }
 
-func runPlan(t *testing.T, target Target, p scenarios.Plan, tf nemesis.Schedule) Result {
+func runPlan(t *testing.T, target Target, p scenario.Plan, tf nemesis.Schedule) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -123,7 +123,7 @@ func TestEtcdQuorumLoss(t *testing.T) {
 // acquire answered busy (it needs the checker's ambiguity rule).
 func TestReferenceRestartAllReplicas(t *testing.T) {
 	p := plan(t, "restart-all-replicas", 1)
-	p.Spec.Duration = scenarios.Duration(8 * time.Second)
+	p.Spec.Duration = scenario.Duration(8 * time.Second)
 	res := runPlan(t, builtin(t, "reference"), p, nil)
 	// 6 crashes and 2 restarts of @crashed, each of three replicas.
 	allDone(t, res, 12)
@@ -143,7 +143,7 @@ func TestEtcdIsolateNotApplicable(t *testing.T) {
 	need(t, "etcd")
 	needClient(t, "fencesim-live-etcd", "../live/etcdclient", true)
 	p := shortPlan(t)
-	d := func(v time.Duration) scenarios.Duration { return scenarios.Duration(v) }
+	d := func(v time.Duration) scenario.Duration { return scenario.Duration(v) }
 	p.Spec.Faults = nemesis.Schedule{{At: d(100 * ms), Kind: nemesis.Isolate, Node: nemesis.Leader}}
 	p.Schedule = p.Spec.Faults
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

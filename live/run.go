@@ -16,15 +16,15 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/nemesis"
-	"github.com/fencesim/fencesim/scenarios"
+	"github.com/fencesim/fencesim/scenario"
 )
 
 // Options configure one live run.
 type Options struct {
 	Target Target
 	// Plan is the scenario and its seeded schedule, exactly as the
-	// simulator would run it (scenarios.NewPlan, or a replay file's).
-	Plan scenarios.Plan
+	// simulator would run it (scenario.NewPlan, or a replay file's).
+	Plan scenario.Plan
 	// Dir is the run's directory (data, logs); "" makes a temporary one,
 	// removed after the run unless Keep.
 	Dir  string
@@ -82,7 +82,7 @@ type Result struct {
 	Notes    []string         `json:"notes,omitempty"`
 	Dir      string           `json:"dir,omitempty"`
 	Options  *nemesis.Options `json:"options,omitempty"`
-	Plan     scenarios.Plan   `json:"-"`
+	Plan     scenario.Plan    `json:"-"`
 	Counts   map[string]int   `json:"counts"`
 	// FaultCounts sums Faults by outcome; Clients is what each workload
 	// client did.
@@ -103,7 +103,7 @@ type Result struct {
 type run struct {
 	opt    Options
 	ctx    context.Context // the caller's: ends when the run is interrupted
-	spec   scenarios.Spec
+	spec   scenario.Spec
 	info   TargetInfo
 	dir    string
 	setup  *Setup
@@ -259,7 +259,7 @@ func (r *run) lay() error {
 	}
 	var names []string
 	for _, s := range r.layout.Servers {
-		if s.Name == "store" || r.servers[s.Name] != nil || slices.ContainsFunc(r.spec.Clients, func(c scenarios.ClientSpec) bool { return c.Name == s.Name }) {
+		if s.Name == "store" || r.servers[s.Name] != nil || slices.ContainsFunc(r.spec.Clients, func(c scenario.ClientSpec) bool { return c.Name == s.Name }) {
 			return fmt.Errorf("live: target %s: server name %q is taken", r.info.Name, s.Name)
 		}
 		r.servers[s.Name] = &proc{name: s.Name, argv: s.Argv, env: s.Env, log: logPath(r.dir, s.Name), stopSig: s.StopSignal}
@@ -460,7 +460,7 @@ func (r *run) proc(name string) (*proc, bool) {
 
 // isClient reports whether name is one of the scenario's clients.
 func (r *run) isClient(name string) bool {
-	return slices.ContainsFunc(r.spec.Clients, func(c scenarios.ClientSpec) bool { return c.Name == name })
+	return slices.ContainsFunc(r.spec.Clients, func(c scenario.ClientSpec) bool { return c.Name == name })
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

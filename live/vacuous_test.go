@@ -9,7 +9,7 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/nemesis"
-	"github.com/fencesim/fencesim/scenarios"
+	"github.com/fencesim/fencesim/scenario"
 )
 
 // readyFake is a fake target whose one server is up at once; client, if
@@ -46,7 +46,7 @@ func TestDeadClientIsUnknown(t *testing.T) {
 // lowers the rule.
 func TestTooFewFaultsIsUnknown(t *testing.T) {
 	p := shortPlan(t)
-	d := func(v time.Duration) scenarios.Duration { return scenarios.Duration(v) }
+	d := func(v time.Duration) scenario.Duration { return scenario.Duration(v) }
 	p.Schedule = nemesis.Schedule{
 		{At: d(10 * ms), Kind: nemesis.Pause, Node: "n1", Duration: d(20 * ms)},
 		{At: d(20 * ms), Kind: nemesis.Restart, Node: "n1"}, // not crashed: skipped
@@ -68,7 +68,7 @@ func TestTooFewFaultsIsUnknown(t *testing.T) {
 // runs and is listed as not applicable.
 func TestInapplicableScriptedFaults(t *testing.T) {
 	p := shortPlan(t)
-	d := func(v time.Duration) scenarios.Duration { return scenarios.Duration(v) }
+	d := func(v time.Duration) scenario.Duration { return scenario.Duration(v) }
 	p.Spec.Faults = nemesis.Schedule{{At: d(10 * ms), Kind: nemesis.Drift, Node: "n1", PPM: 500, Duration: d(100 * ms)}}
 	p.Schedule = p.Spec.Faults
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -86,7 +86,7 @@ func TestInapplicableScriptedFaults(t *testing.T) {
 	}
 }
 
-func runFakePlan(t *testing.T, f fakeTarget, p scenarios.Plan, allow bool) Result {
+func runFakePlan(t *testing.T, f fakeTarget, p scenario.Plan, allow bool) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -103,7 +103,7 @@ func runFakePlan(t *testing.T, f fakeTarget, p scenarios.Plan, allow bool) Resul
 // is accepted as it stands (@subject stands for the client the moment is
 // about); one on a moment no live client reports is refused, naming it.
 func TestScriptedTriggers(t *testing.T) {
-	d := func(v time.Duration) scenarios.Duration { return scenarios.Duration(v) }
+	d := func(v time.Duration) scenario.Duration { return scenario.Duration(v) }
 	for _, tc := range []struct {
 		when nemesis.MomentKind
 		ok   bool

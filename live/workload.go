@@ -9,7 +9,7 @@ import (
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/live/liveclient"
 	"github.com/fencesim/fencesim/nemesis"
-	"github.com/fencesim/fencesim/scenarios"
+	"github.com/fencesim/fencesim/scenario"
 )
 
 // workload runs the scenario's clients and its fault schedule on the
@@ -63,7 +63,7 @@ func (r *run) workload(ctx context.Context) {
 // Like the simulator's lock client it renews every TTL/3 and stops
 // writing once its lease may be gone (the watchdog: the last grant or
 // renewal's call + TTL·(1−ρ) − margin), or once the store fenced it out.
-func (r *run) drive(ctx context.Context, idx int, c scenarios.ClientSpec) {
+func (r *run) drive(ctx context.Context, idx int, c scenario.ClientSpec) {
 	cp := r.clients[c.Name]
 	rng := rand.New(rand.NewPCG(r.opt.Plan.Seed, uint64(idx)+1))
 	if !sleepCtx(ctx, time.Duration(c.StartDelay)) {

@@ -39,12 +39,7 @@ import (
 // goroutines, channels, machine clocks, global randomness or map order
 // reaching behaviour; time, randomness and storage come from process.Env.
 type Design interface {
-	// Info names the design and says how the harness must judge it.
-	Info() DesignInfo
-	// Nodes names the service's nodes for a scenario whose "replicas" field
-	// is replicas (0 when absent), or says what to fix. Names must not be
-	// "store" nor a client's.
-	Nodes(replicas int) ([]string, error)
+	DesignShape
 	// NewServer returns the process of service node i (an index into
 	// Nodes). It is called at the node's boot and at every restart: a
 	// restarted process keeps only what it synced to its disk.
@@ -57,6 +52,19 @@ type Design interface {
 	// the service's nodes, Observer the run's, and the run's planted bug
 	// injected. Called at boot and at every restart.
 	ClientProtocol(cfg ClientConfig, run DesignRun) Protocol
+}
+
+// DesignShape is what a plan needs of a design: its name, how the harness
+// judges it, and its nodes' names — no processes, so that a plan is drawn
+// and checked without linking them (scenarios/spec; the built-ins' shapes
+// are lockservice/designs/shape's).
+type DesignShape interface {
+	// Info names the design and says how the harness must judge it.
+	Info() DesignInfo
+	// Nodes names the service's nodes for a scenario whose "replicas" field
+	// is replicas (0 when absent), or says what to fix. Names must not be
+	// "store" nor a client's.
+	Nodes(replicas int) ([]string, error)
 }
 
 // DesignInfo describes a design to the harness.

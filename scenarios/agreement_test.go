@@ -199,7 +199,7 @@ func TestReplicaRecordsOnlyWithRaft(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := res.History
-		if !spec.design().Info().Leader {
+		if !designOf(spec).Info().Leader {
 			if len(h.Elections) != 0 || len(h.EntryApplies) != 0 {
 				t.Errorf("%s (%s): got %d elections and %d entries, want none", name, spec.Design, len(h.Elections), len(h.EntryApplies))
 			}

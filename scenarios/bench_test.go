@@ -101,7 +101,7 @@ func BenchmarkCheckStandard(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		r := runs[i%len(runs)]
-		if v := r.Plan.judge(r.History, "", live, r.LeaseExcuses(), RunOptions{}); v.Kind != r.Verdict.Kind {
+		if v := judgeRun(r.Plan, r.History, "", live, r.LeaseExcuses(), RunOptions{}); v.Kind != r.Verdict.Kind {
 			b.Fatalf("seed %d: verdict %v, the run had %v", r.Seed, v.Kind, r.Verdict.Kind)
 		}
 	}

@@ -26,7 +26,7 @@ func TestGuidedFindingTornCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := r.Plan().Run(RunOptions{})
+	res, err := RunPlan(r.Plan(), RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/nemesis"
+	"github.com/fencesim/fencesim/scenario"
 )
 
 // Guided search steers a swarm by its coverage marks, as AFL steers a
@@ -456,11 +457,11 @@ func (g *guider) redrawKnob(q *Plan, r *rand.Rand) {
 	switch r.IntN(5) {
 	case 4:
 		if g.spec.Buggify == nil {
-			q.Spec.Buggify = drawBuggify(seed)
+			q.Spec.Buggify = scenario.DrawBuggify(seed)
 		}
 	case 0:
 		if g.spec.IngressDepth == 0 {
-			q.Spec.IngressDepth = drawIngressDepth(seed)
+			q.Spec.IngressDepth = scenario.DrawIngressDepth(seed)
 		}
 	case 1:
 		if !g.spec.GroupCommit {
@@ -468,11 +469,11 @@ func (g *guider) redrawKnob(q *Plan, r *rand.Rand) {
 		}
 	case 2:
 		if g.spec.TokenOffset == 0 {
-			q.Spec.TokenOffset = drawTokenOffset(seed)
+			q.Spec.TokenOffset = scenario.DrawTokenOffset(seed)
 		}
 	default:
 		if g.spec.SnapshotEntries == 0 && g.spec.SnapshotBytes == 0 {
-			q.Spec.SnapshotEntries, q.Spec.SnapshotBytes = drawSnapshot(seed)
+			q.Spec.SnapshotEntries, q.Spec.SnapshotBytes = scenario.DrawSnapshot(seed)
 		}
 	}
 }

@@ -81,7 +81,7 @@ func TestGuidedRunReplays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := rp.Plan().Run(RunOptions{})
+	again, err := RunPlan(rp.Plan(), RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,22 +60,6 @@ func HuntScenario(m lockservice.Mutant) string {
 	return "swarm"
 }
 
-// WithMutant returns spec with m planted, switched to the design m lives
-// in when it is not the reference's (mutants.Design: lockd's bugs run on
-// lockd), its replicas kept if that design takes them.
-func (s Spec) WithMutant(m lockservice.Mutant) Spec {
-	s.Mutant = string(m)
-	if d := mutants.Design(m); d != "" && d != s.Design {
-		s.Design = d
-		if des, ok := LookupDesign(d); ok {
-			if _, err := des.Nodes(s.Replicas); err != nil {
-				s.Replicas = 0
-			}
-		}
-	}
-	return s
-}
-
 // Hunt sweeps spec over seeds lo..hi until the first run that misses the
 // expectation — for a planted bug, the proof that the harness catches it —
 // and stops there. A hunt of the build as it is (spec.Mutant empty) stops

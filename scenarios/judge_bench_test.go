@@ -34,7 +34,7 @@ func BenchmarkJudgeStandard(b *testing.B) {
 	cpu0 := cpuTime()
 	for b.Loop() {
 		for _, r := range runs {
-			r.p.judge(r.res.History, r.res.Cut, names, r.res.LeaseExcuses(), RunOptions{})
+			judgeRun(r.p, r.res.History, r.res.Cut, names, r.res.LeaseExcuses(), RunOptions{})
 		}
 	}
 	// CPU time (user + system, every thread) per judged run: steadier

@@ -17,7 +17,7 @@ func TestLeaderPicksRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	servers := spec.serverNames()
+	servers := spec.ServerNames()
 	var at []time.Duration
 	for _, p := range res.Picks {
 		if p.Selector != nemesis.Leader || !slices.Contains(servers, p.Node) {

@@ -49,7 +49,7 @@ const (
 var registerRunaways = sync.OnceValue(func() error {
 	base, _ := Lookup("kleppmann-gc-pause")
 	for _, how := range []string{runawayFork, runawayLog, runawayReports, runawayPanic, runawayCalls} {
-		if err := RegisterDesign(runawayDesign{Design: base.design(), how: how}); err != nil {
+		if err := RegisterDesign(runawayDesign{Design: designOf(base), how: how}); err != nil {
 			return err
 		}
 	}
@@ -260,7 +260,7 @@ func TestCrashInTheCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := p.Run(RunOptions{searchHook: func(string) { panic("search: broken") }})
+	res, err := RunPlan(p, RunOptions{searchHook: func(string) { panic("search: broken") }})
 	if err != nil {
 		t.Fatal(err)
 	}

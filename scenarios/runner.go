@@ -3,7 +3,6 @@ package scenarios
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -39,126 +38,6 @@ type RunOptions struct {
 	searchHook func(resource string)
 }
 
-// Plan is everything a run is made of, drawn from its seed before it
-// starts: the spec, the seed, the swarm's fault options and the complete,
-// explicit fault schedule. A replay or a shrink runs a plan whose schedule
-// was written down (or reduced) instead of drawn.
-type Plan struct {
-	Spec Spec
-	Seed uint64
-	// Options are the swarm's drawn fault settings (nil without a swarm).
-	Options *nemesis.Options
-	// Schedule is every fault operation the run installs, time-sorted:
-	// the spec's scripted faults, the swarm's, and the final heal.
-	Schedule nemesis.Schedule
-}
-
-// swarmStream seeds the draws of fault options and schedules. It is apart
-// from the World's streams, so a plan's schedule can be replaced (replay,
-// shrink) without shifting any other draw of the run.
-func swarmStream(seed uint64) *rand.Rand {
-	return rand.New(rand.NewPCG(seed, 0x53574152_4D000000))
-}
-
-// cluster names spec's nodes for the nemesis.
-func (s *Spec) cluster() nemesis.Cluster {
-	c := nemesis.Cluster{Servers: s.serverNames(), Store: []string{storeNode}}
-	if d := s.design(); d != nil {
-		c.LeaderSelector = d.Info().Leader
-	}
-	for _, cl := range s.Clients {
-		c.Clients = append(c.Clients, cl.Name)
-		c.TTL = max(c.TTL, time.Duration(cl.TTL))
-		c.DriftBoundPPM = max(c.DriftBoundPPM, cl.DriftBoundPPM)
-	}
-	return c
-}
-
-// Cluster names the plan's nodes as its schedule does: the design's
-// servers, the store and the clients (what a live run maps onto real
-// processes).
-func (p Plan) Cluster() nemesis.Cluster { return p.Spec.cluster() }
-
-// NewPlan validates spec and draws the run's fault plan from seed.
-func NewPlan(spec Spec, seed uint64) (Plan, error) {
-	if err := spec.Validate(); err != nil {
-		return Plan{}, err
-	}
-	p := Plan{Spec: spec, Seed: seed, Schedule: slices.Clone(spec.Faults)}
-	if spec.Swarm {
-		c := spec.cluster()
-		r := swarmStream(seed)
-		o := nemesis.DrawOptions(r, c)
-		// From a stream of its own, so that a seed that does not draw it
-		// keeps the schedule it had.
-		nemesis.DrawRecoveryAim(&o, rand.New(rand.NewPCG(seed, 0x52454356_45525900)), c) // "RECOVERY"
-		p.Options = &o
-		p.Schedule = append(p.Schedule, nemesis.Generate(r, o, c, time.Duration(spec.Duration))...)
-		if spec.TokenOffset == 0 {
-			// Written into the plan's spec, so that a replay file and a
-			// shrink keep the offset the seed drew.
-			p.Spec.TokenOffset = drawTokenOffset(seed)
-		}
-		if spec.IngressDepth == 0 {
-			p.Spec.IngressDepth = drawIngressDepth(seed)
-		}
-		if !spec.GroupCommit {
-			p.Spec.GroupCommit = drawGroupCommit(seed)
-		}
-		if spec.Buggify == nil {
-			p.Spec.Buggify = drawBuggify(seed)
-		}
-	}
-	if spec.SnapshotEntries == 0 && spec.SnapshotBytes == 0 {
-		// Every run, swarm or scripted: written into the plan's spec, so
-		// that a replay file and a shrink keep what the seed drew.
-		p.Spec.SnapshotEntries, p.Spec.SnapshotBytes = drawSnapshot(seed)
-	}
-	if spec.Liveness != nil {
-		p.Schedule = p.Schedule.HealAll(time.Duration(spec.Duration), spec.cluster())
-	}
-	p.Schedule = p.Schedule.Sorted()
-	return p, p.Validate()
-}
-
-// Validate checks the plan's schedule against its spec's nodes.
-func (p Plan) Validate() error {
-	if err := p.Spec.Validate(); err != nil {
-		return err
-	}
-	if err := p.Schedule.ValidateFor(p.Spec.cluster()); err != nil {
-		return fmt.Errorf("scenario %q (design %s): %w", p.Spec.Name, p.Spec.Design, err)
-	}
-	return nil
-}
-
-// Installed returns the schedule as the run installs it: the plan's
-// schedule with every fixed role (@replica:N, @store, @client:NAME) bound to
-// the node it names in the spec's design (nemesis.Schedule.Bind). @leader
-// and @crashed stay: they resolve when their fault fires. Its operations
-// name nodes exactly as a schedule written with node names would, so the
-// trace, its hash, the lease excuses and the report are the same whichever
-// way the spec was written; the plan itself keeps the roles as written, so
-// that a replay file holds the schedule its author wrote. A plan that does
-// not validate gets its schedule back unbound.
-func (p Plan) Installed() nemesis.Schedule {
-	bound, err := p.Schedule.Bind(p.Spec.cluster())
-	if err != nil {
-		return p.Schedule
-	}
-	return bound
-}
-
-// End is the true time the run stops: the safety phase, then the liveness
-// bound if the spec has one.
-func (p Plan) End() time.Duration {
-	end := time.Duration(p.Spec.Duration)
-	if p.Spec.Liveness != nil {
-		end += time.Duration(p.Spec.Liveness.Bound)
-	}
-	return end
-}
-
 // Result is what one run of a scenario produced.
 type Result struct {
 	Scenario  string
@@ -190,33 +69,6 @@ type Result struct {
 	Marks *coverage.Counts
 }
 
-// Crash is what a panic inside a run (the service, a client, the harness
-// or the checker) left for the seed's verdict. All but Stack is a function
-// of the seed: Stack depends on the build and the machine, so it is shown
-// and saved but never compared.
-type Crash struct {
-	// Value is the panic value, printed.
-	Value string `json:"value"`
-	// Step and At are the step and true time of the event that panicked,
-	// or where the simulation stood when a panic outside it happened.
-	Step uint64        `json:"step"`
-	At   time.Duration `json:"at"`
-	// Node is the node whose process was running ("action NAME" for a
-	// harness action), or "" when the panic came from outside the
-	// simulation (building the run, or checking it).
-	Node  string `json:"node,omitempty"`
-	Stack string `json:"stack"`
-}
-
-// String says where the run panicked and with what, without the stack.
-func (c *Crash) String() string {
-	where := "outside the simulation (building or checking the run)"
-	if c.Node != "" {
-		where = "in " + c.Node
-	}
-	return fmt.Sprintf("panic at step %d, t=%v, %s: %s", c.Step, c.At, where, c.Value)
-}
-
 // newCrash turns a recovered panic value into a Crash: a *sim.Panic
 // carries where in the simulation it happened, a *checker.Panic the stack
 // of the checker's goroutine it happened in; anything else happened
@@ -237,8 +89,8 @@ func newCrash(r any, step uint64, at time.Duration) *Crash {
 // about 150 MB.
 const DefaultReports = 500_000
 
-// limits returns the spec's run limits with the defaults filled in.
-func (s Spec) limits() (sim.Limits, int) {
+// limitsOf returns the spec's run limits with the defaults filled in.
+func limitsOf(s Spec) (sim.Limits, int) {
 	var l RunLimits
 	if s.Limits != nil {
 		l = *s.Limits
@@ -275,22 +127,22 @@ func Run(spec Spec, seed uint64, opt RunOptions) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return p.Run(opt)
+	return RunPlan(p, opt)
 }
 
-// Run simulates the plan and checks the result: safety over the whole run,
+// RunPlan simulates the plan and checks the result: safety over the whole run,
 // and liveness after the final heal if the spec asks for it. A run cut
 // short by its step limit or its Limits is checked for safety up to the
 // cut. A panic anywhere in it (the service, a client, the harness, the
 // checker) is the verdict crash, with the panic in Result.Crash; it is
 // never an error, so a sweep goes on with the next seed.
-func (p Plan) Run(opt RunOptions) (res Result, err error) {
+func RunPlan(p Plan, opt RunOptions) (res Result, err error) {
 	if err := p.Validate(); err != nil {
 		return Result{}, err
 	}
 	spec := p.Spec
 	wall := startStopwatch()
-	limits, reports := spec.limits()
+	limits, reports := limitsOf(spec)
 	w, err := sim.New(sim.Config{Seed: p.Seed, Trace: opt.Trace, Limits: limits, Network: sim.NetworkConfig{
 		Latency: sim.Latency{Shape: sim.Exponential, Min: time.Duration(spec.LatencyMin),
 			Mean: time.Duration(spec.LatencyMean), Max: time.Duration(spec.LatencyMax)},
@@ -299,7 +151,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		return Result{}, fmt.Errorf("scenario %q: %w", spec.Name, err)
 	}
 	ids := map[string]sim.NodeID{}
-	design := spec.design()
+	design := designOf(spec)
 	info := design.Info()
 	rec := newRecorder(w, ids, info.SyncedDecisions)
 	marks := &coverage.Counts{}
@@ -336,7 +188,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		ids[name] = id
 		return err
 	}
-	servers := spec.serverNames()
+	servers := spec.ServerNames()
 	run := lockservice.DesignRun{Limits: lockservice.DefaultLimits(), Observer: obs,
 		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks, TokenOffset: spec.TokenOffset,
 		SnapshotEntries: spec.SnapshotEntries, SnapshotBytes: spec.SnapshotBytes, GroupCommit: spec.GroupCommit}
@@ -382,7 +234,7 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 		}
 	}
 	var picks []Pick
-	cov := &inject.Coverage{Marks: marks, TTL: spec.cluster().TTL, Servers: serverIDs, Store: run.Store}
+	cov := &inject.Coverage{Marks: marks, TTL: spec.Cluster().TTL, Servers: serverIDs, Store: run.Store}
 	moments.watch = inject.InstallCounting(p.Installed(), w, func(name string) (sim.NodeID, bool) {
 		if name == nemesis.Leader {
 			id, ok := leader(w, serverIDs)
@@ -419,16 +271,16 @@ func (p Plan) Run(opt RunOptions) (res Result, err error) {
 			live = append(live, c.Name)
 		}
 	}
-	res.Verdict = p.judge(h, res.Cut, live, res.LeaseExcuses(), opt)
+	res.Verdict = judgeRun(p, h, res.Cut, live, res.LeaseExcuses(), opt)
 	res.CheckWall = check.elapsed()
 	res.Wall = wall.elapsed()
 	return res, nil
 }
 
-// judge is the checker's part of a run: the safety properties, lease
+// judgeRun is the checker's part of a run: the safety properties, lease
 // safety within the plan's fault model, and, for a run that was not cut
 // (cut says why it was), the liveness of the clients still alive.
-func (p Plan) judge(h checker.History, cut string, live []string, excuses []checker.LeaseExcuse, opt RunOptions) checker.Verdict {
+func judgeRun(p Plan, h checker.History, cut string, live []string, excuses []checker.LeaseExcuse, opt RunOptions) checker.Verdict {
 	spec := p.Spec
 	// The checks only read the history, and run after the loop: at once.
 	var v checker.Verdict

@@ -21,7 +21,7 @@ func (s Sizes) String() string {
 
 // SizesOf measures p.
 func SizesOf(p Plan) Sizes {
-	return Sizes{Faults: len(p.Schedule), Clients: len(p.Spec.Clients), Replicas: len(p.Spec.serverNames())}
+	return Sizes{Faults: len(p.Schedule), Clients: len(p.Spec.Clients), Replicas: len(p.Spec.ServerNames())}
 }
 
 // Shrunk is what Shrink found.
@@ -40,7 +40,7 @@ type Shrunk struct {
 // not depend on the schedule, so a smaller plan replays the same draws
 // wherever the faults no longer intervene.
 func Shrink(p Plan, opt RunOptions) (Shrunk, error) {
-	first, err := p.Run(opt)
+	first, err := RunPlan(p, opt)
 	if err != nil {
 		return Shrunk{}, err
 	}
@@ -55,7 +55,7 @@ func Shrink(p Plan, opt RunOptions) (Shrunk, error) {
 			return false
 		}
 		out.Runs++
-		res, err := c.Run(opt)
+		res, err := RunPlan(c, opt)
 		if err != nil || res.Verdict.Kind != checker.VerdictViolation {
 			return false
 		}
@@ -109,7 +109,7 @@ func Shrink(p Plan, opt RunOptions) (Shrunk, error) {
 // withoutClient drops client i and the fault operations that name it.
 func withoutClient(p Plan, i int) Plan {
 	name := p.Spec.Clients[i].Name
-	c := p.Spec.cluster()
+	c := p.Spec.Cluster()
 	p.Spec.Clients = slices.Delete(slices.Clone(p.Spec.Clients), i, i+1)
 	p.Spec.Faults = dropNaming(p.Spec.Faults, c, name)
 	p.Schedule = dropNaming(p.Schedule, c, name)
@@ -121,16 +121,16 @@ func withoutClient(p Plan, i int) Plan {
 // and Redlock do), and drops the faults naming a node that goes — by its
 // name or by its role (@replica:4 in a group of 5).
 func withThreeReplicas(p Plan) (Plan, bool) {
-	d := p.Spec.design()
+	d := designOf(p.Spec)
 	if d == nil {
 		return p, false
 	}
-	before := p.Spec.serverNames()
+	before := p.Spec.ServerNames()
 	after, err := d.Nodes(3)
 	if err != nil || len(before) <= 3 {
 		return p, false
 	}
-	c := p.Spec.cluster()
+	c := p.Spec.Cluster()
 	p.Spec.Replicas = 3
 	for _, n := range before {
 		if !slices.Contains(after, n) {

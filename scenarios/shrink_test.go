@@ -42,7 +42,7 @@ func failingPlans(t *testing.T, spec Spec, n int) []Plan {
 		if len(p.Schedule) < 10 {
 			continue
 		}
-		res, err := p.Run(RunOptions{})
+		res, err := RunPlan(p, RunOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestShrinkKeepsThePropertyAndEndsSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := r.Plan().Run(RunOptions{})
+	again, err := RunPlan(r.Plan(), RunOptions{})
 	if err != nil || again.TraceHash != got.Result.TraceHash || !hasProperty(again.Verdict, "S3") {
 		t.Fatalf("replay: %v, hash %016x vs %016x, verdict %+v", err, again.TraceHash, got.Result.TraceHash, again.Verdict)
 	}

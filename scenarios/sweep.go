@@ -189,7 +189,7 @@ func Sweep(ctx context.Context, jobs iter.Seq[Job], opt SweepOptions, emit func(
 				var res Result
 				var err error
 				if j.job.Plan != nil {
-					res, err = j.job.Plan.Run(runOpt)
+					res, err = RunPlan(*j.job.Plan, runOpt)
 				} else {
 					res, err = Run(j.job.Spec, j.job.Seed, runOpt)
 				}

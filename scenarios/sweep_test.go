@@ -63,7 +63,7 @@ func TestPlanRunStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	whole, err := p.Run(RunOptions{})
+	whole, err := RunPlan(p, RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestPlanRunStops(t *testing.T) {
 		t.Fatalf("the run fires %d events: too few to be stopped mid-way", whole.Events)
 	}
 	asked := 0
-	never, err := p.Run(RunOptions{Stop: func() bool { asked++; return false }})
+	never, err := RunPlan(p, RunOptions{Stop: func() bool { asked++; return false }})
 	if err != nil || never.TraceHash != whole.TraceHash || never.Verdict.Kind != whole.Verdict.Kind {
 		t.Fatalf("with a stop hook that never stops: hash %016x %v, want %016x (%v)", never.TraceHash, never.Verdict.Kind, whole.TraceHash, err)
 	}
@@ -79,7 +79,7 @@ func TestPlanRunStops(t *testing.T) {
 		t.Fatalf("the hook was asked %d times in %d events, want at least %d", asked, whole.Events, want)
 	}
 	asked = 0
-	_, err = p.Run(RunOptions{Stop: func() bool { asked++; return asked == 3 }})
+	_, err = RunPlan(p, RunOptions{Stop: func() bool { asked++; return asked == 3 }})
 	if !errors.Is(err, ErrStopped) || asked != 3 {
 		t.Fatalf("stopped at the third look: got %v after %d looks, want ErrStopped after 3", err, asked)
 	}

@@ -164,7 +164,7 @@ func TestTriggerRunReplaysAndShrinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := replay.Plan().Run(RunOptions{})
+	again, err := RunPlan(replay.Plan(), RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

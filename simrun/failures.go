@@ -205,7 +205,7 @@ func (k *keeper) summary() string {
 // it is at most traceMax bytes (0: any size).
 func keepFailure(res scenarios.Result, traceMax int64, stop func() bool) (dir, note string, err error) {
 	trace := &cappedTrace{max: traceMax}
-	again, err := res.Plan.Run(scenarios.RunOptions{Trace: trace, Stop: stop})
+	again, err := scenarios.RunPlan(res.Plan, scenarios.RunOptions{Trace: trace, Stop: stop})
 	if err != nil {
 		return "", "", err
 	}

@@ -215,14 +215,14 @@ func execute(cmd string, plan scenarios.Plan, o outputFlags, keepFailure bool, s
 	case o.trace:
 		traceW = stderr
 	}
-	res, err := plan.Run(scenarios.RunOptions{Trace: traceW})
+	res, err := scenarios.RunPlan(plan, scenarios.RunOptions{Trace: traceW})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return res, exitUsage
 	}
 	code := exitCode(res.Verdict)
 	if o.twice {
-		again, err := plan.Run(scenarios.RunOptions{})
+		again, err := scenarios.RunPlan(plan, scenarios.RunOptions{})
 		if err != nil || again.TraceHash != res.TraceHash {
 			fmt.Fprintf(stderr, "%s: NONDETERMINISM: seed %d gave trace hashes %016x and %016x\n", cmd, plan.Seed, res.TraceHash, again.TraceHash)
 			code = exitNondeterminism

@@ -53,6 +53,25 @@ var layers = []struct {
 		why:     "the lock service is written against the contract only, so that it runs on a real clock and disk unchanged (fault controls stay in sim and nemesis)",
 	},
 	{
+		pattern: "./scenario",
+		allowed: []string{"checker", "nemesis", "process", "coverage", "lockservice", "lockservice/designs/shape", "lockservice/bugs", "scenarios/builtin"},
+		why:     "the vocabulary of a run (spec, plan, replay file) is shared by the simulator and the live runner: it names designs and planted bugs by their shapes and names, and links no world and no design's processes",
+	},
+	{
+		pattern: "./scenarios/builtin",
+		why:     "the built-in scenario files are data: a leaf",
+	},
+	{
+		pattern: "./lockservice/designs/shape",
+		allowed: []string{"lockservice", "process", "coverage"},
+		why:     "the built-in designs' shapes are data a plan is checked against: the contract's types, no design's processes",
+	},
+	{
+		pattern: "./lockservice/bugs",
+		allowed: []string{"lockservice", "process", "coverage"},
+		why:     "the catalogue of planted bugs is names a plan is checked against: the contract's types, none of the bugs' code",
+	},
+	{
 		pattern: "./scenarios/workload",
 		allowed: []string{"process", "coverage", "lockservice", "lockservice/lockclient", "lockservice/internal/record"},
 		why:     "the workload drives the lock client like an application would: nothing of the simulator, the reference or the harness",
@@ -75,7 +94,7 @@ var layers = []struct {
 	{
 		pattern: "./wire",
 		allowed: []string{"process", "coverage", "lockservice", "lockservice/raft", "lockservice/reference", "lockservice/redlock", "lockservice/internal/record",
-			"lockservice/lockdsim", "lockd/scripts"},
+			"lockservice/lockdsim", "lockd/scripts", "lockservice/designs/shape"},
 		why: "the wire codec encodes the lock service's messages (the contract's, Raft's as the reference sends them, Redlock's, the simulated lockd's script calls); it must not drag in the simulator",
 	},
 	{
@@ -147,16 +166,78 @@ var layers = []struct {
 	},
 	{
 		pattern: "./live",
-		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "report", "nemesis", "nemesis/inject", "scenarios", "scenarios/workload", "sim", "fakeclock", "process",
-			"lockservice", "lockservice/internal/record", "lockservice/fencedstore", "lockservice/raft", "lockservice/reference", "lockservice/mutants",
-			"lockservice/redlock", "lockservice/designs", "lockservice/lockclient", "lockservice/lockdsim", "lockservice/frontend", "lockd/scripts"},
-		why: "the live harness runs the services as processes, never in its own: it plans with scenarios and nemesis, checks with checker, and must not link a service (realrt, nodesvc, storesvc, lockd)",
+		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "report", "nemesis",
+			"scenario", "scenarios/builtin", "process", "lockservice", "lockservice/designs/shape", "lockservice/bugs"},
+		why: "the live harness runs the services as processes, never in its own: it plans with scenario and nemesis, checks with checker, and links neither the simulator (sim, fakeclock, the simulator's runner and nemesis) nor any service's code (the reference, Raft, the planted bugs, realrt, nodesvc, storesvc, lockd)",
 	},
 	{
 		pattern: "./lockd",
 		allowed: []string{"lockapi", "admission", "internal/httpx", "internal/fencemac", "lockd/scripts"},
 		why:     "the Redis backend is a lockapi.Backend and nothing else of fencesim",
 	},
+}
+
+// simulatorAndServices are the packages, with those under them, that the
+// live runner and the vocabulary it plans with must never link, whatever
+// their layers come to allow: the simulator (its event loop, clocks,
+// runner and injector), the service's code (Raft, the reference, its
+// front end, lockd's simulated processes, Redlock) and the planted bugs'
+// code. Names and shapes of designs and bugs are data packages of their
+// own (lockservice/designs/shape, lockservice/bugs), and so are the
+// built-in scenario files: dataUnder lists those that lie under a banned
+// path.
+var simulatorAndServices = []string{"sim", "fakeclock", "scenarios", "nemesis/inject", "lockservice/raft", "lockservice/reference",
+	"lockservice/frontend", "lockservice/lockdsim", "lockservice/redlock", "lockservice/mutants", "lockservice/designs"}
+
+// dataUnder are leaves of data under simulatorAndServices' paths, which a
+// plan is checked against.
+var dataUnder = []string{"scenarios/builtin", "lockservice/designs/shape"}
+
+// simulatorFree are the packages that run or plan live runs.
+var simulatorFree = []string{"./live", "./scenario"}
+
+// TestLiveLinksNoSimulator: go list -deps of the live runner and of the
+// vocabulary it plans with holds none of simulatorAndServices (issue 20:
+// one loop, two worlds — the live runner plans with the simulator's
+// vocabulary, not its code).
+func TestLiveLinksNoSimulator(t *testing.T) {
+	root := moduleRoot(t)
+	for _, p := range simulatorFree {
+		for _, f := range linked(t, root, p, simulatorAndServices) {
+			t.Errorf("%s: the live runner's side must not link the simulator or a service", f)
+		}
+	}
+}
+
+// TestLinkedCatchesTheSimulator proves TestLiveLinksNoSimulator can fail:
+// the simulator's runner links sim, Raft and the planted bugs.
+func TestLinkedCatchesTheSimulator(t *testing.T) {
+	got := linked(t, moduleRoot(t), "./scenarios", simulatorAndServices)
+	for _, want := range []string{"sim", "lockservice/raft", "lockservice/mutants"} {
+		if !slices.Contains(got, "./scenarios links "+modulePath+"/"+want) {
+			t.Errorf("findings %q lack %s", got, want)
+		}
+	}
+}
+
+// linked lists, as "P links D", every dependency D of package P that is
+// one of banned (paths relative to the module) or lies under one.
+func linked(t *testing.T, root, pkg string, banned []string) []string {
+	t.Helper()
+	var found []string
+	for _, dep := range goList(t, root, "-deps", pkg) {
+		rel, ok := strings.CutPrefix(dep, modulePath+"/")
+		if !ok || slices.Contains(dataUnder, rel) {
+			continue
+		}
+		for _, b := range banned {
+			if rel == b || strings.HasPrefix(rel, b+"/") {
+				found = append(found, pkg+" links "+dep)
+				break
+			}
+		}
+	}
+	return found
 }
 
 // TestLayers fails when a package depends on a fencesim package its layer

@@ -1,10 +1,10 @@
 package designs
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/designs/shape"
 	"github.com/fencesim/fencesim/lockservice/frontend"
 	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/lockservice/redlock"
@@ -12,23 +12,21 @@ import (
 	"github.com/fencesim/fencesim/process"
 )
 
-// Names of the built-in designs.
+// Names of the built-in designs (their shapes' names, lockservice/designs/shape).
 const (
-	DesignReplicated = "replicated"
-	DesignSingleNode = "single-node"
-	DesignLeaseOnly  = "lease-only"
-	DesignRedlock    = redlock.Name
+	DesignReplicated = shape.DesignReplicated
+	DesignSingleNode = shape.DesignSingleNode
+	DesignLeaseOnly  = shape.DesignLeaseOnly
+	DesignRedlock    = shape.DesignRedlock
 )
 
 // BuiltinDesigns returns the designs shipped with the harness: the
-// reference and its contrasts.
+// reference and its contrasts, in the order of shape.Builtin.
 func BuiltinDesigns() []lockservice.Design {
 	return []lockservice.Design{
-		replicatedDesign{name: DesignReplicated,
-			description: "the reference: a lock state machine replicated over Raft, fencing token = the granting entry's log index, fenced store"},
+		replicatedDesign{shape.Replicated},
 		singleNodeDesign{},
-		replicatedDesign{name: DesignLeaseOnly, unfenced: true,
-			description: "contrast: the reference service, but the store ignores tokens — leases alone protect it"},
+		replicatedDesign{shape.LeaseOnly},
 		redlock.RedlockDesign{},
 		lockdDesign{},
 	}
@@ -36,21 +34,7 @@ func BuiltinDesigns() []lockservice.Design {
 
 // replicatedDesign is the reference service, and lease-only: the same
 // service with a store that does not fence.
-type replicatedDesign struct {
-	name, description string
-	unfenced          bool
-}
-
-func (d replicatedDesign) Info() lockservice.DesignInfo {
-	return lockservice.DesignInfo{Name: d.name, Description: d.description, UnfencedStore: d.unfenced, Leader: true}
-}
-
-func (d replicatedDesign) Nodes(replicas int) ([]string, error) {
-	if replicas != 3 && replicas != 5 {
-		return nil, fmt.Errorf("replicas must be 3 or 5 for the %s design, got %d", d.name, replicas)
-	}
-	return lockservice.NumberedNodes(replicas), nil
-}
+type replicatedDesign struct{ shape.Reference }
 
 func (d replicatedDesign) NewServer(_ int, run lockservice.DesignRun) process.Process {
 	cfg := reference.DefaultReplicaConfig(run.Servers)
@@ -91,19 +75,7 @@ func (replicatedDesign) ClientProtocol(lockservice.ClientConfig, lockservice.Des
 }
 
 // singleNodeDesign is one synced lock server, "lock".
-type singleNodeDesign struct{}
-
-func (singleNodeDesign) Info() lockservice.DesignInfo {
-	return lockservice.DesignInfo{Name: DesignSingleNode, SyncedDecisions: true,
-		Description: "contrast: one lock server that syncs every decision; nobody gets a lock while it is down"}
-}
-
-func (singleNodeDesign) Nodes(replicas int) ([]string, error) {
-	if replicas != 0 {
-		return nil, fmt.Errorf("replicas is only for the replicated design")
-	}
-	return []string{"lock"}, nil
-}
+type singleNodeDesign struct{ shape.SingleNode }
 
 func (singleNodeDesign) NewServer(_ int, run lockservice.DesignRun) process.Process {
 	cfg := reference.ServerConfig{Limits: run.Limits, Observer: run.Observer}

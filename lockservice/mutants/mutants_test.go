@@ -1,7 +1,6 @@
 package mutants
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,12 +10,9 @@ import (
 	"github.com/fencesim/fencesim/lockservice/reference"
 )
 
-// TestMutantCatalogue: the catalogue is sorted, every name parses, and
-// every entry says what it plants.
+// TestMutantCatalogue: every name parses, every entry says what it
+// plants, and every planted bug injects something.
 func TestMutantCatalogue(t *testing.T) {
-	if !slices.IsSortedFunc(mutants, func(a, b MutantInfo) int { return strings.Compare(string(a.Name), string(b.Name)) }) {
-		t.Error("the catalogue in mutants.go is not sorted by name")
-	}
 	seen := map[lockservice.Mutant]bool{}
 	for _, m := range Mutants() {
 		if seen[m.Name] || m.Description == "" || strings.ContainsAny(string(m.Name), " \t\n") {
@@ -30,8 +26,8 @@ func TestMutantCatalogue(t *testing.T) {
 			t.Errorf("%s injects nothing: mutants.go's injections must say what it replaces", m.Name)
 		}
 	}
-	if len(injections) != len(mutants) {
-		t.Errorf("%d injections for %d planted bugs", len(injections), len(mutants))
+	if len(injections) != len(Mutants()) {
+		t.Errorf("%d injections for %d planted bugs", len(injections), len(Mutants()))
 	}
 	for _, name := range []lockservice.Mutant{"store-no-fence", "store-fence-volatile", "store-fence-strict-gt", "token-wallclock",
 		"token-local-counter", "token-unsynced", "token-reuse-on-reacquire", "ack-before-commit", "stale-leader-grants",

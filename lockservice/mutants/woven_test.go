@@ -12,10 +12,10 @@ import (
 )
 
 // mutantCatalogue are the files and packages allowed to name planted bugs,
-// relative to lockservice: the catalogue (this package), the design
+// relative to lockservice: the catalogue (bugs) and this package, the design
 // contract, whose DesignRun carries the run's Mutant, and the built-in
 // designs, which inject it.
-var mutantCatalogue = map[string]bool{"mutants": true, "designs": true, "design.go": true}
+var mutantCatalogue = map[string]bool{"mutants": true, "bugs": true, "designs": true, "design.go": true}
 
 // mutantName matches a planted bug's constant or the Mutant type.
 var mutantName = regexp.MustCompile(`\bMut(ant|[A-Z])\w*`)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/designs/shape"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -179,25 +180,10 @@ func (n *RedlockNode) valid(resource string, value uint64, ttl time.Duration) bo
 // stops believing (release, watchdog, refused renewal, restart). Its token
 // is the random value, renamed in the records to its rank in grant order
 // (DesignInfo.UnorderedTokens).
-type RedlockDesign struct{}
+type RedlockDesign struct{ shape.Redlock }
 
 // Name is the design's name in scenarios.
-const Name = "redlock"
-
-// Info describes Redlock to the harness.
-func (RedlockDesign) Info() lockservice.DesignInfo {
-	return lockservice.DesignInfo{Name: Name,
-		Description:   "contrast: Redlock — N independent nodes, a majority of SET NX PX within validity = TTL − elapsed − drift, random values that no store can fence",
-		UnfencedStore: true, UnorderedTokens: true, ClientGrants: true}
-}
-
-// Nodes names the independent nodes n1…nN.
-func (RedlockDesign) Nodes(replicas int) ([]string, error) {
-	if replicas < 1 || replicas > 9 || replicas%2 == 0 {
-		return nil, fmt.Errorf("replicas (the number of independent nodes) must be odd, 1 to 9, for the redlock design, got %d", replicas)
-	}
-	return lockservice.NumberedNodes(replicas), nil
-}
+const Name = shape.DesignRedlock
 
 // NewServer returns a Redlock node.
 func (RedlockDesign) NewServer(_ int, run lockservice.DesignRun) process.Process {

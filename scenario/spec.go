@@ -1,28 +1,30 @@
-// Package scenarios holds fencesim's named failure scenarios and the runner
-// that wires one into a simulation: a lock design, a fenced store, clients
-// running a workload, a fault schedule, and the checker.
+// Package scenario is the vocabulary of a run, in both worlds: a
+// scenario's spec, the plan drawn from it and a seed (the swarm's fault
+// options and schedule, the drawn knobs), and the replay file that writes
+// a plan down. It holds no world: package scenarios runs a plan in the
+// simulator, package live against real processes, and neither drags the
+// other in. A spec names its design and planted bug by name only, checked
+// against their shapes (lockservice.DesignShape) and the catalogue of
+// planted bugs, never their code.
 //
 // A scenario is data: a versioned JSON spec (the built-ins are embedded from
-// builtin/*.json). Bad specs are reported as errors that say what to fix,
-// never as panics.
-package scenarios
+// scenarios/builtin/*.json). Bad specs are reported as errors that say what
+// to fix, never as panics.
+package scenario
 
 import (
 	"bytes"
-	"embed"
 	"encoding/json"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/lockservice"
-	"github.com/fencesim/fencesim/lockservice/designs"
-	"github.com/fencesim/fencesim/lockservice/mutants"
+	"github.com/fencesim/fencesim/lockservice/bugs"
 	"github.com/fencesim/fencesim/nemesis"
+	"github.com/fencesim/fencesim/scenarios/builtin"
 )
 
 // SpecVersion is the scenario format this code reads and writes.
@@ -76,10 +78,10 @@ type Spec struct {
 	// Buggify draws protocol knobs away from the design's safe defaults:
 	// small Raft append and in-flight caps, elections close to heartbeats
 	// (lockservice.Buggify). nil: the defaults; a swarm scenario without
-	// it draws it from the seed for one seed in three (drawBuggify).
+	// it draws it from the seed for one seed in three (DrawBuggify).
 	Buggify *lockservice.Buggify `json:"buggify,omitempty"`
 	// Mutant plants a bug in every component of the run (see
-	// mutants.Mutants); "" is the reference.
+	// bugs.Mutants); "" is the reference.
 	Mutant string    `json:"mutant,omitempty"`
 	Store  StoreSpec `json:"store"`
 	// Latency bounds one-way message latency (exponential between them).
@@ -208,86 +210,21 @@ type ClientSpec struct {
 	Wait Duration `json:"wait,omitempty"`
 }
 
-// storeNode is the fenced store's node name: the harness's own node, the
+// StoreNode is the fenced store's node name: the harness's own node, the
 // same for every design (faults aim at it as "@store" or "store").
-const storeNode = "store"
+const StoreNode = "store"
 
-// registry holds every design scenarios can name: the built-ins and those
-// registered by RegisterDesign.
-var registry = struct {
-	sync.RWMutex
-	byName map[string]lockservice.Design
-}{byName: map[string]lockservice.Design{}}
-
-func init() {
-	for _, d := range designs.BuiltinDesigns() {
-		if err := RegisterDesign(d); err != nil {
-			panic(err)
-		}
-	}
-}
-
-// RegisterDesign makes a lock design available to scenarios under its
-// name (d.Info().Name, what a spec's "design" field says). Register before
-// parsing or running the scenarios that name it, e.g. from an init
-// function or at the start of a test; a name registered twice is an error.
-// See lockservice.Design for what a design provides and must report.
-func RegisterDesign(d lockservice.Design) error {
-	if d == nil {
-		return fmt.Errorf("scenarios: RegisterDesign(nil)")
-	}
-	name := d.Info().Name
-	if name == "" || strings.ContainsAny(name, " \t\n/") {
-		return fmt.Errorf("scenarios: design name %q must be a non-empty kebab-case word", name)
-	}
-	registry.Lock()
-	defer registry.Unlock()
-	if _, dup := registry.byName[name]; dup {
-		return fmt.Errorf("scenarios: design %q is already registered", name)
-	}
-	registry.byName[name] = d
-	return nil
-}
-
-// Designs describes every design scenarios can name, sorted by name.
-func Designs() []lockservice.DesignInfo {
-	registry.RLock()
-	defer registry.RUnlock()
-	var out []lockservice.DesignInfo
-	for _, d := range registry.byName { //detlint:sorted sorted below
-		out = append(out, d.Info())
-	}
-	slices.SortFunc(out, func(a, b lockservice.DesignInfo) int { return strings.Compare(a.Name, b.Name) })
-	return out
-}
-
-// designNames lists the designs' names, sorted.
-func designNames() []string {
-	var names []string
-	for _, d := range Designs() {
-		names = append(names, d.Name)
-	}
-	return names
-}
-
-// LookupDesign finds a design by name.
-func LookupDesign(name string) (lockservice.Design, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
-	d, ok := registry.byName[name]
-	return d, ok
-}
-
-// design returns the spec's design; nil if unknown (Validate says so).
-func (s *Spec) design() lockservice.Design {
+// Shape returns the shape of the spec's design; nil if unknown (Validate
+// says so).
+func (s *Spec) Shape() lockservice.DesignShape {
 	d, _ := LookupDesign(s.Design)
 	return d
 }
 
-// serverNames returns the lock service's node names for the design (nil
+// ServerNames returns the lock service's node names for the design (nil
 // if the design or its replica count is wrong; Validate says so).
-func (s *Spec) serverNames() []string {
-	d := s.design()
+func (s *Spec) ServerNames() []string {
+	d := s.Shape()
 	if d == nil {
 		return nil
 	}
@@ -298,12 +235,43 @@ func (s *Spec) serverNames() []string {
 	return names
 }
 
+// Cluster names spec's nodes for the nemesis: the design's servers, the
+// store and the clients.
+func (s *Spec) Cluster() nemesis.Cluster {
+	c := nemesis.Cluster{Servers: s.ServerNames(), Store: []string{StoreNode}}
+	if d := s.Shape(); d != nil {
+		c.LeaderSelector = d.Info().Leader
+	}
+	for _, cl := range s.Clients {
+		c.Clients = append(c.Clients, cl.Name)
+		c.TTL = max(c.TTL, time.Duration(cl.TTL))
+		c.DriftBoundPPM = max(c.DriftBoundPPM, cl.DriftBoundPPM)
+	}
+	return c
+}
+
+// WithMutant returns spec with m planted, switched to the design m lives
+// in when it is not the reference's (bugs.Design: lockd's bugs run on
+// lockd), its replicas kept if that design takes them.
+func (s Spec) WithMutant(m lockservice.Mutant) Spec {
+	s.Mutant = string(m)
+	if d := bugs.Design(m); d != "" && d != s.Design {
+		s.Design = d
+		if des, ok := LookupDesign(d); ok {
+			if _, err := des.Nodes(s.Replicas); err != nil {
+				s.Replicas = 0
+			}
+		}
+	}
+	return s
+}
+
 // Fenced reports whether the spec's store orders writes by token: the
 // design's tokens grow with each grant and the store checks them. Only then
 // does fencing make two clients that both believe they hold a lock
 // harmless; Redlock's random values and the unfenced designs cannot.
 func (s *Spec) Fenced() bool {
-	d := s.design()
+	d := s.Shape()
 	if d == nil {
 		return false
 	}
@@ -345,10 +313,10 @@ func (s *Spec) Validate() error {
 		return fail("liveness.bound must be positive")
 	case s.Expect.Verdict == "liveness" && s.Liveness == nil:
 		return fail("expect.verdict \"liveness\" needs a liveness phase")
-	case s.design() == nil:
+	case s.Shape() == nil:
 		return fail("unknown design %q (known: %v)", s.Design, designNames())
 	case !validMutant(s.Mutant):
-		_, err := mutants.ParseMutant(s.Mutant)
+		_, err := bugs.ParseMutant(s.Mutant)
 		return fail("%v", err)
 	case s.IngressDepth < 0:
 		return fail("ingress_depth must be ≥ 0 (0: the default)")
@@ -381,13 +349,13 @@ func (s *Spec) Validate() error {
 	case s.Limits != nil && (s.Limits.Pending < 0 || s.Limits.DiskBytes < 0 || s.Limits.Reports < 0 || s.Limits.TraceBytes < 0):
 		return fail("limits.pending, limits.disk_bytes, limits.reports and limits.trace_bytes must be ≥ 0 (0: the default)")
 	}
-	servers, err := s.design().Nodes(s.Replicas)
+	servers, err := s.Shape().Nodes(s.Replicas)
 	if err != nil {
 		return fail("%v", err)
 	}
-	names := append(slices.Clone(servers), storeNode)
+	names := append(slices.Clone(servers), StoreNode)
 	for i, n := range servers {
-		if n == "" || n == storeNode || strings.HasPrefix(n, "@") || slices.Index(servers, n) != i {
+		if n == "" || n == StoreNode || strings.HasPrefix(n, "@") || slices.Index(servers, n) != i {
 			return fail("design %s: node name %q is empty, \"store\", a role (@…) or repeated", s.Design, n)
 		}
 	}
@@ -415,7 +383,7 @@ func (s *Spec) Validate() error {
 	}
 	// Faults name nodes, or roles the design must have (a replica's number,
 	// a leader): the error says which role is missing and what to aim at.
-	if err := s.Faults.ValidateFor(s.cluster()); err != nil {
+	if err := s.Faults.ValidateFor(s.Cluster()); err != nil {
 		return fail("design %s: %v", s.Design, err)
 	}
 	return nil
@@ -439,18 +407,15 @@ func Parse(b []byte) (Spec, error) {
 	return s, nil
 }
 
-//go:embed builtin/*.json
-var builtinFS embed.FS
-
 // Builtin returns every built-in scenario, sorted by name.
 func Builtin() []Spec {
-	entries, err := builtinFS.ReadDir("builtin")
+	entries, err := builtin.Files.ReadDir(".")
 	if err != nil {
 		panic(err)
 	}
 	var out []Spec
 	for _, e := range entries { // ReadDir returns sorted names
-		b, err := builtinFS.ReadFile(path.Join("builtin", e.Name()))
+		b, err := builtin.Files.ReadFile(e.Name())
 		if err != nil {
 			panic(err)
 		}
@@ -498,6 +463,6 @@ func Names() []string {
 }
 
 func validMutant(m string) bool {
-	_, err := mutants.ParseMutant(m)
+	_, err := bugs.ParseMutant(m)
 	return err == nil
 }

@@ -1,4 +1,4 @@
-package scenarios
+package scenario
 
 import (
 	"fmt"
@@ -19,21 +19,13 @@ import (
 //
 // A trigger (a fault with When) excuses nothing in the plan: where and
 // when it struck is known once it fires (Result.Fired,
-// Result.LeaseExcuses).
-func (p Plan) LeaseExcuses() []checker.LeaseExcuse { return p.leaseExcuses(nil) }
+// LeaseExcusesFired, scenarios.Result.LeaseExcuses).
+func (p Plan) LeaseExcuses() []checker.LeaseExcuse { return p.LeaseExcusesFired(nil) }
 
-// LeaseExcuses are the plan's excuses and those of the triggers that
-// fired in the run.
-func (r Result) LeaseExcuses() []checker.LeaseExcuse { return r.Plan.leaseExcuses(r.Fired) }
-
-// Faults are the faults the run carried out: the installed schedule's
-// timed operations and the triggers as they fired, time-sorted.
-func (r Result) Faults() nemesis.Schedule {
-	ops := slices.DeleteFunc(slices.Clone(r.Plan.Installed()), func(op nemesis.Op) bool { return op.When != "" })
-	return append(ops, r.Fired...).Sorted()
-}
-
-func (p Plan) leaseExcuses(fired nemesis.Schedule) []checker.LeaseExcuse {
+// LeaseExcusesFired are the plan's excuses and those of the triggers
+// that fired in a run (fired: the faults they became), as a run's result
+// reports them.
+func (p Plan) LeaseExcusesFired(fired nemesis.Schedule) []checker.LeaseExcuse {
 	var clients []string
 	var bound int64
 	for _, c := range p.Spec.Clients {
@@ -46,14 +38,14 @@ func (p Plan) leaseExcuses(fired nemesis.Schedule) []checker.LeaseExcuse {
 		ttl = max(ttl, time.Duration(c.TTL))
 	}
 	wallLeases := false
-	if d := p.Spec.design(); d != nil {
+	if d := p.Spec.Shape(); d != nil {
 		wallLeases = d.Info().WallClockLeases
 	}
 	who := func(node string) (string, bool) {
 		switch {
 		case slices.Contains(clients, node):
 			return node, true
-		case node == storeNode:
+		case node == StoreNode:
 			return "", false // the store times nothing
 		}
 		return "", true // a service node, or the @leader selector

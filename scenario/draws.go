@@ -1,4 +1,4 @@
-package scenarios
+package scenario
 
 import (
 	"math/rand/v2"
@@ -22,10 +22,10 @@ const tokenMargin = 48
 // 2^63 (a signed 64-bit integer).
 var TokenOffsets = [...]uint64{0, 1 << 31, 1 << 32, 1 << 53, 1 << 63}
 
-// drawTokenOffset draws a swarm run's token offset from the seed, from a
+// DrawTokenOffset draws a swarm run's token offset from the seed, from a
 // stream of its own so that the fault schedule drawn from the seed is the
 // same with or without it: one of TokenOffsets, less 1..tokenMargin.
-func drawTokenOffset(seed uint64) uint64 {
+func DrawTokenOffset(seed uint64) uint64 {
 	r := rand.New(rand.NewPCG(seed, 0x544F4B45_4E000000)) // "TOKEN"
 	b := TokenOffsets[r.IntN(len(TokenOffsets))]
 	m := 1 + r.Uint64N(tokenMargin)
@@ -42,11 +42,11 @@ func drawTokenOffset(seed uint64) uint64 {
 // searched under faults, not only in the overload-burst story.
 const swarmShedShare = 4
 
-// drawIngressDepth draws a swarm run's ingress bound from the seed, from a
+// DrawIngressDepth draws a swarm run's ingress bound from the seed, from a
 // stream of its own (so the fault schedule and the token offset drawn from
 // the seed do not move): 0 (the design's default) in most seeds, else 1..3
 // requests in flight per replica — fewer than the swarm's five clients.
-func drawIngressDepth(seed uint64) int {
+func DrawIngressDepth(seed uint64) int {
 	r := rand.New(rand.NewPCG(seed, 0x494E4752_45535300)) // "INGRESS"
 	if r.IntN(swarmShedShare) != 0 {
 		return 0
@@ -64,10 +64,10 @@ var (
 	snapshotBytes   = [...]uint64{512, 2048, 8192}
 )
 
-// drawSnapshot draws a run's snapshot thresholds from the seed, from a
+// DrawSnapshot draws a run's snapshot thresholds from the seed, from a
 // stream of its own (so that nothing else drawn from the seed moves): in
 // three seeds of four a threshold of entries, in the fourth one of bytes.
-func drawSnapshot(seed uint64) (entries, bytes uint64) {
+func DrawSnapshot(seed uint64) (entries, bytes uint64) {
 	r := rand.New(rand.NewPCG(seed, 0x534E4150_53484F54)) // "SNAPSHOT"
 	if r.IntN(4) == 0 {
 		return 0, snapshotBytes[r.IntN(len(snapshotBytes))]
@@ -84,10 +84,10 @@ func drawGroupCommit(seed uint64) bool {
 }
 
 // swarmBuggifyShare is the share of swarm seeds (one in swarmBuggifyShare)
-// that draw protocol knobs away from the design's defaults (drawBuggify).
+// that draw protocol knobs away from the design's defaults (DrawBuggify).
 const swarmBuggifyShare = 3
 
-// drawBuggify draws a swarm run's protocol knobs from the seed, from a
+// DrawBuggify draws a swarm run's protocol knobs from the seed, from a
 // stream of its own (so nothing else drawn from the seed moves): nil (the
 // design's defaults) in most seeds; else, each with even odds, small Raft
 // append and in-flight caps (1, 2 or 4 entries; 1 or 2 appends), and an
@@ -97,7 +97,7 @@ const swarmBuggifyShare = 3
 // 2) cost liveness: CheckQuorum leaders stepped down after the heal often
 // enough that every new leader's restarted leases kept clients waiting
 // past the liveness bound (1 of 2,000 seeds).
-func drawBuggify(seed uint64) *lockservice.Buggify {
+func DrawBuggify(seed uint64) *lockservice.Buggify {
 	r := rand.New(rand.NewPCG(seed, 0x42554747_49465900)) // "BUGGIFY"
 	if r.IntN(swarmBuggifyShare) != 0 {
 		return nil

@@ -1,4 +1,4 @@
-package scenarios
+package scenario
 
 import (
 	"bytes"
@@ -51,16 +51,6 @@ type Replay struct {
 	// included: shown to the reader, never compared (the stack depends on
 	// the build and the machine).
 	Crash *Crash `json:"crash,omitempty"`
-}
-
-// NewReplay records a run.
-func NewReplay(res Result) Replay {
-	return Replay{
-		Format: ReplayFormat, Program: ProgramVersion, Seed: res.Plan.Seed, Spec: res.Plan.Spec,
-		Options: res.Plan.Options, Schedule: res.Plan.Schedule,
-		Verdict: res.Verdict.Kind.String(), Property: res.Verdict.Property(),
-		TraceHash: fmt.Sprintf("%016x", res.TraceHash), Events: res.Events, Crash: res.Crash,
-	}
 }
 
 // Plan returns the plan the replay runs: its schedule as written, never

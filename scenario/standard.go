@@ -1,10 +1,10 @@
-package scenarios
+package scenario
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/fencesim/fencesim/lockservice/designs"
+	"github.com/fencesim/fencesim/lockservice/designs/shape"
 )
 
 // StandardSpec is the standard run that simrun bench measures: 5 replicas,
@@ -18,7 +18,7 @@ import (
 func StandardSpec() Spec {
 	ms := func(n int64) Duration { return Duration(time.Duration(n) * time.Millisecond) }
 	s := Spec{Version: SpecVersion, Name: "standard", Description: "simrun bench's standard run",
-		Expect: Expectation{Verdict: "pass"}, Design: designs.DesignReplicated, Replicas: 5,
+		Expect: Expectation{Verdict: "pass"}, Design: shape.DesignReplicated, Replicas: 5,
 		LatencyMin: Duration(500 * time.Microsecond), LatencyMean: ms(1), LatencyMax: ms(5),
 		Swarm: true, Duration: ms(50_000), Liveness: &LivenessSpec{Bound: ms(10_000)}, StepLimit: 20_000_000}
 	for i := range 10 {

@@ -1,0 +1,143 @@
+package scenario
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/fencesim/fencesim/nemesis"
+)
+
+// Plan is everything a run is made of, drawn from its seed before it
+// starts: the spec, the seed, the swarm's fault options and the complete,
+// explicit fault schedule. A replay or a shrink runs a plan whose schedule
+// was written down (or reduced) instead of drawn.
+type Plan struct {
+	Spec Spec
+	Seed uint64
+	// Options are the swarm's drawn fault settings (nil without a swarm).
+	Options *nemesis.Options
+	// Schedule is every fault operation the run installs, time-sorted:
+	// the spec's scripted faults, the swarm's, and the final heal.
+	Schedule nemesis.Schedule
+}
+
+// swarmStream seeds the draws of fault options and schedules. It is apart
+// from the World's streams, so a plan's schedule can be replaced (replay,
+// shrink) without shifting any other draw of the run.
+func swarmStream(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, 0x53574152_4D000000))
+}
+
+// Cluster names the plan's nodes as its schedule does: the design's
+// servers, the store and the clients (what a live run maps onto real
+// processes).
+func (p Plan) Cluster() nemesis.Cluster { return p.Spec.Cluster() }
+
+// NewPlan validates spec and draws the run's fault plan from seed.
+func NewPlan(spec Spec, seed uint64) (Plan, error) {
+	if err := spec.Validate(); err != nil {
+		return Plan{}, err
+	}
+	p := Plan{Spec: spec, Seed: seed, Schedule: slices.Clone(spec.Faults)}
+	if spec.Swarm {
+		c := spec.Cluster()
+		r := swarmStream(seed)
+		o := nemesis.DrawOptions(r, c)
+		// From a stream of its own, so that a seed that does not draw it
+		// keeps the schedule it had.
+		nemesis.DrawRecoveryAim(&o, rand.New(rand.NewPCG(seed, 0x52454356_45525900)), c) // "RECOVERY"
+		p.Options = &o
+		p.Schedule = append(p.Schedule, nemesis.Generate(r, o, c, time.Duration(spec.Duration))...)
+		if spec.TokenOffset == 0 {
+			// Written into the plan's spec, so that a replay file and a
+			// shrink keep the offset the seed drew.
+			p.Spec.TokenOffset = DrawTokenOffset(seed)
+		}
+		if spec.IngressDepth == 0 {
+			p.Spec.IngressDepth = DrawIngressDepth(seed)
+		}
+		if !spec.GroupCommit {
+			p.Spec.GroupCommit = drawGroupCommit(seed)
+		}
+		if spec.Buggify == nil {
+			p.Spec.Buggify = DrawBuggify(seed)
+		}
+	}
+	if spec.SnapshotEntries == 0 && spec.SnapshotBytes == 0 {
+		// Every run, swarm or scripted: written into the plan's spec, so
+		// that a replay file and a shrink keep what the seed drew.
+		p.Spec.SnapshotEntries, p.Spec.SnapshotBytes = DrawSnapshot(seed)
+	}
+	if spec.Liveness != nil {
+		p.Schedule = p.Schedule.HealAll(time.Duration(spec.Duration), spec.Cluster())
+	}
+	p.Schedule = p.Schedule.Sorted()
+	return p, p.Validate()
+}
+
+// Validate checks the plan's schedule against its spec's nodes.
+func (p Plan) Validate() error {
+	if err := p.Spec.Validate(); err != nil {
+		return err
+	}
+	if err := p.Schedule.ValidateFor(p.Spec.Cluster()); err != nil {
+		return fmt.Errorf("scenario %q (design %s): %w", p.Spec.Name, p.Spec.Design, err)
+	}
+	return nil
+}
+
+// Installed returns the schedule as the run installs it: the plan's
+// schedule with every fixed role (@replica:N, @store, @client:NAME) bound to
+// the node it names in the spec's design (nemesis.Schedule.Bind). @leader
+// and @crashed stay: they resolve when their fault fires. Its operations
+// name nodes exactly as a schedule written with node names would, so the
+// trace, its hash, the lease excuses and the report are the same whichever
+// way the spec was written; the plan itself keeps the roles as written, so
+// that a replay file holds the schedule its author wrote. A plan that does
+// not validate gets its schedule back unbound.
+func (p Plan) Installed() nemesis.Schedule {
+	bound, err := p.Schedule.Bind(p.Spec.Cluster())
+	if err != nil {
+		return p.Schedule
+	}
+	return bound
+}
+
+// End is the true time the run stops: the safety phase, then the liveness
+// bound if the spec has one.
+func (p Plan) End() time.Duration {
+	end := time.Duration(p.Spec.Duration)
+	if p.Spec.Liveness != nil {
+		end += time.Duration(p.Spec.Liveness.Bound)
+	}
+	return end
+}
+
+// Crash is what a panic inside a run (the service, a client, the harness
+// or the checker) left for the seed's verdict. All but Stack is a function
+// of the seed: Stack depends on the build and the machine, so it is shown
+// and saved but never compared.
+type Crash struct {
+	// Value is the panic value, printed.
+	Value string `json:"value"`
+	// Step and At are the step and true time of the event that panicked,
+	// or where the simulation stood when a panic outside it happened.
+	Step uint64        `json:"step"`
+	At   time.Duration `json:"at"`
+	// Node is the node whose process was running ("action NAME" for a
+	// harness action), or "" when the panic came from outside the
+	// simulation (building the run, or checking it).
+	Node  string `json:"node,omitempty"`
+	Stack string `json:"stack"`
+}
+
+// String says where the run panicked and with what, without the stack.
+func (c *Crash) String() string {
+	where := "outside the simulation (building or checking the run)"
+	if c.Node != "" {
+		where = "in " + c.Node
+	}
+	return fmt.Sprintf("panic at step %d, t=%v, %s: %s", c.Step, c.At, where, c.Value)
+}
