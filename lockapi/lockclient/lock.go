@@ -70,7 +70,7 @@ func (c *Client) newLock(resource string, ttl, wait time.Duration) *Lock {
 		BackoffMin: c.cfg.BackoffMin, BackoffMax: c.cfg.BackoffMax, Wait: wait,
 	}
 	if f := c.cfg.Observe; f != nil {
-		cfg.Observer = observer{resource: resource, f: f}
+		cfg.Observer = observer{l: l, f: f}
 	}
 	l.cfg = cfg
 	l.sm = simclient.NewLock(cfg, nil, handler{l})
@@ -140,17 +140,20 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 
 // observer hands the state machine's calls and answers to Config.Observe.
 type observer struct {
-	resource string
-	f        func(Event)
+	l *Lock
+	f func(Event)
 }
 
 func (o observer) Observe(e lockservice.Event) {
 	if e.Kind != lockservice.EvCall && e.Kind != lockservice.EvReturn {
 		return // the belief's end is the Lock's Lost
 	}
-	ev := Event{Resource: o.resource, Op: e.Op.String(), Request: e.Request, Answer: e.Kind == lockservice.EvReturn, Token: e.Token}
+	ev := Event{Resource: o.l.resource, Op: e.Op.String(), Request: e.Request, Answer: e.Kind == lockservice.EvReturn, Token: e.Token}
 	if ev.Answer {
 		ev.Status = e.Status.String()
+	}
+	if e.Op != lockservice.OpAcquire {
+		ev.Token = o.l.sm.Token() // a refusal's reply names none: the lease's
 	}
 	o.f(ev)
 }

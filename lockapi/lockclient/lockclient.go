@@ -121,7 +121,7 @@ type Event struct {
 	// "not-holder" that follows an unanswered attempt.
 	Status string
 	// Token is the fencing token: of a granted acquire's answer, and of
-	// every renewal and release.
+	// the lease every renewal and release (call and answer) is for.
 	Token uint64
 }
 
