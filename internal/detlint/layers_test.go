@@ -58,6 +58,11 @@ var layers = []struct {
 		why:     "the workload drives the lock client like an application would: nothing of the simulator, the reference or the harness",
 	},
 	{
+		pattern: "./history",
+		allowed: []string{"checker"},
+		why:     "the recorder of the clients' calls and answers is shared by the simulator and the live runner: it knows the checker's history and nothing of either world",
+	},
+	{
 		pattern: "./filedisk",
 		allowed: []string{"process"},
 		why:     "the file disk implements the contract for real; it must not drag in the simulator",
@@ -147,7 +152,7 @@ var layers = []struct {
 	},
 	{
 		pattern: "./live",
-		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "report", "nemesis", "nemesis/inject", "scenarios", "scenarios/workload", "sim", "fakeclock", "process",
+		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "history", "report", "nemesis", "nemesis/inject", "scenarios", "scenarios/workload", "sim", "fakeclock", "process",
 			"lockservice", "lockservice/internal/record", "lockservice/fencedstore", "lockservice/raft", "lockservice/reference", "lockservice/mutants",
 			"lockservice/redlock", "lockservice/designs", "lockservice/lockclient", "lockservice/lockdsim", "lockservice/frontend", "lockd/scripts"},
 		why: "the live harness runs the services as processes, never in its own: it plans with scenarios and nemesis, checks with checker, and must not link a service (realrt, nodesvc, storesvc, lockd)",
