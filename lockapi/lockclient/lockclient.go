@@ -87,8 +87,8 @@ type Config struct {
 	// Negative: never wait, poll. TryAcquire never waits.
 	Wait time.Duration
 	// StayOnEndpoints: a redirect to an address outside Endpoints is not
-	// followed; it counts as "not the leader" naming no one, and the
-	// next endpoint is tried. For a client that reaches the service
+	// followed; the next endpoint is tried at once instead (a leader
+	// exists: one of the endpoints leads to it). For a client that reaches the service
 	// through proxies, a load balancer or a NAT, where the addresses the
 	// service names (its own) are not the client's way in, and a request
 	// sent there would bypass the path the operator chose.

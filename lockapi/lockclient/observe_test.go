@@ -94,7 +94,8 @@ func TestObserveHearsCallsAndServiceAnswers(t *testing.T) {
 
 // TestStayOnEndpoints: with StayOnEndpoints a redirect to an address
 // outside Endpoints is not followed; the client moves to its next
-// endpoint instead. Without it, the client follows it.
+// endpoint instead, at once (not after a backoff: a leader exists).
+// Without it, the client follows it.
 func TestStayOnEndpoints(t *testing.T) {
 	for _, stay := range []bool{false, true} {
 		var outside atomic.Int32
@@ -109,13 +110,17 @@ func TestStayOnEndpoints(t *testing.T) {
 		// the leader's state.
 		proxy := serveWrapped(t, leaderMem, func(h http.Handler) http.Handler { return h })
 		c, err := lockclient.New(lockclient.Config{Endpoints: []string{fbase, proxy}, Name: "tester", StayOnEndpoints: stay,
-			BackoffMin: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
+			BackoffMin: 2 * time.Second, BackoffMax: 3 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
+		start := time.Now()
 		l, err := c.TryAcquire(ctxT(t, 5*time.Second), "r", 5*time.Second)
 		if err != nil {
 			t.Fatalf("stay %v: %v", stay, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("stay %v: granted after %v: a backoff before the next endpoint", stay, d)
 		}
 		l.Release(ctxT(t, 5*time.Second))
 		if n := outside.Load(); stay && n != 0 || !stay && n == 0 {

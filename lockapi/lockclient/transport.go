@@ -164,6 +164,16 @@ func (l *Lock) answer(req uint64, msg process.Message, o outcome) {
 		r.Status, r.Leader = lockservice.NotLeader, lockservice.NoLeader
 		if i := slices.Index(l.servers, leaderBase(o.hdr.Get("Location"))); i >= 0 {
 			r.Leader = process.NodeID(i)
+		} else if i := slices.Index(l.servers, o.base); i >= 0 && l.c.cfg.StayOnEndpoints {
+			// A leader this client does not reach directly: one of its
+			// other endpoints leads there, so the next is asked at once
+			// (as a named leader is, within the redirect limit), not
+			// after the backoff of an election.
+			next := i + 1
+			if next == len(l.servers) {
+				next = 0
+			}
+			r.Leader = process.NodeID(next)
 		}
 		l.sm.ReceiveHint(r, 0)
 		return
