@@ -8,22 +8,26 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/history"
 	"github.com/fencesim/fencesim/live/liveclient"
 	"github.com/fencesim/fencesim/nemesis"
 )
 
 // recorder collects what the clients saw, on the run's timeline (the
-// monotonic base minus r.base). An operation without a reply is unknown,
-// as Jepsen's info: it may have taken effect at any time after its call.
+// monotonic base minus r.base), through the recorder the simulator's
+// clients are recorded with too (package history): an operation without
+// a reply is unknown, as Jepsen's info — it may have taken effect at any
+// time after its call. The harness stamps a call before it writes the
+// command and a return after it reads the reply. What is live's own is
+// the synthetic tokens of a target without any, and the owners of the
+// written values.
 type recorder struct {
 	mu       sync.Mutex
 	base     time.Duration
 	end      time.Duration
 	fenced   bool
-	lockOps  []checker.LockOp
-	ops      []checker.StoreOp
-	beliefs  []checker.Belief
-	open     map[string]int   // client → index of its open belief
+	clients  *history.Recorder
+	nLock    int              // lock operations recorded
 	owner    map[int64]string // write value → client
 	nextVal  int64
 	synth    uint64 // the last synthetic token (unfenced targets)
@@ -33,7 +37,7 @@ type recorder struct {
 }
 
 func newRecorder(fenced bool) *recorder {
-	return &recorder{fenced: fenced, open: map[string]int{}, owner: map[int64]string{}}
+	return &recorder{fenced: fenced, clients: history.New(), owner: map[int64]string{}}
 }
 
 func (r *recorder) at(mono time.Duration) time.Duration { return mono - r.base }
@@ -46,11 +50,12 @@ func (r *recorder) acquiring() {
 	r.inFlight++
 }
 
-// lock records a lock operation; for a granted acquire it returns the
-// history's token: the service's, or for a service without tokens a
-// synthetic one, one counter across resources in the order the acquires
-// returned (so S1 holds of it by construction and a stale write shows in
-// S3).
+// lock records a lock operation, called at call and answered rep at ret
+// (ok false: no reply); for a granted acquire it returns the history's
+// token: the service's, or for a service without tokens a synthetic one,
+// one counter across resources in the order the acquires returned (so S1
+// holds of it by construction and a stale write shows in S3). A granted
+// acquire opens the client's belief that it holds the lock.
 //
 // A synthetic grant leaves room below its token for every acquire that
 // may have taken effect unseen before it: each acquire in flight (sent by
@@ -70,44 +75,43 @@ func (r *recorder) acquiring() {
 func (r *recorder) lock(client, resource string, kind checker.LockKind, token uint64, call, ret time.Duration, rep liveclient.Reply, ok bool) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	op := checker.LockOp{ID: len(r.lockOps), Client: client, Resource: resource, Kind: kind, Request: uint64(len(r.lockOps) + 1),
-		Token: token, Call: r.at(call), Outcome: checker.LockUnknown}
+	r.nLock++
+	id := r.clients.LockCall(client, resource, kind, uint64(r.nLock), token, r.at(call))
 	if kind == checker.LockAcquire && r.inFlight > 0 {
 		r.inFlight--
 	}
+	outcome, granted := checker.LockUnknown, uint64(0)
 	if ok {
-		op.Return = r.at(ret)
 		switch {
 		case rep.OK && kind == checker.LockAcquire:
-			op.Outcome = checker.LockGranted
-			op.Token = rep.Token
+			outcome, granted = checker.LockGranted, rep.Token
 			if !r.fenced {
 				r.synth += 1 + uint64(r.inFlight+r.unknown)
-				op.Token = r.synth
+				granted = r.synth
 			}
 		case rep.OK && kind == checker.LockRenew:
-			op.Outcome = checker.LockRenewed
+			outcome = checker.LockRenewed
 		case rep.OK:
-			op.Outcome = checker.LockReleased
+			outcome = checker.LockReleased
 		case rep.Error == liveclient.ErrorBusy && kind == checker.LockAcquire:
-			op.Outcome = checker.LockBusy
+			outcome = checker.LockBusy
 		case rep.Error == liveclient.ErrorNotHolder && kind != checker.LockAcquire:
-			op.Outcome = checker.LockNotHolder
+			outcome = checker.LockNotHolder
 		}
 	}
-	if op.Outcome == checker.LockGranted && op.Token == 0 {
+	if outcome == checker.LockGranted && granted == 0 {
 		// A fenced target that granted without a token: record it as
 		// unknown rather than invent one.
-		op.Outcome = checker.LockUnknown
+		outcome = checker.LockUnknown
 	}
-	if kind == checker.LockAcquire && op.Outcome == checker.LockUnknown {
-		r.unknown++
+	if outcome == checker.LockUnknown {
+		if kind == checker.LockAcquire {
+			r.unknown++
+		}
+		return 0
 	}
-	r.lockOps = append(r.lockOps, op)
-	if op.Outcome == checker.LockGranted {
-		return op.Token
-	}
-	return 0
+	r.clients.LockReturn(id, outcome, granted, r.at(ret))
+	return granted
 }
 
 // value returns a value no other write of the run carries, owned by client.
@@ -122,52 +126,26 @@ func (r *recorder) value(client string) int64 {
 func (r *recorder) write(client, key string, token uint64, value int64, call, ret time.Duration, rep liveclient.Reply, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	op := checker.StoreOp{ID: len(r.ops), Client: client, Resource: key, Kind: checker.OpWrite, Token: token,
-		Value: value, Call: r.at(call), Outcome: checker.OutcomeUnknown}
-	if ok {
-		switch {
-		case rep.OK:
-			op.Outcome, op.Return = checker.OutcomeAccepted, r.at(ret)
-		case rep.Error == liveclient.ErrorStale:
-			op.Outcome, op.Return = checker.OutcomeRejected, r.at(ret)
-		}
+	id := r.clients.StoreCall(client, key, checker.StoreOp{Kind: checker.OpWrite, Token: token, Value: value}, r.at(call))
+	if ok && (rep.OK || rep.Error == liveclient.ErrorStale) {
+		r.clients.StoreReturn(id, rep.OK, 0, 0, r.at(ret))
 	}
-	r.ops = append(r.ops, op)
 }
 
 func (r *recorder) read(client, key string, call, ret time.Duration, rep liveclient.Reply, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	op := checker.StoreOp{ID: len(r.ops), Client: client, Resource: key, Kind: checker.OpRead, Call: r.at(call), Outcome: checker.OutcomeUnknown}
+	id := r.clients.StoreCall(client, key, checker.StoreOp{Kind: checker.OpRead}, r.at(call))
 	if ok && rep.OK {
-		op.Outcome, op.Return, op.ReadValue, op.ReadToken = checker.OutcomeAccepted, r.at(ret), rep.Value, rep.Token
+		r.clients.StoreReturn(id, true, rep.Value, rep.Token, r.at(ret))
 	}
-	r.ops = append(r.ops, op)
 }
 
-// believe opens client's belief that it holds token, from the grant's
-// return.
-func (r *recorder) believe(client, resource string, token uint64) {
+// disbelieve ends client's belief that it holds token, at mono.
+func (r *recorder) disbelieve(client string, token uint64, mono time.Duration, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	from := r.lockOps[len(r.lockOps)-1].Return
-	for i := len(r.lockOps) - 1; i >= 0; i-- {
-		if o := r.lockOps[i]; o.Client == client && o.Kind == checker.LockAcquire && o.Token == token {
-			from = o.Return
-			break
-		}
-	}
-	r.open[client] = len(r.beliefs)
-	r.beliefs = append(r.beliefs, checker.Belief{Client: client, Resource: resource, Token: token, From: from, Open: true})
-}
-
-func (r *recorder) disbelieve(client, resource string, token uint64, mono time.Duration, reason string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if i, ok := r.open[client]; ok {
-		r.beliefs[i].To, r.beliefs[i].Open, r.beliefs[i].Reason = r.at(mono), false, reason
-		delete(r.open, client)
-	}
+	r.clients.EndBelief(client, token, reason, r.at(mono))
 }
 
 func (r *recorder) storeRestarted(mono time.Duration) {
@@ -307,7 +285,8 @@ func tokensFeasible(ops []checker.LockOp) bool {
 func (r *run) history() (checker.History, []string) {
 	rec := r.rec
 	var notes []string
-	h := checker.History{LockOps: rec.lockOps, Ops: rec.ops, Beliefs: rec.beliefs, StoreRestarts: rec.restarts, End: rec.end}
+	h := checker.History{StoreRestarts: rec.restarts, End: rec.end}
+	rec.clients.Fill(&h)
 	for i := range h.Beliefs {
 		if h.Beliefs[i].Open {
 			h.Beliefs[i].Open, h.Beliefs[i].To, h.Beliefs[i].Reason = false, rec.end, "run-ended"
@@ -344,7 +323,7 @@ func (r *run) history() (checker.History, []string) {
 	if len(skews) > 0 {
 		notes = append(notes, fmt.Sprintf("%d server clock skews: the grants they touch end at their start (S2 judges none of them)", len(skews)))
 	}
-	h.Grants = deriveGrants(rec.lockOps, ttl, rho, skews, rec.end)
+	h.Grants = deriveGrants(h.LockOps, ttl, rho, skews, rec.end)
 	applies, err := r.applies.all()
 	if err != nil {
 		notes = append(notes, "the store's apply log was unreadable ("+err.Error()+"): S3–S5 cannot be judged")
@@ -366,7 +345,7 @@ func (r *run) history() (checker.History, []string) {
 // could cause (see deriveGrants), or, for a target whose tokens grow per
 // resource, what only a comparison across resources finds.
 func check(h checker.History, r *run) checker.Verdict {
-	h.LockOps = holderBusyAmbiguous(h.LockOps)
+	h.LockOps = history.HolderBusyAmbiguous(h.LockOps)
 	v := checker.Check(h, checker.Options{})
 	if v.Kind != checker.VerdictViolation {
 		return v
@@ -399,58 +378,6 @@ func check(h checker.History, r *run) checker.Verdict {
 		}
 	}
 	return v
-}
-
-// holderBusyAmbiguous returns ops with every busy acquire made ambiguous
-// (unknown, no return) whose client may hold the resource itself: the
-// lock API answers a holder's acquire under a new request id "held" (a
-// second acquire, as lockd's), where S7's model expects the holder's own
-// grant; a hold of the client's own explains the busy answer. The client
-// may hold it
-//
-//   - from an earlier acquire of its that got no answer: it may take
-//     effect at any time after its call — long after the client's later
-//     grants and releases (a waiter parked at the leader is granted when
-//     the lock frees, whether or not its client still listens: live swarm
-//     seed 4 caught an old rule that forgot it at the client's next
-//     grant);
-//   - from its last grant, when the release (or a renewal) of that grant
-//     got no answer: the release may never have taken effect, and a
-//     renewal may have stretched the lease past the client's belief
-//     (etcd's mutex with quorum lost, the reference with every replica
-//     down: the next acquire, under a new request id, is answered busy
-//     while the lock is still the client's own). That lasts until the
-//     client's next grant, which no service gives while the old hold
-//     lasts.
-//
-// Ambiguous is weaker than busy, so nothing the service did wrong is
-// made to look right but that answer. ops is not changed (the report
-// shows what the clients saw).
-func holderBusyAmbiguous(ops []checker.LockOp) []checker.LockOp {
-	type cr struct{ client, resource string }
-	phantom := map[cr]bool{} // an unanswered acquire of the client
-	stillHeld := map[cr]bool{}
-	var out []checker.LockOp
-	for i, o := range ops { // in call order: each client's ops are sequential
-		k := cr{o.Client, o.Resource}
-		switch {
-		case o.Kind == checker.LockAcquire && o.Outcome == checker.LockUnknown:
-			phantom[k] = true
-		case o.Kind == checker.LockAcquire && o.Outcome == checker.LockGranted:
-			stillHeld[k] = false
-		case (o.Kind == checker.LockRelease || o.Kind == checker.LockRenew) && o.Outcome == checker.LockUnknown:
-			stillHeld[k] = true
-		case o.Kind == checker.LockAcquire && o.Outcome == checker.LockBusy && (phantom[k] || stillHeld[k]):
-			if out == nil {
-				out = slices.Clone(ops)
-			}
-			out[i].Outcome, out[i].Return = checker.LockUnknown, 0
-		}
-	}
-	if out == nil {
-		return ops
-	}
-	return out
 }
 
 func (ev FaultEvent) String() string {

@@ -247,7 +247,8 @@ func TestSyntheticTokensLeaveRoom(t *testing.T) {
 	} {
 		r := newRecorder(false)
 		c.ops(r)
-		h := checker.History{LockOps: r.lockOps, End: 3 * time.Second}
+		h := checker.History{End: 3 * time.Second}
+		r.clients.Fill(&h)
 		ttl := map[string]time.Duration{"a": time.Second, "b": time.Second, "c": time.Second}
 		h.Grants = deriveGrants(h.LockOps, ttl, 1000, nil, h.End)
 		got := false

@@ -18,7 +18,7 @@ import (
 	// The services TestMain builds as binaries, linked into the test
 	// binary only so that go test's cache never reuses a result for
 	// binaries built from other sources.
-	_ "github.com/fencesim/fencesim/live/apilocker"
+	_ "github.com/fencesim/fencesim/live/shipped"
 	_ "github.com/fencesim/fencesim/lockd"
 	_ "github.com/fencesim/fencesim/nodesvc"
 	_ "github.com/fencesim/fencesim/storesvc"

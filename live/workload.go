@@ -93,7 +93,6 @@ func (r *run) drive(ctx context.Context, idx int, c scenario.ClientSpec) {
 				return
 			}
 		}
-		r.rec.believe(c.Name, c.Resource, token)
 		reason := "releasing"
 		held := true
 	writes:
@@ -130,7 +129,7 @@ func (r *run) drive(ctx context.Context, idx int, c scenario.ClientSpec) {
 		r.notice(ctx, nemesis.MomentRead, c.Name)
 		rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpRead, Key: c.Resource}, opTimeout+time.Second)
 		r.rec.read(c.Name, c.Resource, call, ret, rep, ok)
-		r.rec.disbelieve(c.Name, c.Resource, token, monoNow(), reason)
+		r.rec.disbelieve(c.Name, token, monoNow(), reason)
 		if held {
 			rep, call, ret, ok = cp.call(r.ctx, liveclient.Command{Op: liveclient.OpRelease, Resource: c.Resource, Token: svc}, opTimeout+time.Second)
 			r.rec.lock(c.Name, c.Resource, checker.LockRelease, token, call, ret, rep, ok)

@@ -5,22 +5,26 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/checker"
+	"github.com/fencesim/fencesim/history"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/sim"
 )
 
 // recorder turns the processes' observations into the checker's history,
-// stamping each with the true time and step only the simulator knows.
+// stamping each with the true time and step only the simulator knows: the
+// clients' calls and answers through the recorder both worlds share
+// (package history), the service's decisions (which only the simulator
+// sees) here.
 type recorder struct {
 	w       *sim.World
-	h       checker.History
+	h       checker.History // all but the clients' side
+	clients *history.Recorder
 	open    map[holdKey]int      // (resource, holder, token) → index in h.Grants while not ended
 	decided map[decisionKey]bool // the log entries whose grant or end is recorded
-	ops     map[opKey]int        // (client, request) → index in h.Ops
-	lockOps map[opKey]int        // (client, request) → index in h.LockOps
+	ops     map[opKey]int        // (client, request) → its store operation's ID
+	lockOps map[opKey]int        // (client, request) → its lock operation's ID, until answered
 	renewed map[opKey]bool       // (client, request) of every renewal recorded
 	ended   map[endKey]bool      // every lease end without a log index recorded
-	beliefs map[string][]int     // client → indices in h.Beliefs still open
 	starts  map[string]int       // node name → how many times it started
 	// entryAt maps a log index to 1 + the position of its first record in
 	// h.EntryApplies (0: none yet); moreEntries, to the positions of the
@@ -77,9 +81,9 @@ type endKey struct {
 }
 
 func newRecorder(w *sim.World, ids map[string]sim.NodeID, syncedDecisions bool) *recorder {
-	return &recorder{w: w, ids: ids, syncedDecisions: syncedDecisions, open: map[holdKey]int{}, decided: map[decisionKey]bool{}, ops: map[opKey]int{},
+	return &recorder{w: w, clients: history.New(), ids: ids, syncedDecisions: syncedDecisions, open: map[holdKey]int{}, decided: map[decisionKey]bool{}, ops: map[opKey]int{},
 		lockOps: map[opKey]int{}, renewed: map[opKey]bool{}, ended: map[endKey]bool{},
-		beliefs: map[string][]int{}, starts: map[string]int{}}
+		starts: map[string]int{}}
 }
 
 // NodeStarted records that the process of node name is starting: its boot,
@@ -98,10 +102,7 @@ func (r *recorder) NodeStarted(name string) {
 	if name == storeNode {
 		r.h.StoreRestarts = append(r.h.StoreRestarts, checker.StoreRestart{At: r.w.Now(), Step: r.w.Step()})
 	}
-	for _, i := range r.beliefs[name] {
-		r.endBelief(i, "restarted")
-	}
-	delete(r.beliefs, name)
+	r.clients.EndBeliefs(name, "restarted", r.w.Now())
 }
 
 // Observe records one event. Service-side events are reported by every
@@ -118,7 +119,7 @@ func (r *recorder) Observe(e lockservice.Event) {
 			return
 		}
 		r.renewed[k] = true
-		push(&r.h.Renewals, checker.Renewal{Resource: e.Resource, Client: e.Client, Token: e.Token,
+		history.Push(&r.h.Renewals, checker.Renewal{Resource: e.Resource, Client: e.Client, Token: e.Token,
 			Request: e.Request, At: r.w.Now(), Step: r.w.Step()})
 	case lockservice.EvEnded:
 		hold := holdKey{e.Resource, e.Client, e.Token}
@@ -129,7 +130,7 @@ func (r *recorder) Observe(e lockservice.Event) {
 			if e.Index == 0 {
 				r.ended[k] = true
 			}
-			j := push(&r.h.Ends, checker.GrantEnd{Resource: e.Resource, Client: e.Client, Token: e.Token,
+			j := history.Push(&r.h.Ends, checker.GrantEnd{Resource: e.Resource, Client: e.Client, Token: e.Token,
 				Reason: e.Reason, At: r.w.Now(), Step: r.w.Step()})
 			if done, ok := r.lockSyncing(e); ok {
 				r.pending(e.Node, done, func() { r.h.Ends[j].Lost = true; delete(r.ended, k) })
@@ -152,7 +153,7 @@ func (r *recorder) Observe(e lockservice.Event) {
 			})
 		}
 	case lockservice.EvApplied:
-		i := push(&r.h.Applies, checker.StoreApply{Resource: e.Resource, Client: e.Client, Token: e.Token,
+		i := history.Push(&r.h.Applies, checker.StoreApply{Resource: e.Resource, Client: e.Client, Token: e.Token,
 			Value: e.Value, Accepted: e.Accepted, At: r.w.Now(), Step: r.w.Step()})
 		if done, ok := r.syncing(storeNode); ok {
 			r.pending(storeNode, done, func() { r.h.Applies[i].Lost = true })
@@ -160,9 +161,9 @@ func (r *recorder) Observe(e lockservice.Event) {
 	case lockservice.EvCall:
 		switch e.Op {
 		case lockservice.OpWrite:
-			r.call(e, checker.StoreOp{Kind: checker.OpWrite, Token: e.Token, Value: e.Value})
+			r.storeCall(e, checker.StoreOp{Kind: checker.OpWrite, Token: e.Token, Value: e.Value})
 		case lockservice.OpRead:
-			r.call(e, checker.StoreOp{Kind: checker.OpRead})
+			r.storeCall(e, checker.StoreOp{Kind: checker.OpRead})
 		case lockservice.OpAcquire:
 			r.lockCall(e, checker.LockAcquire)
 		case lockservice.OpRenew:
@@ -182,16 +183,9 @@ func (r *recorder) Observe(e lockservice.Event) {
 	case lockservice.EvElected:
 		// Every report: a replica reports each term it wins once, so a
 		// second report of a term is a restart that led it again (S9).
-		push(&r.h.Elections, checker.Election{Node: e.Node, Term: e.Term, At: r.w.Now(), Step: r.w.Step()})
+		history.Push(&r.h.Elections, checker.Election{Node: e.Node, Term: e.Term, At: r.w.Now(), Step: r.w.Step()})
 	case lockservice.EvBeliefEnd:
-		open := r.beliefs[e.Client]
-		for j := len(open) - 1; j >= 0; j-- { // the latest belief in that token
-			if i := open[j]; r.h.Beliefs[i].Token == e.Token {
-				r.endBelief(i, e.Reason)
-				r.beliefs[e.Client] = append(open[:j:j], open[j+1:]...)
-				break
-			}
-		}
+		r.clients.EndBelief(e.Client, e.Token, e.Reason, r.w.Now())
 	}
 }
 
@@ -218,7 +212,7 @@ func (r *recorder) granted(e lockservice.Event) {
 	if _, open := r.open[hold]; open && e.Index == 0 || !r.decide(e) {
 		return
 	}
-	i := push(&r.h.Grants, checker.Grant{Resource: e.Resource, Client: e.Client, Token: e.Token,
+	i := history.Push(&r.h.Grants, checker.Grant{Resource: e.Resource, Client: e.Client, Token: e.Token,
 		Start: r.w.Now(), Open: true, Step: r.w.Step()})
 	r.open[hold] = i
 	// A new grant with an old token: its ends are new too.
@@ -249,7 +243,7 @@ func (r *recorder) entryApplied(e lockservice.Event) {
 			return
 		}
 	}
-	i := push(&r.h.EntryApplies, checker.EntryApply{Node: e.Node, Index: e.Index, Term: e.Term, Command: e.Digest,
+	i := history.Push(&r.h.EntryApplies, checker.EntryApply{Node: e.Node, Index: e.Index, Term: e.Term, Command: e.Digest,
 		At: r.w.Now(), Step: r.w.Step()})
 	if r.firstEntry(e.Index) == 0 {
 		r.setFirstEntry(e.Index, int32(i+1))
@@ -280,7 +274,7 @@ func (r *recorder) firstEntry(index uint64) int32 {
 func (r *recorder) setFirstEntry(index uint64, pos int32) {
 	if index < uint64(len(r.entryAt))+denseSlack {
 		for index >= uint64(len(r.entryAt)) {
-			push(&r.entryAt, 0)
+			history.Push(&r.entryAt, 0)
 		}
 		r.entryAt[index] = pos
 		return
@@ -320,18 +314,6 @@ func (r *recorder) pending(node string, done time.Duration, undo func()) {
 	r.tentative = append(r.tentative, tentative{node: node, done: done, undo: undo})
 }
 
-// push appends v to *s and returns its index. It doubles a full list
-// (append grows one past 256 elements by about 1.25×, reallocating and
-// copying a history's lists of tens of thousands of records about five
-// times their final size over a run).
-func push[T any](s *[]T, v T) int {
-	if len(*s) == cap(*s) {
-		*s = slices.Grow(*s, max(len(*s), 64))
-	}
-	*s = append(*s, v)
-	return len(*s) - 1
-}
-
 // takeBack undoes, at node's restart, the records whose sync its crash
 // interrupted, latest first.
 func (r *recorder) takeBack(node string) {
@@ -356,43 +338,21 @@ func (r *recorder) takeBack(node string) {
 	}
 }
 
-func (r *recorder) call(e lockservice.Event, op checker.StoreOp) {
-	op.ID = len(r.h.Ops)
-	op.Client, op.Resource = e.Client, e.Resource
-	op.Call = r.w.Now()
-	op.Outcome = checker.OutcomeUnknown // until a reply says otherwise
-	r.ops[opKey{e.Client, e.Request}] = op.ID
-	push(&r.h.Ops, op)
+// storeCall records a store operation as unknown until its answer.
+func (r *recorder) storeCall(e lockservice.Event, op checker.StoreOp) {
+	r.ops[opKey{e.Client, e.Request}] = r.clients.StoreCall(e.Client, e.Resource, op, r.w.Now())
 }
 
 func (r *recorder) storeReturn(e lockservice.Event) {
-	i, ok := r.ops[opKey{e.Client, e.Request}]
-	if !ok {
-		return
-	}
-	op := &r.h.Ops[i]
-	op.Return = r.w.Now()
-	switch {
-	case e.Op == lockservice.OpRead:
-		op.Outcome = checker.OutcomeAccepted
-		op.ReadValue, op.ReadToken = e.Value, e.Token
-	case e.Accepted:
-		op.Outcome = checker.OutcomeAccepted
-	default:
-		op.Outcome = checker.OutcomeRejected
+	if i, ok := r.ops[opKey{e.Client, e.Request}]; ok {
+		r.clients.StoreReturn(i, e.Accepted, e.Value, e.Token, r.w.Now())
 	}
 }
 
 // lockCall records a lock operation as unknown until its answer arrives. A
 // renew or release carries the token it sends.
 func (r *recorder) lockCall(e lockservice.Event, kind checker.LockKind) {
-	op := checker.LockOp{ID: len(r.h.LockOps), Client: e.Client, Resource: e.Resource, Kind: kind,
-		Request: e.Request, Call: r.w.Now(), Outcome: checker.LockUnknown}
-	if kind != checker.LockAcquire {
-		op.Token = e.Token
-	}
-	r.lockOps[opKey{e.Client, e.Request}] = op.ID
-	push(&r.h.LockOps, op)
+	r.lockOps[opKey{e.Client, e.Request}] = r.clients.LockCall(e.Client, e.Resource, kind, e.Request, e.Token, r.w.Now())
 }
 
 // lockReturn records the first answer to a lock operation; a granted acquire
@@ -400,30 +360,13 @@ func (r *recorder) lockCall(e lockservice.Event, kind checker.LockKind) {
 func (r *recorder) lockReturn(e lockservice.Event) {
 	k := opKey{e.Client, e.Request}
 	i, ok := r.lockOps[k]
-	if !ok || r.h.LockOps[i].Outcome != checker.LockUnknown {
+	if !ok {
 		return
 	}
 	// Answered for good: a later copy of the answer changes nothing, so
 	// the key can go (the map stays as small as the calls in flight).
 	delete(r.lockOps, k)
-	op := &r.h.LockOps[i]
-	op.Return = r.w.Now()
-	op.Outcome = checker.LockStatus(e.Status.String())
-	if op.Kind != checker.LockAcquire {
-		return
-	}
-	op.Token = e.Token
-	if e.Status == lockservice.Granted {
-		r.beliefs[e.Client] = append(r.beliefs[e.Client], len(r.h.Beliefs))
-		push(&r.h.Beliefs, checker.Belief{Client: e.Client, Resource: e.Resource, Token: e.Token,
-			From: r.w.Now(), Open: true})
-	}
-}
-
-// endBelief closes belief i now.
-func (r *recorder) endBelief(i int, reason string) {
-	b := &r.h.Beliefs[i]
-	b.Open, b.To, b.Reason = false, r.w.Now(), reason
+	r.clients.LockReturn(i, checker.LockStatus(e.Status.String()), e.Token, r.w.Now())
 }
 
 // history returns the history as of the end of the run: operations still
@@ -431,6 +374,7 @@ func (r *recorder) endBelief(i int, reason string) {
 // stay open.
 func (r *recorder) history() checker.History {
 	h := r.h
+	r.clients.Fill(&h)
 	h.End = r.w.Now()
 	return h
 }

@@ -77,6 +77,11 @@ var layers = []struct {
 		why:     "the workload drives the lock client like an application would: nothing of the simulator, the reference or the harness",
 	},
 	{
+		pattern: "./history",
+		allowed: []string{"checker"},
+		why:     "the recorder of the clients' calls and answers is shared by the simulator and the live runner: it knows the checker's history and nothing of either world",
+	},
+	{
 		pattern: "./filedisk",
 		allowed: []string{"process"},
 		why:     "the file disk implements the contract for real; it must not drag in the simulator",
@@ -160,13 +165,13 @@ var layers = []struct {
 		why:     "a user's client main imports the live protocol to test their own lock service: standard library only",
 	},
 	{
-		pattern: "./live/apilocker",
-		allowed: []string{"live/liveclient", "lockapi", "admission", "internal/httpx", "internal/fencemac"},
-		why:     "the lock API's Locker speaks the API's wire format and the live protocol, nothing of the services it talks to",
+		pattern: "./live/shipped",
+		allowed: []string{"live/liveclient", "lockapi/lockclient", "lockapi", "admission", "internal/httpx", "internal/fencemac", "process", "coverage", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "realclock"},
+		why:     "the lock API's Locker is the shipped Go client behind the live protocol: the client and what it is built of, nothing of the services it talks to or of the simulator",
 	},
 	{
 		pattern: "./live",
-		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "report", "nemesis",
+		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "history", "report", "nemesis",
 			"scenario", "scenarios/builtin", "process", "lockservice", "lockservice/designs/shape", "lockservice/bugs"},
 		why: "the live harness runs the services as processes, never in its own: it plans with scenario and nemesis, checks with checker, and links neither the simulator (sim, fakeclock, the simulator's runner and nemesis) nor any service's code (the reference, Raft, the planted bugs, realrt, nodesvc, storesvc, lockd)",
 	},

@@ -69,6 +69,9 @@ func (c *Client) newLock(resource string, ttl, wait time.Duration) *Lock {
 		DriftBoundPPM: c.cfg.DriftBoundPPM, Margin: c.cfg.Margin, RequestTimeout: c.cfg.RequestTimeout,
 		BackoffMin: c.cfg.BackoffMin, BackoffMax: c.cfg.BackoffMax, Wait: wait,
 	}
+	if f := c.cfg.Observe; f != nil {
+		cfg.Observer = observer{l: l, f: f}
+	}
 	l.cfg = cfg
 	l.sm = simclient.NewLock(cfg, nil, handler{l})
 	return l
@@ -133,6 +136,26 @@ func (c *Client) acquire(ctx context.Context, resource string, ttl time.Duration
 		l.end()
 	})
 	return nil, fmt.Errorf("lockclient: acquire %s: %w (last answer: %v)", resource, ctx.Err(), last)
+}
+
+// observer hands the state machine's calls and answers to Config.Observe.
+type observer struct {
+	l *Lock
+	f func(Event)
+}
+
+func (o observer) Observe(e lockservice.Event) {
+	if e.Kind != lockservice.EvCall && e.Kind != lockservice.EvReturn {
+		return // the belief's end is the Lock's Lost
+	}
+	ev := Event{Resource: o.l.resource, Op: e.Op.String(), Request: e.Request, Answer: e.Kind == lockservice.EvReturn, Token: e.Token}
+	if ev.Answer {
+		ev.Status = e.Status.String()
+	}
+	if e.Op != lockservice.OpAcquire {
+		ev.Token = o.l.sm.Token() // a refusal's reply names none: the lease's
+	}
+	o.f(ev)
 }
 
 // handler hears the state machine, on the executor.

@@ -86,6 +86,43 @@ type Config struct {
 	// service grants it as the lock frees instead of the client polling.
 	// Negative: never wait, poll. TryAcquire never waits.
 	Wait time.Duration
+	// StayOnEndpoints: a redirect to an address outside Endpoints is not
+	// followed; the next endpoint is tried at once instead (a leader
+	// exists: one of the endpoints leads to it). For a client that reaches the service
+	// through proxies, a load balancer or a NAT, where the addresses the
+	// service names (its own) are not the client's way in, and a request
+	// sent there would bypass the path the operator chose.
+	StayOnEndpoints bool
+	// Observe, if set, hears every lock operation the client makes, as
+	// the service answered it (the simulator's recorder hears the same
+	// from the same state machine): the call of an acquire request (once
+	// per request id, however many attempts carry it), of a renewal and
+	// of a release, and each answer that ends an attempt definitively
+	// (not a redirect). An operation whose answer never comes has a call
+	// and no answer: its outcome is unknown. It is called on the lock's
+	// executor, in order; it must return quickly and must not call the
+	// Lock.
+	Observe func(Event)
+}
+
+// Event is one call or answer of a lock operation (Config.Observe).
+type Event struct {
+	Resource string
+	Op       string // "acquire", "renew" or "release"
+	// Request numbers the lock's requests: a call and its answers share
+	// it.
+	Request uint64
+	// Answer: false for the call, true for an answer.
+	Answer bool
+	// Status is the answer as the service gave it: "granted", "busy",
+	// "renewed", "released", "not-holder", "overloaded", "stale",
+	// "invalid" (the names of the checker's lock outcomes). The
+	// client's own reading may differ: Release reports success for a
+	// "not-holder" that follows an unanswered attempt.
+	Status string
+	// Token is the fencing token: of a granted acquire's answer, and of
+	// the lease every renewal and release (call and answer) is for.
+	Token uint64
 }
 
 // Client talks to one lock service; safe for concurrent use.

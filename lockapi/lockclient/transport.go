@@ -83,8 +83,9 @@ type outcome struct {
 }
 
 // attempt posts payload to base+path. A redirect to an endpoint not among
-// known (the lock's servers) is followed here (at most 3 hops, same body);
-// one to a known endpoint is the state machine's to follow.
+// known (the lock's servers) is followed here (at most 3 hops, same body),
+// unless the client stays on its endpoints; one to a known endpoint is
+// the state machine's to follow.
 func (c *Client) attempt(ctx context.Context, base, path string, payload []byte, known []string) outcome {
 	for hops := 0; ; hops++ {
 		o := c.post(ctx, base, path, payload)
@@ -92,7 +93,7 @@ func (c *Client) attempt(ctx context.Context, base, path string, payload []byte,
 			return o
 		}
 		leader := leaderBase(o.hdr.Get("Location"))
-		if leader == "" || slices.Contains(known, leader) {
+		if leader == "" || slices.Contains(known, leader) || c.cfg.StayOnEndpoints {
 			return o
 		}
 		c.answered(leader) // learn it: later locks start there
@@ -163,6 +164,16 @@ func (l *Lock) answer(req uint64, msg process.Message, o outcome) {
 		r.Status, r.Leader = lockservice.NotLeader, lockservice.NoLeader
 		if i := slices.Index(l.servers, leaderBase(o.hdr.Get("Location"))); i >= 0 {
 			r.Leader = process.NodeID(i)
+		} else if i := slices.Index(l.servers, o.base); i >= 0 && l.c.cfg.StayOnEndpoints {
+			// A leader this client does not reach directly: one of its
+			// other endpoints leads there, so the next is asked at once
+			// (as a named leader is, within the redirect limit), not
+			// after the backoff of an election.
+			next := i + 1
+			if next == len(l.servers) {
+				next = 0
+			}
+			r.Leader = process.NodeID(next)
 		}
 		l.sm.ReceiveHint(r, 0)
 		return
