@@ -3,6 +3,7 @@ package checker
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -87,6 +88,10 @@ func checkAcknowledgedWritesLogged(h History) []Violation {
 	inOrder := slices.IsSortedFunc(h.Applies, func(a, b StoreApply) int { return cmp.Compare(a.At, b.At) })
 	var byKey *applyIndex
 	var vs []Violation
+	// Ops come in call order, so each search starts where the last one
+	// ended and gallops forward (a search from scratch per write was a
+	// tenth of S5's time); a call earlier than the last searches afresh.
+	from, lastCall := 0, time.Duration(math.MinInt64)
 	for _, op := range h.Ops {
 		if op.Kind != OpWrite || op.Outcome != OutcomeAccepted {
 			continue
@@ -94,7 +99,11 @@ func checkAcknowledgedWritesLogged(h History) []Violation {
 		ret := opReturn(op)
 		found, decided := false, false
 		if inOrder {
-			i, _ := slices.BinarySearchFunc(h.Applies, op.Call, func(a StoreApply, t time.Duration) int { return cmp.Compare(a.At, t) })
+			if op.Call < lastCall {
+				from = 0
+			}
+			i := firstAppliedFrom(h.Applies, from, op.Call)
+			from, lastCall = i, op.Call
 			for n := 0; n < applyScan; n, i = n+1, i+1 {
 				if i == len(h.Applies) || h.Applies[i].At > ret {
 					decided = true
@@ -129,6 +138,23 @@ func checkAcknowledgedWritesLogged(h History) []Violation {
 // applyScan bounds the applies S5 (a1) scans in a write's interval
 // before it looks the write's acceptance up by key.
 const applyScan = 64
+
+// firstAppliedFrom returns the first index at or after from whose apply is
+// at t or later (len(applies) if none), for applies in time order and
+// applies[from-1] (if any) before t: it gallops from from, then searches
+// the last step's range.
+func firstAppliedFrom(applies []StoreApply, from int, t time.Duration) int {
+	lo, step := from, 1
+	hi := lo
+	for hi < len(applies) && applies[hi].At < t {
+		lo = hi + 1
+		hi += step
+		step *= 2
+	}
+	hi = min(hi, len(applies))
+	i, _ := slices.BinarySearchFunc(applies[lo:hi], t, func(a StoreApply, t time.Duration) int { return cmp.Compare(a.At, t) })
+	return lo + i
+}
 
 // isApplyOf says whether apply a is write op's (its time aside).
 func isApplyOf(a *StoreApply, op StoreOp) bool {

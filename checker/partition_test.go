@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -84,5 +85,25 @@ func TestAcknowledgedWritesLoggedScanAndIndex(t *testing.T) {
 	late.Applies[len(late.Applies)-1].At = 1001 * ms // after the write returned
 	if vs := checkAcknowledgedWritesLogged(late); len(vs) != 1 {
 		t.Fatalf("acceptance logged after the return: %v; want one S5", vs)
+	}
+}
+
+// firstAppliedFrom finds what a binary search over all the applies finds,
+// from any start before the answer.
+func TestFirstAppliedFromIsABinarySearch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		applies := make([]StoreApply, rng.IntN(50))
+		at := time.Duration(0)
+		for i := range applies {
+			at += time.Duration(rng.IntN(3))
+			applies[i].At = at
+		}
+		q := time.Duration(rng.IntN(int(at) + 3))
+		want, _ := slices.BinarySearchFunc(applies, q, func(a StoreApply, t time.Duration) int { return cmp.Compare(a.At, t) })
+		from := rng.IntN(want + 1)
+		if got := firstAppliedFrom(applies, from, q); got != want {
+			t.Fatalf("firstAppliedFrom(%v, %d, %v) = %d; want %d", applies, from, q, got, want)
+		}
 	}
 }
