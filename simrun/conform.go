@@ -40,6 +40,7 @@ func cmdConform(args []string, stdout, stderr io.Writer) int {
 	remembers := fs.Bool("remembers-grants", false, "the server answers a retried acquire from its memory of the first grant even after that lease ended (fencesim-node)")
 	offset := fs.Uint64("token-offset", 0, "the server's tokens start above this (at least 2^53 runs the large-token case against a server whose counters cannot be set)")
 	timeout := fs.Duration("timeout", time.Minute, "bound on each case")
+	ready := fs.Duration("ready-wait", 10*time.Second, "how long to wait for a server that answers 503 (no leader yet, still starting) before giving up")
 	asJSON := fs.Bool("json", false, "one JSON object per case, then a summary object")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -65,7 +66,7 @@ func cmdConform(args []string, stdout, stderr io.Writer) int {
 	rand.Read(rnd[:])
 	prefix := "conform-" + hex.EncodeToString(rnd[:]) + "-"
 	for _, u := range []*string{u1, u2} {
-		leader, err := probe(*u, "/v1/locks/"+prefix+"probe")
+		leader, err := probe(*u, "/v1/locks/"+prefix+"probe", *ready)
 		if err != nil {
 			return fail("cannot reach the server: %v", err)
 		}
@@ -138,22 +139,36 @@ func cmdConform(args []string, stdout, stderr io.Writer) int {
 }
 
 // probe checks that the server at base answers HTTP on path, and returns
-// the base URL of the leader it redirects to, if it does.
-func probe(base, path string) (string, error) {
+// the base URL of the leader it redirects to, if it does. A server that
+// answers 503 (a replica that knows no leader yet, just after an election
+// or a restart; a server still starting) is asked again for up to wait:
+// testing it in that state would run every case against whatever answer
+// it gives next, a follower's redirect included.
+func probe(base, path string, wait time.Duration) (string, error) {
 	c := &http.Client{Timeout: 3 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Get(base + path)
-	if err != nil {
-		return "", err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusTemporaryRedirect {
+	end := time.Now().Add(wait)
+	for {
+		resp, err := c.Get(base + path)
+		if err != nil {
+			return "", err
+		}
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusServiceUnavailable:
+			if time.Now().After(end) {
+				return "", fmt.Errorf("%s answers 503 to %s for %v: is it ready (does it have a leader)?", base, path, wait)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		case http.StatusTemporaryRedirect:
+			loc, err := resp.Location()
+			if err != nil || loc.Scheme != "http" {
+				return "", fmt.Errorf("%s answers 307 without a usable Location (%v)", base, err)
+			}
+			return "http://" + loc.Host, nil
+		}
 		return "", nil
 	}
-	loc, err := resp.Location()
-	if err != nil || loc.Scheme != "http" {
-		return "", fmt.Errorf("%s answers 307 without a usable Location (%v)", base, err)
-	}
-	return "http://" + loc.Host, nil
 }
 
 // runCase runs one contract case in its own goroutine (a failed check

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,5 +189,29 @@ func TestConformFencesimServers(t *testing.T) {
 	// answers its first grant, ended.
 	if code := run([]string{"conform", "-url", urls[0], "-url2", urls[1], "-remembers-grants"}, &out, &errb); code != exitPass || !strings.Contains(out.String(), "6 passed, 0 failed, 1 not run") {
 		t.Errorf("fencesim-lockd: exit %d:\n%s%s", code, out.String(), errb.String())
+	}
+}
+
+// TestConformProbeWaitsForALeader: a replica that knows no leader yet
+// answers 503; conform asks again rather than testing it as it is (it
+// would run every case against the redirects the replica answers once it
+// learns its leader), and gives up with a clear error when 503 lasts.
+func TestConformProbeWaitsForALeader(t *testing.T) {
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if asked.Add(1) <= 3 {
+			http.Error(w, `{"error":"not_leader"}`, http.StatusServiceUnavailable)
+			return
+		}
+		http.Redirect(w, r, "http://127.0.0.1:9/"+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	leader, err := probe(srv.URL, "/v1/locks/x", 5*time.Second)
+	if err != nil || leader != "http://127.0.0.1:9" || asked.Load() != 4 {
+		t.Fatalf("probe = %q, %v after %d requests; want the leader named by the 4th answer", leader, err, asked.Load())
+	}
+	asked.Store(-1 << 30) // 503 for good
+	if _, err := probe(srv.URL, "/v1/locks/x", 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "answers 503") {
+		t.Fatalf("probe of a server that answers 503 for good: %v, want an error that says so", err)
 	}
 }
