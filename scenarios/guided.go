@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/coverage"
+	"github.com/fencesim/fencesim/coverage/branches"
 	"github.com/fencesim/fencesim/nemesis"
 	"github.com/fencesim/fencesim/scenario"
 )
@@ -46,6 +47,16 @@ type GuidedOptions struct {
 	Round   int
 	Workers int
 	Run     RunOptions
+	// Branches adds Go's coverage counters of the protocol code to the
+	// marks as the search's signal (package coverage/branches): a run
+	// that executes a basic block no run had, or one a number of times
+	// in a hit-count bucket no run had, joins the corpus, and a parent's
+	// energy counts its rare blocks as it counts its rare marks. It needs
+	// a binary built with -cover -covermode=atomic (branches.Available);
+	// the simulations then run one at a time (RunOptions.Branches), and
+	// the search stays deterministic from its root seed and independent
+	// of Workers.
+	Branches bool
 }
 
 // DefaultGuidedRound is the plans per round: enough to keep two workers
@@ -88,7 +99,9 @@ type CorpusEntry struct {
 	Index int // the run that admitted it
 	Plan  Plan
 	Marks *coverage.Counts
-	Why   string
+	// Branches are the run's coverage features (GuidedOptions.Branches).
+	Branches []branches.Feature
+	Why      string
 	// Replay is the run as a replay file records it (without its
 	// history, which the corpus does not keep).
 	Replay Replay
@@ -103,7 +116,10 @@ type GuidedStats struct {
 	// FirstHit is, per mark, the Index+1 of the first run that reached it
 	// (0: never reached).
 	FirstHit map[coverage.Mark]int
-	Stopped  bool // emit asked to stop
+	// Features and Blocks count the distinct coverage features (block and
+	// hit-count bucket) and blocks the runs reached (GuidedOptions.Branches).
+	Features, Blocks int
+	Stopped          bool // emit asked to stop
 }
 
 // guider is a guided search's state between rounds.
@@ -116,6 +132,10 @@ type guider struct {
 	tally  coverage.Tally
 	seen   map[string]bool // rare-mark signatures already in the corpus
 	first  map[coverage.Mark]int
+	// featureRuns counts, per coverage feature, the runs that reached it;
+	// blocks the distinct blocks among them (GuidedOptions.Branches).
+	featureRuns map[branches.Feature]int
+	blocks      map[uint64]bool
 }
 
 // ErrNotSwarm: guided search mutates a swarm's drawn schedule; a scripted
@@ -137,7 +157,14 @@ func Guided(ctx context.Context, spec Spec, opt GuidedOptions, emit func(GuidedR
 		round = DefaultGuidedRound
 	}
 	g := &guider{spec: spec, opt: opt, r: rand.New(rand.NewPCG(opt.Root, 0x47554944_45440000)), // "GUIDED"
-		fresh: opt.Root, seen: map[string]bool{}, first: map[coverage.Mark]int{}}
+		fresh: opt.Root, seen: map[string]bool{}, first: map[coverage.Mark]int{},
+		featureRuns: map[branches.Feature]int{}, blocks: map[uint64]bool{}}
+	if opt.Branches {
+		if err := branches.Available(); err != nil {
+			return GuidedStats{}, err
+		}
+		opt.Run.Branches = true
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var st GuidedStats
@@ -152,7 +179,11 @@ func Guided(ctx context.Context, spec Spec, opt GuidedOptions, emit func(GuidedR
 		plans := g.derive(k, n == 0)
 		sub := SweepOptions{Workers: opt.Workers, Run: opt.Run}
 		stop := false
-		ss := Sweep(ctx, plans.jobs(), sub, func(r JobResult) {
+		sweep := Sweep
+		if opt.Branches {
+			sweep = sweepInOrder
+		}
+		ss := sweep(ctx, plans.jobs(), sub, func(r JobResult) {
 			if stop {
 				return
 			}
@@ -177,7 +208,35 @@ func Guided(ctx context.Context, spec Spec, opt GuidedOptions, emit func(GuidedR
 		n += k
 	}
 	st.Corpus, st.Tally, st.FirstHit = g.corpus, g.tally, g.first
+	st.Features, st.Blocks = len(g.featureRuns), len(g.blocks)
 	return st, nil
+}
+
+// sweepInOrder is Sweep on the caller's goroutine, one job after another,
+// each emitted before the next starts (opt.Workers is not used): with
+// branch coverage nothing else may execute covered code while a run
+// counts, and an emit (a report, a replay file) might.
+func sweepInOrder(ctx context.Context, jobs iter.Seq[Job], opt SweepOptions, emit func(JobResult)) SweepStats {
+	var st SweepStats
+	runOpt := opt.Run
+	outer := opt.Run.Stop
+	runOpt.Stop = func() bool { return ctx.Err() != nil || outer != nil && outer() }
+	i := 0
+	for job := range jobs {
+		if ctx.Err() != nil {
+			return st
+		}
+		res, err := RunPlan(*job.Plan, runOpt)
+		if err == ErrStopped {
+			st.Interrupted++
+		} else {
+			emit(JobResult{Index: i, Job: job, Result: res, Err: err})
+			st.Emitted++
+		}
+		i++
+	}
+	st.Exhausted = true
+	return st
 }
 
 // derived is one plan of a round, with where it came from.
@@ -205,12 +264,18 @@ func (rd round) jobs() iter.Seq[Job] {
 // of parents chosen by energy.
 func (g *guider) derive(k int, first bool) round {
 	out := make(round, 0, k)
+	// The corpus and the tallies change only when a round's results are
+	// folded, so the parents' energies hold for the whole round.
+	var es []uint64
 	for i := range k {
 		if first || len(g.corpus) == 0 || i%freshShare == freshShare-1 {
 			out = append(out, g.freshPlan())
 			continue
 		}
-		e := g.pick()
+		if es == nil {
+			es = g.energies()
+		}
+		e := g.pick(es)
 		if d, ok := g.mutate(e); ok {
 			out = append(out, d)
 		} else {
@@ -238,7 +303,10 @@ func (g *guider) weight(m coverage.Mark) uint64 {
 }
 
 // energy is an entry's share of the parents: the sum of its marks'
-// rarities, so that an entry reaching what few runs reach is mutated most.
+// rarities, so that an entry reaching what few runs reach is mutated most;
+// with branch coverage, plus the rarities of its rare features (those
+// fewer than one run in rareDivisor reached, as for marks' combinations):
+// the common blocks every run executes would otherwise drown the marks.
 func (g *guider) energy(e *CorpusEntry) uint64 {
 	var s uint64
 	for _, m := range coverage.All() {
@@ -246,16 +314,29 @@ func (g *guider) energy(e *CorpusEntry) uint64 {
 			s += g.weight(m)
 		}
 	}
+	for _, f := range e.Branches {
+		if n := uint64(g.featureRuns[f]); n*rareDivisor < uint64(g.tally.Runs)+rareDivisor {
+			s += 1_000_000 / (1 + n)
+		}
+	}
 	return s + 1
 }
 
-// pick chooses a parent with probability proportional to its energy.
-func (g *guider) pick() *CorpusEntry {
-	var total uint64
+// energies are the corpus entries' energies, in corpus order.
+func (g *guider) energies() []uint64 {
 	es := make([]uint64, len(g.corpus))
 	for i := range g.corpus {
 		es[i] = g.energy(&g.corpus[i])
-		total += es[i]
+	}
+	return es
+}
+
+// pick chooses a parent with probability proportional to its energy (es:
+// the corpus entries', in order).
+func (g *guider) pick(es []uint64) *CorpusEntry {
+	var total uint64
+	for _, e := range es {
+		total += e
 	}
 	x := g.r.Uint64N(total)
 	for i, e := range es {
@@ -295,18 +376,28 @@ func (g *guider) fold(index int, res Result) (bool, string) {
 	if why == "" && len(sig) > 0 && !g.seen[string(sig)] {
 		why = "new rare combination"
 	}
+	for _, f := range res.Branches { // sorted: the first new feature names the admission
+		if g.featureRuns[f] == 0 {
+			if why == "" {
+				why = "new branch " + f.String()
+			}
+			g.blocks[f.Block()] = true
+		}
+		g.featureRuns[f]++
+	}
 	if why == "" {
 		return false, ""
 	}
 	g.seen[string(sig)] = true
-	e := CorpusEntry{Index: index, Plan: res.Plan, Marks: marks, Why: why, Replay: NewReplay(res)}
+	e := CorpusEntry{Index: index, Plan: res.Plan, Marks: marks, Branches: res.Branches, Why: why, Replay: NewReplay(res)}
 	if len(g.corpus) < corpusCap {
 		g.corpus = append(g.corpus, e)
 		return true, why
 	}
+	es := g.energies()
 	low := 0
 	for i := range g.corpus {
-		if g.energy(&g.corpus[i]) < g.energy(&g.corpus[low]) {
+		if es[i] < es[low] {
 			low = i
 		}
 	}
@@ -498,9 +589,14 @@ func (g *guider) valid(q Plan) bool {
 // SeedsTried counts runs; Seed is the finding's world seed, and its plan
 // (Result.Plan) is what replays it. Wall is the caller's to measure.
 func HuntGuided(ctx context.Context, spec Spec, lo, hi uint64, workers int) (Hunted, error) {
+	return HuntGuidedWith(ctx, spec, GuidedOptions{Root: lo, Runs: int(min(hi-lo, 1<<40)) + 1, Workers: workers})
+}
+
+// HuntGuidedWith is HuntGuided with every option of the search (opt.Runs
+// bounds it; opt.Branches adds branch coverage to its signal).
+func HuntGuidedWith(ctx context.Context, spec Spec, opt GuidedOptions) (Hunted, error) {
 	out := Hunted{}
-	runs := int(min(hi-lo, 1<<40)) + 1
-	_, err := Guided(ctx, spec, GuidedOptions{Root: lo, Runs: runs, Workers: workers}, func(gr GuidedRun) bool {
+	_, err := Guided(ctx, spec, opt, func(gr GuidedRun) bool {
 		out.SeedsTried = gr.Index + 1
 		if gr.Err != nil {
 			return true

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencesim/fencesim/checker"
 	"github.com/fencesim/fencesim/coverage"
+	"github.com/fencesim/fencesim/coverage/branches"
 	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/fencedstore"
@@ -33,6 +34,11 @@ type RunOptions struct {
 	// check whether to abandon the run: a sweep whose budget ran out or
 	// that SIGINT stopped. Plan.Run then returns ErrStopped.
 	Stop func() bool
+	// Branches reads Go's coverage counters of the protocol code after the
+	// loop into Result.Branches (package coverage/branches): only in a
+	// binary built with -cover -covermode=atomic (branches.Available), and
+	// it runs the simulations of concurrent runs one at a time.
+	Branches bool
 	// searchHook is checker.Options.SearchHook, for tests of a panic in
 	// the check.
 	searchHook func(resource string)
@@ -67,6 +73,10 @@ type Result struct {
 	// Marks are the protocol corners the run reached (package coverage),
 	// counted by the service, the clients and the nemesis.
 	Marks *coverage.Counts
+	// Branches are the basic blocks of the covered code the run executed,
+	// with their hit-count buckets, sorted (RunOptions.Branches; nil
+	// without it).
+	Branches []branches.Feature
 }
 
 // newCrash turns a recovered panic value into a Crash: a *sim.Panic
@@ -142,6 +152,11 @@ func RunPlan(p Plan, opt RunOptions) (res Result, err error) {
 	}
 	spec := p.Spec
 	wall := startStopwatch()
+	probe, err := startBranches(opt.Branches)
+	if err != nil {
+		return Result{}, err
+	}
+	defer probe.release()
 	limits, reports := limitsOf(spec)
 	w, err := sim.New(sim.Config{Seed: p.Seed, Trace: opt.Trace, Limits: limits, Network: sim.NetworkConfig{
 		Latency: sim.Latency{Shape: sim.Exponential, Min: time.Duration(spec.LatencyMin),
@@ -246,6 +261,10 @@ func RunPlan(p Plan, opt RunOptions) (res Result, err error) {
 	}, cov)
 
 	outcome, stopped := runWorld(w, p.End(), spec.StepLimit, opt.Stop)
+	feats, err := probe.finish()
+	if err != nil {
+		return Result{}, err
+	}
 	if stopped || (opt.Stop != nil && opt.Stop()) {
 		return Result{}, ErrStopped
 	}
@@ -253,6 +272,7 @@ func RunPlan(p Plan, opt RunOptions) (res Result, err error) {
 	res = Result{
 		Scenario: spec.Name, Seed: p.Seed, TraceHash: w.Hash(), Events: w.Step(), SimTime: w.Now(),
 		Outcome: outcome, History: h, Stats: w.Stats(), Plan: p, Picks: picks, Marks: marks, Fired: moments.watch.Fired,
+		Branches: feats,
 	}
 	for i := range w.Nodes() {
 		res.Nodes = append(res.Nodes, w.Name(sim.NodeID(i)))

@@ -36,6 +36,7 @@ type guidedSweep struct {
 	budget       time.Duration
 	asJSON       bool
 	withCoverage bool
+	branches     bool // -branches: Go's coverage counters in the signal
 	corpusDir    string
 	progress     string // as sweep's -progress
 	kept         *keeper
@@ -56,7 +57,7 @@ func (g guidedSweep) run(ctx context.Context, stdout, stderr io.Writer) int {
 	var failures []string
 	unlisted := 0
 	enc := json.NewEncoder(stdout)
-	st, err := scenarios.Guided(ctx, g.spec, scenarios.GuidedOptions{Root: g.lo, Runs: runs, Workers: g.workers}, func(gr scenarios.GuidedRun) bool {
+	st, err := scenarios.Guided(ctx, g.spec, scenarios.GuidedOptions{Root: g.lo, Runs: runs, Workers: g.workers, Branches: g.branches}, func(gr scenarios.GuidedRun) bool {
 		r := gr.Job()
 		r.Job.Spec = g.spec // judged by the spec's expectation, named by the spec
 		sum.Add(r)
@@ -154,8 +155,10 @@ func printGuided(w io.Writer, st scenarios.GuidedStats) {
 	whys := map[string]int{}
 	for _, e := range st.Corpus {
 		why := e.Why
-		if strings.HasPrefix(why, "new mark ") {
-			why = "new mark"
+		for _, kind := range []string{"new mark", "new branch"} {
+			if strings.HasPrefix(why, kind+" ") {
+				why = kind
+			}
 		}
 		whys[why]++
 	}
@@ -168,6 +171,9 @@ func printGuided(w io.Writer, st scenarios.GuidedStats) {
 		}
 	}
 	fmt.Fprintf(w, "marks reached: %d of %d, the last first reached at run %d\n", reached, len(coverage.All()), last)
+	if st.Features > 0 {
+		fmt.Fprintf(w, "branch coverage: %d blocks of the covered code reached, %d block×hit-count features\n", st.Blocks, st.Features)
+	}
 }
 
 // writeGuidedReplay writes a guided run's replay file, named by its run

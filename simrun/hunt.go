@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fencesim/fencesim/coverage/branches"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/mutants"
 	"github.com/fencesim/fencesim/scenarios"
@@ -60,6 +61,7 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", runtime.NumCPU(), "simulations run at once")
 	asJSON := fs.Bool("json", false, "one JSON object per mutant per line on stdout")
 	guided := fs.Bool("guided", false, "hunt by coverage-guided search of the swarm (or the -scenario/-spec swarm given): -seeds A..B allows B-A+1 runs from root seed A")
+	withBranches := fs.Bool("branches", false, "with -guided, steer by Go's coverage counters of the protocol code too (needs a binary built with -cover -covermode=atomic; see docs/guided-search.md)")
 	table := fs.String("table", "", "print the detection table from `file.jsonl`, the saved output of hunt -all -json (and of hunt -all -scenario swarm -json, concatenated), and hunt nothing")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -113,6 +115,16 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 	if *workers < 1 {
 		fmt.Fprintf(stderr, "simrun hunt: -workers must be at least 1, got %d\n", *workers)
 		return exitUsage
+	}
+	if *withBranches {
+		if !*guided {
+			fmt.Fprintln(stderr, "simrun hunt: -branches goes with -guided")
+			return exitUsage
+		}
+		if err := branches.Available(); err != nil {
+			fmt.Fprintf(stderr, "simrun hunt: -branches: %v\n", err)
+			return exitUsage
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -169,7 +181,7 @@ func cmdHunt(args []string, stdout, stderr io.Writer) int {
 		var h scenarios.Hunted
 		if *guided {
 			start := time.Now()
-			h, err = scenarios.HuntGuided(ctx, s, lo, hi, *workers)
+			h, err = scenarios.HuntGuidedWith(ctx, s, scenarios.GuidedOptions{Root: lo, Runs: int(min(hi-lo, 1<<40)) + 1, Workers: *workers, Branches: *withBranches})
 			if err != nil {
 				fmt.Fprintf(stderr, "simrun hunt: %s: %v\n", s.Name, err)
 				return exitUsage

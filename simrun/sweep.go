@@ -60,6 +60,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&traceCap, "trace-cap", "keep a miss's trace.txt only if it is at most this `size` (0: no cap of its own, within -keep-cap and the spec's limits.trace_bytes)")
 	guided := fs.Bool("guided", false, "coverage-guided search of one swarm scenario (default: swarm): -seeds A..B makes B-A+1 runs from root seed A, mutating the plans that reach rare marks (see docs/guided-search.md)")
 	corpusDir := fs.String("corpus", "", "with -guided, write the final corpus as replay files under `dir`")
+	withBranches := fs.Bool("branches", false, "with -guided, steer by Go's coverage counters of the protocol code too (needs a binary built with -cover -covermode=atomic; see docs/guided-search.md)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -70,8 +71,8 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	if *guided && *name == "" && *specFile == "" {
 		*name = "swarm" // guided search mutates one swarm's plans
 	}
-	if *guided && (*all || *shard != "1/1") || *corpusDir != "" && !*guided {
-		fmt.Fprintln(stderr, "simrun sweep: -guided searches one swarm scenario (no -all, no -shard); -corpus goes with -guided")
+	if *guided && (*all || *shard != "1/1") || (*corpusDir != "" || *withBranches) && !*guided {
+		fmt.Fprintln(stderr, "simrun sweep: -guided searches one swarm scenario (no -all, no -shard); -corpus and -branches go with -guided")
 		return exitUsage
 	}
 	specs := scenarios.Builtin()
@@ -150,7 +151,7 @@ func cmdSweep(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "simrun sweep: -guided: %v\n", scenarios.ErrNotSwarm)
 			return exitUsage
 		}
-		return guidedSweep{spec: specs[0], lo: lo, hi: hi, workers: *workers, budget: *budget, asJSON: *asJSON, withCoverage: *withCoverage,
+		return guidedSweep{spec: specs[0], lo: lo, hi: hi, workers: *workers, budget: *budget, asJSON: *asJSON, withCoverage: *withCoverage, branches: *withBranches,
 			corpusDir: *corpusDir, progress: *progress, kept: &keeper{maxDirs: *keepDirs, maxBytes: int64(keepCap), traceMax: int64(traceCap), stop: func() bool { return ctx.Err() != nil }}}.run(ctx, stdout, stderr)
 	}
 	jobs := scenarios.JobSet{Specs: specs, Lo: lo, Hi: hi, Shard: si, Shards: sn}

@@ -42,10 +42,11 @@ var loopDirs = []string{"scenarios", "scenario"}
 // An exemption that is no longer needed fails the gate, so the list only
 // shrinks.
 var scenariosExempt = map[string]string{
-	"scenarios/sweep.go":   "the sweep runs whole simulations on a pool of worker goroutines (channels, select, WaitGroup, a wall-clock deadline); each run inside is single-threaded",
-	"scenarios/hunt.go":    "measures a hunt's wall time across a sweep, for the report; no run reads it",
-	"scenario/registry.go": "the design registry is a RWMutex-guarded map, read by concurrent sweep workers before their runs start",
-	"scenarios/wall.go":    "the stopwatch: Result.Wall and CheckWall, measured around the loop for the report, never read by it",
+	"scenarios/sweep.go":    "the sweep runs whole simulations on a pool of worker goroutines (channels, select, WaitGroup, a wall-clock deadline); each run inside is single-threaded",
+	"scenarios/hunt.go":     "measures a hunt's wall time across a sweep, for the report; no run reads it",
+	"scenario/registry.go":  "the design registry is a RWMutex-guarded map, read by concurrent sweep workers before their runs start",
+	"scenarios/branches.go": "one mutex that lets one run at a time own the process's coverage counters (RunOptions.Branches), taken before a run's world is built and released after its loop; nothing inside a run reads it",
+	"scenarios/wall.go":     "the stopwatch: Result.Wall and CheckWall, measured around the loop for the report, never read by it",
 }
 
 // recursive turns directories into go-style patterns for them and
@@ -168,6 +169,7 @@ func TestLintTreeCanary(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		"scenariosExempt lists scenario/registry.go, which does not exist: remove it",
+		"scenariosExempt lists scenarios/branches.go, which does not exist: remove it",
 		"scenariosExempt lists scenarios/hunt.go, which has no finding: remove the exemption",
 		"scenariosExempt lists scenarios/wall.go, which does not exist: remove it",
 	}, stale)
