@@ -117,8 +117,9 @@ type GuidedStats struct {
 	// (0: never reached).
 	FirstHit map[coverage.Mark]int
 	// Features and Blocks count the distinct coverage features (block and
-	// hit-count bucket) and blocks the runs reached (GuidedOptions.Branches).
-	Features, Blocks int
+	// hit-count bucket) and blocks the runs reached, of AllBlocks in the
+	// covered code (GuidedOptions.Branches).
+	Features, Blocks, AllBlocks int
 	Stopped          bool // emit asked to stop
 }
 
@@ -136,6 +137,7 @@ type guider struct {
 	// blocks the distinct blocks among them (GuidedOptions.Branches).
 	featureRuns map[branches.Feature]int
 	blocks      map[uint64]bool
+	meta        *branches.Meta // names the blocks (nil: by their numbers)
 }
 
 // ErrNotSwarm: guided search mutates a swarm's drawn schedule; a scripted
@@ -164,6 +166,7 @@ func Guided(ctx context.Context, spec Spec, opt GuidedOptions, emit func(GuidedR
 			return GuidedStats{}, err
 		}
 		opt.Run.Branches = true
+		g.meta, _ = branches.ReadMeta() // names only: without them, numbers do
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -209,6 +212,9 @@ func Guided(ctx context.Context, spec Spec, opt GuidedOptions, emit func(GuidedR
 	}
 	st.Corpus, st.Tally, st.FirstHit = g.corpus, g.tally, g.first
 	st.Features, st.Blocks = len(g.featureRuns), len(g.blocks)
+	if g.meta != nil {
+		st.AllBlocks = g.meta.Blocks()
+	}
 	return st, nil
 }
 
@@ -379,7 +385,7 @@ func (g *guider) fold(index int, res Result) (bool, string) {
 	for _, f := range res.Branches { // sorted: the first new feature names the admission
 		if g.featureRuns[f] == 0 {
 			if why == "" {
-				why = "new branch " + f.String()
+				why = "new branch " + g.meta.Name(f)
 			}
 			g.blocks[f.Block()] = true
 		}

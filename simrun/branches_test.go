@@ -41,10 +41,13 @@ func TestGuidedBranches(t *testing.T) {
 		cmd := exec.Command(bin, "sweep", "-guided", "-branches", "-seeds", "1..40", "-workers", workers, "-json", "-progress", "none")
 		cmd.Dir = t.TempDir()
 		cmd.Env = append(os.Environ(), "GOCOVERDIR="+t.TempDir())
+		var errb strings.Builder
+		cmd.Stderr = &errb
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
+			t.Fatalf("%v: %v\n%s%s", cmd.Args, err, out, errb.String())
 		}
+		summary = errb.String()
 		sc := bufio.NewScanner(strings.NewReader(string(out)))
 		sc.Buffer(nil, 1<<24)
 		for sc.Scan() {
@@ -67,10 +70,16 @@ func TestGuidedBranches(t *testing.T) {
 	for _, w := range one {
 		if strings.Contains(w, "new branch") {
 			branch++
+			if !strings.Contains(w, ".go:") { // e.g. "new branch raft.*Node.handleVote raft.go:429 ×2"
+				t.Errorf("a branch admission does not say where the block is: %q", w)
+			}
 		}
 	}
 	if branch == 0 {
 		t.Errorf("no run joined the corpus for a new branch:\n%s", strings.Join(one, "\n"))
+	}
+	if !strings.Contains(summary, "blocks of ") || !strings.Contains(summary, "of the covered code reached") {
+		t.Errorf("the summary does not say how many blocks of how many were reached:\n%s", summary)
 	}
 	if strings.Join(one, "\n") != strings.Join(again, "\n") || strings.Join(one, "\n") != strings.Join(two, "\n") {
 		t.Errorf("the search differs between runs or worker counts:\n1 worker:\n%s\nagain:\n%s\n2 workers:\n%s",

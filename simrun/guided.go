@@ -172,7 +172,11 @@ func printGuided(w io.Writer, st scenarios.GuidedStats) {
 	}
 	fmt.Fprintf(w, "marks reached: %d of %d, the last first reached at run %d\n", reached, len(coverage.All()), last)
 	if st.Features > 0 {
-		fmt.Fprintf(w, "branch coverage: %d blocks of the covered code reached, %d block×hit-count features\n", st.Blocks, st.Features)
+		of := ""
+		if st.AllBlocks > 0 {
+			of = fmt.Sprintf(" of %d (%.1f %%)", st.AllBlocks, 100*float64(st.Blocks)/float64(st.AllBlocks))
+		}
+		fmt.Fprintf(w, "branch coverage: %d blocks%s of the covered code reached, %d block×hit-count features\n", st.Blocks, of, st.Features)
 	}
 }
 

@@ -108,3 +108,39 @@ func TestDecodeHugeCountEndsAtOnce(t *testing.T) {
 		t.Fatalf("Decode = %v, want ErrFormat", err)
 	}
 }
+
+// p.covmeta is runtime/coverage.WriteMeta's output in a binary covering
+// the same package p (package 0) and its main (package 1).
+func TestDecodeMetaNamesBlocks(t *testing.T) {
+	m, err := DecodeMeta(read(t, "p.covmeta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Packages) != 2 || m.Packages[0].Path != "covtry/p" || len(m.Packages[0].Funcs) != 2 {
+		t.Fatalf("packages %+v", m.Packages)
+	}
+	f := m.Packages[0].Funcs[0]
+	if f.Name != "F" || !strings.HasSuffix(f.File, "p/p.go") || len(f.Blocks) != 5 || f.Blocks[0].Start != 2 {
+		t.Fatalf("F: %+v", f)
+	}
+	if got := m.Name(newFeature(0, 0, 2, 5)); got != "p.F p.go:2 ×4-7" {
+		t.Errorf("Name = %q", got)
+	}
+	if got := m.Name(newFeature(7, 0, 0, 1)); got != newFeature(7, 0, 0, 1).String() {
+		t.Errorf("a block the meta-data does not know: %q", got)
+	}
+	if m.Blocks() < 6 {
+		t.Errorf("Blocks() = %d, want F's 5 and G's 1 at least", m.Blocks())
+	}
+	for cut := range len(read(t, "p.covmeta")) {
+		if _, err := DecodeMeta(read(t, "p.covmeta")[:cut]); err == nil {
+			t.Errorf("a meta-data file cut at %d bytes decoded", cut)
+		}
+	}
+}
+
+// FuzzDecodeMeta: no input makes DecodeMeta panic.
+func FuzzDecodeMeta(f *testing.F) {
+	f.Add(read(f, "p.covmeta"))
+	f.Fuzz(func(t *testing.T, b []byte) { DecodeMeta(b) })
+}
