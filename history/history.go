@@ -90,9 +90,13 @@ func (r *Recorder) StoreCall(client, resource string, op checker.StoreOp, at tim
 
 // StoreReturn records the answer to store operation id at at: a write
 // accepted or rejected (stale), or a read with the value and token it
-// returned (an answered read is accepted).
-func (r *Recorder) StoreReturn(id int, accepted bool, readValue int64, readToken uint64, at time.Duration) {
+// returned (an answered read is accepted). It reports whether it did:
+// only the first answer counts.
+func (r *Recorder) StoreReturn(id int, accepted bool, readValue int64, readToken uint64, at time.Duration) bool {
 	op := &r.ops[id]
+	if op.Outcome != checker.OutcomeUnknown {
+		return false
+	}
 	op.Return = at
 	switch {
 	case op.Kind == checker.OpRead:
@@ -102,6 +106,7 @@ func (r *Recorder) StoreReturn(id int, accepted bool, readValue int64, readToken
 	default:
 		op.Outcome = checker.OutcomeRejected
 	}
+	return true
 }
 
 // EndBelief ends, at at, client's latest open belief in token.

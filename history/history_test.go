@@ -118,3 +118,27 @@ func TestHolderBusyAmbiguous(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreFirstAnswerCounts: as for lock operations, only a store
+// operation's first answer counts — a later copy (a duplicated reply, a
+// late one after a retry) neither moves its return nor turns an accepted
+// write into a rejected one, nor a read's value into another's.
+func TestStoreFirstAnswerCounts(t *testing.T) {
+	r := New()
+	w := r.StoreCall("a", "r", checker.StoreOp{Kind: checker.OpWrite, Token: 7, Value: 1}, time.Millisecond)
+	rd := r.StoreCall("a", "r", checker.StoreOp{Kind: checker.OpRead}, 3*time.Millisecond)
+	if !r.StoreReturn(w, true, 0, 0, 2*time.Millisecond) || !r.StoreReturn(rd, true, 1, 7, 4*time.Millisecond) {
+		t.Fatal("first answer not recorded")
+	}
+	if r.StoreReturn(w, false, 0, 0, 9*time.Millisecond) || r.StoreReturn(rd, true, 5, 8, 9*time.Millisecond) {
+		t.Fatal("second answer recorded")
+	}
+	var h checker.History
+	r.Fill(&h)
+	if o := h.Ops[w]; o.Outcome != checker.OutcomeAccepted || o.Return != 2*time.Millisecond {
+		t.Errorf("write after a second answer: %+v", o)
+	}
+	if o := h.Ops[rd]; o.ReadValue != 1 || o.ReadToken != 7 || o.Return != 4*time.Millisecond {
+		t.Errorf("read after a second answer: %+v", o)
+	}
+}

@@ -30,6 +30,14 @@ import (
 // SpecVersion is the scenario format this code reads and writes.
 const SpecVersion = 1
 
+// MaxBuggifyTicks bounds Spec.Buggify's election timeout (and so its
+// heartbeat interval), in ticks: BUGGIFY tests tight timings, and far
+// larger ones overflow Raft's randomized timeout and the tick timer (a
+// run that spins at t=0 until its step limit, judged unknown, instead of
+// a spec refused with its reason). Ten times the default (10) and
+// nodesvc's (100) alike.
+const MaxBuggifyTicks = 1000
+
 // Duration reads and writes JSON as "250ms".
 type Duration = nemesis.Duration
 
@@ -327,6 +335,8 @@ func (s *Spec) Validate() error {
 	case s.Buggify != nil && (s.Buggify.ElectionTicks > 0 || s.Buggify.HeartbeatTicks > 0) &&
 		(s.Buggify.HeartbeatTicks < 1 || s.Buggify.ElectionTicks <= s.Buggify.HeartbeatTicks):
 		return fail("buggify: set election_ticks and heartbeat_ticks together, heartbeat_ticks ≥ 1 and election_ticks > heartbeat_ticks")
+	case s.Buggify != nil && s.Buggify.ElectionTicks > MaxBuggifyTicks:
+		return fail("buggify.election_ticks must be at most %d (the default is 10)", MaxBuggifyTicks)
 	case s.TokenOffset > MaxTokenOffset:
 		return fail("token_offset %d leaves too little room below 2^64 for the run's tokens; use at most %d (2^64 − 2^40)", s.TokenOffset, uint64(MaxTokenOffset))
 	case s.LatencyMin <= 0:

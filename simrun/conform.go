@@ -40,7 +40,7 @@ func cmdConform(args []string, stdout, stderr io.Writer) int {
 	remembers := fs.Bool("remembers-grants", false, "the server answers a retried acquire from its memory of the first grant even after that lease ended (fencesim-node)")
 	offset := fs.Uint64("token-offset", 0, "the server's tokens start above this (at least 2^53 runs the large-token case against a server whose counters cannot be set)")
 	timeout := fs.Duration("timeout", time.Minute, "bound on each case")
-	ready := fs.Duration("ready-wait", 10*time.Second, "how long to wait for a server that answers 503 (no leader yet, still starting) before giving up")
+	ready := fs.Duration("ready-wait", 10*time.Second, "how long to wait for a server that answers 503 (no leader yet) or does not answer yet (still starting) before giving up")
 	asJSON := fs.Bool("json", false, "one JSON object per case, then a summary object")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -141,16 +141,21 @@ func cmdConform(args []string, stdout, stderr io.Writer) int {
 // probe checks that the server at base answers HTTP on path, and returns
 // the base URL of the leader it redirects to, if it does. A server that
 // answers 503 (a replica that knows no leader yet, just after an election
-// or a restart; a server still starting) is asked again for up to wait:
-// testing it in that state would run every case against whatever answer
-// it gives next, a follower's redirect included.
+// or a restart) or does not answer at all yet (still starting: nothing
+// listens) is asked again for up to wait: testing it in that state would
+// run every case against whatever answer it gives next, a follower's
+// redirect included.
 func probe(base, path string, wait time.Duration) (string, error) {
 	c := &http.Client{Timeout: 3 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	end := time.Now().Add(wait)
 	for {
 		resp, err := c.Get(base + path)
 		if err != nil {
-			return "", err
+			if time.Now().After(end) {
+				return "", err
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
 		resp.Body.Close()
 		switch resp.StatusCode {

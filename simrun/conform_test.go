@@ -79,7 +79,7 @@ func TestConformBadFlags(t *testing.T) {
 		{[]string{"conform"}, "must be http://host:port"},
 		{[]string{"conform", "-url", "ftp://x"}, "must be http://host:port"},
 		{[]string{"conform", "-url", "http://127.0.0.1:1/v1"}, "base URL"},
-		{[]string{"conform", "-url", "http://127.0.0.1:1"}, "cannot reach"},
+		{[]string{"conform", "-url", "http://127.0.0.1:1", "-ready-wait", "100ms"}, "cannot reach"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(c.args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), c.want) {
@@ -213,5 +213,41 @@ func TestConformProbeWaitsForALeader(t *testing.T) {
 	asked.Store(-1 << 30) // 503 for good
 	if _, err := probe(srv.URL, "/v1/locks/x", 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "answers 503") {
 		t.Fatalf("probe of a server that answers 503 for good: %v, want an error that says so", err)
+	}
+}
+
+// TestConformProbeWaitsForAServerStarting: a server still starting does
+// not listen yet; the probe asks again within its wait (as for a 503)
+// instead of giving up at the first refused connection, and names the
+// error when the server never comes.
+func TestConformProbeWaitsForAServerStarting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nobody listens: connections are refused until the server starts
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound) // a leader: no redirect
+	})}
+	started := make(chan error, 1)
+	time.AfterFunc(300*time.Millisecond, func() {
+		ln, err := net.Listen("tcp", addr)
+		started <- err
+		if err == nil {
+			srv.Serve(ln)
+		}
+	})
+	defer srv.Close()
+	leader, err := probe("http://"+addr, "/v1/locks/x", 5*time.Second)
+	if serr := <-started; serr != nil {
+		t.Skipf("the port was taken meanwhile: %v", serr)
+	}
+	if err != nil || leader != "" {
+		t.Fatalf("probe of a server that starts 300 ms late = %q, %v; want no redirect, no error", leader, err)
+	}
+	srv.Close()
+	if _, err := probe("http://"+addr, "/v1/locks/x", 200*time.Millisecond); err == nil {
+		t.Fatal("probe of a server that is gone: no error")
 	}
 }
