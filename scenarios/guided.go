@@ -120,7 +120,7 @@ type GuidedStats struct {
 	// hit-count bucket) and blocks the runs reached, of AllBlocks in the
 	// covered code (GuidedOptions.Branches).
 	Features, Blocks, AllBlocks int
-	Stopped          bool // emit asked to stop
+	Stopped                     bool // emit asked to stop
 }
 
 // guider is a guided search's state between rounds.
