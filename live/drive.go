@@ -10,6 +10,7 @@ import (
 	"github.com/fencesim/fencesim/live/liveclient"
 	"github.com/fencesim/fencesim/nemesis"
 	"github.com/fencesim/fencesim/scenario"
+	"github.com/fencesim/fencesim/scenario/cycle"
 )
 
 // workload runs the scenario's clients and its fault schedule on the
@@ -57,95 +58,111 @@ func (r *run) workload(ctx context.Context) {
 	r.finishFaults()
 }
 
-// drive is one client's workload, as scenarios/workload runs it in the
-// simulator: after StartDelay, Cycles (0: until the end) of acquire →
-// WritesPerHold writes, each after WorkDuration of work → read → release.
-// Like the simulator's lock client it renews every TTL/3 and stops
-// writing once its lease may be gone (the watchdog: the last grant or
-// renewal's call + TTL·(1−ρ) − margin), or once the store fenced it out.
+// drive runs one client's workload: the decisions are the workload's
+// machine (scenario/cycle), the same the simulator's clients run — after
+// StartDelay, Cycles (0: until the end) of acquire → WritesPerHold
+// writes, each after WorkDuration of work → read → release → think. drive
+// carries its actions out as blocking commands to the client's process,
+// records each in the history and reports the clients' moments to the
+// armed triggers. What is live's own is in machineConfig.
 func (r *run) drive(ctx context.Context, idx int, c scenario.ClientSpec) {
 	cp := r.clients[c.Name]
-	rng := rand.New(rand.NewPCG(r.opt.Plan.Seed, uint64(idx)+1))
-	if !sleepCtx(ctx, time.Duration(c.StartDelay)) {
+	m, err := cycle.New(machineConfig(c, rand.New(rand.NewPCG(r.opt.Plan.Seed, uint64(idx)+1))))
+	if err != nil {
+		r.logf("live: client %s: %v", c.Name, err)
 		return
 	}
 	ttl := time.Duration(c.TTL)
-	safe := ttl - ttl*time.Duration(c.DriftBoundPPM)/1_000_000 - 10*time.Millisecond
-	work := time.Duration(c.WorkDuration)
-	for cycle := 0; c.Cycles == 0 || cycle < c.Cycles; cycle++ {
-		// Acquire, retrying on busy and on no answer.
-		var token, svc uint64  // the history's token, the service's
-		var from time.Duration // call of the grant or last renewal
-		for token == 0 {
-			if ctx.Err() != nil {
-				return
-			}
+	var token, svc uint64 // the hold's token in the history, the service's
+	ev := cycle.Event{Kind: cycle.Start}
+	for {
+		ev.Now, ev.Over = monoNow(), ctx.Err() != nil
+		a := m.Step(ev)
+		switch a.Kind {
+		case cycle.Wait:
+			sleepCtx(ctx, a.D) // cut short, the machine hears the run is over
+			ev = cycle.Event{Kind: cycle.Woke}
+		case cycle.Acquire:
 			r.rec.acquiring()
 			rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpAcquire, Resource: c.Resource, TTLms: ttl.Milliseconds()}, opTimeout+time.Second)
+			ev = cycle.Event{Kind: cycle.Refused}
 			if tok := r.rec.lock(c.Name, c.Resource, checker.LockAcquire, 0, call, ret, rep, ok); tok != 0 {
-				token, svc, from = tok, rep.Token, call
+				token, svc = tok, rep.Token
 				r.notice(ctx, nemesis.MomentGranted, c.Name)
 				r.notice(ctx, nemesis.MomentAcquired, c.Name)
-				break
+				ev = cycle.Event{Kind: cycle.Granted, Call: call}
 			}
-			backoff := ttl/10 + time.Duration(rng.Int64N(int64(ttl/4)+1))
-			if !sleepCtx(ctx, backoff) {
-				return
-			}
-		}
-		reason := "releasing"
-		held := true
-	writes:
-		for w := 0; w < c.WritesPerHold; w++ {
-			if ctx.Err() != nil {
-				reason = "run-ended"
-				break
-			}
-			now := monoNow()
-			if now-from > ttl/3 {
-				rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpRenew, Resource: c.Resource, Token: svc, TTLms: ttl.Milliseconds()}, opTimeout+time.Second)
-				r.rec.lock(c.Name, c.Resource, checker.LockRenew, token, call, ret, rep, ok)
-				if !ok || !rep.OK {
-					reason, held = "renew-refused", !(ok && rep.Error == liveclient.ErrorNotHolder)
-					break writes
-				}
-				from = call
+		case cycle.Renew:
+			rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpRenew, Resource: c.Resource, Token: svc, TTLms: ttl.Milliseconds()}, opTimeout+time.Second)
+			r.rec.lock(c.Name, c.Resource, checker.LockRenew, token, call, ret, rep, ok)
+			ev = cycle.Event{Kind: cycle.RenewRefused, NotHolder: ok && rep.Error == liveclient.ErrorNotHolder}
+			if ok && rep.OK {
 				r.notice(ctx, nemesis.MomentRenewed, c.Name)
-				now = monoNow()
+				ev = cycle.Event{Kind: cycle.Renewed, Call: call}
 			}
-			if now+work > from+safe {
-				reason = "watchdog"
-				break
-			}
+		case cycle.Write:
+			// The work runs in the client process, before its write: a
+			// pause there is a holder paused between its check and its
+			// write.
 			val := r.rec.value(c.Name)
 			r.notice(ctx, nemesis.MomentWrite, c.Name)
-			rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpWrite, Key: c.Resource, Token: token, Value: val, WorkMs: work.Milliseconds()}, work+opTimeout+time.Second)
+			rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpWrite, Key: c.Resource, Token: token, Value: val, WorkMs: a.D.Milliseconds()}, a.D+opTimeout+time.Second)
 			r.rec.write(c.Name, c.Resource, token, val, call, ret, rep, ok)
+			ev = cycle.Event{Kind: cycle.Wrote}
 			if ok && rep.Error == liveclient.ErrorStale {
-				reason = "fenced-out"
-				break
+				ev = cycle.Event{Kind: cycle.Fenced}
 			}
-		}
-		r.notice(ctx, nemesis.MomentRead, c.Name)
-		rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpRead, Key: c.Resource}, opTimeout+time.Second)
-		r.rec.read(c.Name, c.Resource, call, ret, rep, ok)
-		r.rec.disbelieve(c.Name, token, monoNow(), reason)
-		if held {
-			rep, call, ret, ok = cp.call(r.ctx, liveclient.Command{Op: liveclient.OpRelease, Resource: c.Resource, Token: svc}, opTimeout+time.Second)
+		case cycle.Read:
+			r.notice(ctx, nemesis.MomentRead, c.Name)
+			rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpRead, Key: c.Resource}, opTimeout+time.Second)
+			r.rec.read(c.Name, c.Resource, call, ret, rep, ok)
+			ev = cycle.Event{Kind: cycle.ReadDone}
+		case cycle.Release:
+			r.rec.disbelieve(c.Name, token, monoNow(), a.Reason)
+			rep, call, ret, ok := cp.call(r.ctx, liveclient.Command{Op: liveclient.OpRelease, Resource: c.Resource, Token: svc}, opTimeout+time.Second)
 			r.rec.lock(c.Name, c.Resource, checker.LockRelease, token, call, ret, rep, ok)
-		}
-		// Think time between cycles, as the simulator's workload has
-		// (50 ms), jittered like a busy retry: a client that released
-		// does not win the resource back at once every time, so one
-		// that waits is not starved (the liveness phase needs both).
-		if !sleepCtx(ctx, thinkTime+time.Duration(rng.Int64N(int64(ttl/4)+1))) {
+			ev = cycle.Event{Kind: cycle.Released}
+		case cycle.Lose:
+			r.rec.disbelieve(c.Name, token, monoNow(), a.Reason)
+			ev = cycle.Event{Kind: cycle.Lost}
+		case cycle.Done:
+			return
+		default: // Stop and None: no live answer leads there
+			r.logf("live: client %s: the workload stopped at %v after %v", c.Name, a, ev.Kind)
 			return
 		}
 	}
 }
 
+// machineConfig is c's workload as the live runner runs it (see
+// cycle.Config's per-world fields for why each differs from the
+// simulator's): the client process tries each acquire once, so a refused
+// one is retried after ttl/10 plus up to ttl/4; the think time between
+// cycles (the simulator workload's 50 ms) gets up to ttl/4 more, so that a
+// client that released does not win the resource back at once every time
+// and one that waits is not starved (the liveness phase needs both); both
+// jitters are drawn from rng. The harness keeps the lease: it renews
+// before a write once the last grant or renewal is ttl/3 old, and its
+// watchdog's safe point is that call + TTL·(1−ρ) − 10 ms; it looks ahead
+// over the work, which runs in the client process where nothing stops
+// it; and a hold that ended early is still read and released.
+func machineConfig(c scenario.ClientSpec, rng *rand.Rand) cycle.Config {
+	ttl := time.Duration(c.TTL)
+	return cycle.Config{
+		StartDelay: time.Duration(c.StartDelay), Cycles: c.Cycles, WritesPerHold: c.WritesPerHold,
+		WorkDuration: time.Duration(c.WorkDuration), ThinkTime: thinkTime,
+		ThinkJitter: ttl / 4, Backoff: ttl / 10, BackoffJitter: ttl / 4, Rand: rng,
+		Renew: ttl / 3, Safe: ttl - ttl*time.Duration(c.DriftBoundPPM)/1_000_000 - watchdogMargin,
+		WorkAhead: true, ReleaseAfterLoss: true,
+	}
+}
+
 // thinkTime is the pause between cycles (workload.Config's default).
 const thinkTime = 50 * time.Millisecond
+
+// watchdogMargin is the harness's watchdog's margin below the lease's
+// safe point: room for the write to reach the store after the work.
+const watchdogMargin = 10 * time.Millisecond
 
 // sleepCtx sleeps d or until ctx ends; false if ctx ended.
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -1,9 +1,11 @@
-// Package workload is the harness's client workload: cycles of acquire →
-// fenced writes → read → release against the fenced store, run over the
-// lock client library (lockclient), which it drives through a small API
-// (Acquire, Holding, Token, Lose, Release, and the Handler it implements).
-// The lock client knows nothing of the workload; a real application would
-// use it the same way.
+// Package workload is the harness's client workload in the simulator:
+// cycles of acquire → fenced writes → read → release against the fenced
+// store, run over the lock client library (lockclient), which it drives
+// through a small API (Acquire, Deadline, Token, Lose, Release, and the
+// Handler it implements). The lock client knows nothing of the workload;
+// a real application would use it the same way. What to do next is the
+// workload's machine's (scenario/cycle), the same one the live runner's
+// clients run; this package carries its actions out as process code.
 package workload
 
 import (
