@@ -158,11 +158,14 @@ const (
 var eventNames = [...]string{"", "start", "woke", "granted", "refused", "invalid", "renewed", "renew-refused",
 	"wrote", "fenced", "write-invalid", "read-done", "released", "lost"}
 
-func (k EventKind) String() string {
-	if int(k) < len(eventNames) {
-		return eventNames[k]
+func (k EventKind) String() string { return name(eventNames[:], int(k), "event") }
+
+// name is names[i], or what (i) for a number without a name.
+func name(names []string, i int, what string) string {
+	if i < len(names) {
+		return names[i]
 	}
-	return fmt.Sprintf("event(%d)", k)
+	return fmt.Sprintf("%s(%d)", what, i)
 }
 
 // Event is one Step's input.
@@ -203,12 +206,7 @@ const (
 
 var actionNames = [...]string{"none", "wait", "acquire", "renew", "write", "read", "release", "lose", "done", "stop"}
 
-func (k ActionKind) String() string {
-	if int(k) < len(actionNames) {
-		return actionNames[k]
-	}
-	return fmt.Sprintf("action(%d)", k)
-}
+func (k ActionKind) String() string { return name(actionNames[:], int(k), "action") }
 
 // Action is one Step's output.
 type Action struct {

@@ -49,12 +49,16 @@ func granted(now, call time.Duration) Event {
 }
 
 // run plays script on a new machine of cfg, failing at the first action
-// that differs.
+// that differs. A script that does not begin with Start begins at the
+// first acquire: Start, then Woke at 0 (cfg's StartDelay is 0).
 func run(t *testing.T, cfg Config, script []step) *Machine {
 	t.Helper()
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(script) == 0 || script[0].ev.Kind != Start {
+		script = append([]step{{ev(Start, 0), wait(0)}, {ev(Woke, 0), act(Acquire)}}, script...)
 	}
 	for i, s := range script {
 		if got := m.Step(s.ev); got != s.want {
@@ -87,27 +91,19 @@ func TestRules(t *testing.T) {
 			{ev(Start, 0), wait(7 * ms)},
 		}},
 		{"library lease: past its deadline, no work starts (watchdog)", sim(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{until(Granted, 10*ms, 900*ms), write()},
 			{until(Wrote, 900*ms, 900*ms), lose(ReasonWatchdog)},
 			{ev(Lost, 900*ms), wait(50 * ms)},
 		}},
 		{"library lease: the watchdog is checked before the read too", sim(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{until(Granted, 10*ms, 900*ms), write()},
 			{until(Wrote, 40*ms, 900*ms), write()},
 			{until(Wrote, 901*ms, 900*ms), lose(ReasonWatchdog)},
 		}},
 		{"library lease: before the deadline a work starts even if it ends past it (the library's watchdog cancels it)", sim(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{until(Granted, 890*ms, 900*ms), write()},
 		}},
 		{"own lease: a write whose work would end past the safe point does not start", live(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{granted(300*ms, 0), write()},                    // 300+20 < 900
 			{ev(Wrote, 880*ms), act(Renew)},                  // due first
 			{Event{Kind: Renewed, Now: 885 * ms}, act(Read)}, // renewed from call 0: 885+20 ≥ 900
@@ -115,8 +111,6 @@ func TestRules(t *testing.T) {
 			{ev(Released, 895*ms), wait(300 * ms)}, // think + the whole jitter
 		}},
 		{"own lease: renewed, the safe point moves to the renewal's call + Safe", live(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{granted(0, 0), write()},
 			{ev(Wrote, 400*ms), act(Renew)},
 			{Event{Kind: Renewed, Now: 890 * ms, Call: 400 * ms}, write()}, // not renewed again though 490 ms late
@@ -124,15 +118,11 @@ func TestRules(t *testing.T) {
 			{ev(ReadDone, 930*ms), release(ReasonReleasing)},
 		}},
 		{"own lease: no renewal before the read, and none while young", live(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{granted(10*ms, 0), write()},
 			{ev(Wrote, 333*ms), write()}, // 333 is not more than Renew
 			{ev(Wrote, 600*ms), act(Read)},
 		}},
 		{"renew refused, not the holder: read, then the belief ends with no release", live(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{granted(0, 0), write()},
 			{ev(Wrote, 400*ms), act(Renew)},
 			{Event{Kind: RenewRefused, Now: 410 * ms, NotHolder: true}, act(Read)},
@@ -141,38 +131,28 @@ func TestRules(t *testing.T) {
 			{ev(Woke, 720*ms), act(Done)},
 		}},
 		{"renew unanswered: the service may still count the client the holder, so it releases", live(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{granted(0, 0), write()},
 			{ev(Wrote, 400*ms), act(Renew)},
 			{ev(RenewRefused, 410*ms), act(Read)},
 			{ev(ReadDone, 420*ms), release(ReasonRenewRefused)},
 		}},
 		{"library: its own renewal refused is a Lost, answered by the think time", sim(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{until(Granted, 0, 900*ms), write()},
 			{ev(Lost, 300*ms), wait(50 * ms)},
 			{until(Wrote, 310*ms, 900*ms), act(None)}, // the write that was out: nothing more
 			{ev(Woke, 350*ms), act(Done)},
 		}},
 		{"fenced out, library: the hold ends at once, no read, no release", sim(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{until(Granted, 0, 900*ms), write()},
 			{until(Fenced, 30*ms, 900*ms), lose(ReasonFencedOut)},
 			{ev(Lost, 30*ms), wait(50 * ms)},
 		}},
 		{"fenced out, own lease: no more writes; read, release", live(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{granted(0, 0), write()},
 			{ev(Fenced, 30*ms), act(Read)},
 			{ev(ReadDone, 40*ms), release(ReasonFencedOut)},
 		}},
 		{"cycles: each acquire after the think time counts one, retries do not", func() Config { c := live(); c.Cycles = 2; c.WritesPerHold = 1; return c }(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{ev(Refused, 5*ms), wait(350 * ms)}, // backoff + the whole jitter
 			{ev(Woke, 355*ms), act(Acquire)},    // the same cycle
 			{granted(360*ms, 355*ms), write()},
@@ -187,8 +167,6 @@ func TestRules(t *testing.T) {
 			{ev(Woke, 1070*ms), act(Done)},
 		}},
 		{"the run's end: a hold ends (run-ended) and nothing new starts", live(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{granted(0, 0), write()},
 			{Event{Kind: Wrote, Now: 30 * ms, Over: true}, act(Read)},
 			{ev(ReadDone, 40*ms), release(ReasonRunEnded)},
@@ -196,20 +174,14 @@ func TestRules(t *testing.T) {
 			{Event{Kind: Woke, Now: 60 * ms, Over: true}, act(Done)},
 		}},
 		{"the run's end during a backoff: done", live(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{ev(Refused, 5*ms), wait(350 * ms)},
 			{Event{Kind: Woke, Now: 6 * ms, Over: true}, act(Done)},
 		}},
 		{"an invalid request stops the workload for good", sim(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{ev(Invalid, 5*ms), act(Stop)},
 			{ev(Woke, 6*ms), act(None)},
 		}},
 		{"a store answer past the hold's writes (late, to a new hold) ends it", func() Config { c := sim(); c.WritesPerHold = 0; return c }(), []step{
-			{ev(Start, 0), wait(0)},
-			{ev(Woke, 0), act(Acquire)},
 			{until(Granted, 0, 900*ms), act(Read)},
 			{until(Wrote, 5*ms, 900*ms), release(ReasonReleasing)},
 			{until(ReadDone, 6*ms, 900*ms), act(None)},
@@ -227,8 +199,6 @@ func TestNoJitterNoDraw(t *testing.T) {
 	cfg := sim()
 	cfg.Rand = r
 	run(t, cfg, []step{
-		{ev(Start, 0), wait(0)},
-		{ev(Woke, 0), act(Acquire)},
 		{until(Granted, 0, 900*ms), write()},
 		{until(Fenced, 30*ms, 900*ms), lose(ReasonFencedOut)},
 		{ev(Lost, 30*ms), wait(50 * ms)},
