@@ -58,6 +58,10 @@ var layers = []struct {
 		why:     "the vocabulary of a run (spec, plan, replay file) is shared by the simulator and the live runner: it names designs and planted bugs by their shapes and names, and links no world and no design's processes",
 	},
 	{
+		pattern: "./scenario/cycle",
+		why:     "the workload's decisions are one pure state machine run by the simulator's workload and the live runner alike: a leaf, standard library only",
+	},
+	{
 		pattern: "./scenarios/builtin",
 		why:     "the built-in scenario files are data: a leaf",
 	},
@@ -73,7 +77,7 @@ var layers = []struct {
 	},
 	{
 		pattern: "./scenarios/workload",
-		allowed: []string{"process", "coverage", "lockservice", "lockservice/lockclient", "lockservice/internal/record"},
+		allowed: []string{"process", "coverage", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "scenario/cycle"},
 		why:     "the workload drives the lock client like an application would: nothing of the simulator, the reference or the harness",
 	},
 	{
@@ -172,7 +176,7 @@ var layers = []struct {
 	{
 		pattern: "./live",
 		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "history", "report", "nemesis",
-			"scenario", "scenarios/builtin", "process", "lockservice", "lockservice/designs/shape", "lockservice/bugs"},
+			"scenario", "scenario/cycle", "scenarios/builtin", "process", "lockservice", "lockservice/designs/shape", "lockservice/bugs"},
 		why: "the live harness runs the services as processes, never in its own: it plans with scenario and nemesis, checks with checker, and links neither the simulator (sim, fakeclock, the simulator's runner and nemesis) nor any service's code (the reference, Raft, the planted bugs, realrt, nodesvc, storesvc, lockd)",
 	},
 	{

@@ -1,12 +1,15 @@
-// Package workload is the harness's client workload: cycles of acquire →
-// fenced writes → read → release against the fenced store, run over the
-// lock client library (lockclient), which it drives through a small API
-// (Acquire, Holding, Token, Lose, Release, and the Handler it implements).
-// The lock client knows nothing of the workload; a real application would
-// use it the same way.
+// Package workload is the harness's client workload in the simulator:
+// cycles of acquire → fenced writes → read → release against the fenced
+// store, run over the lock client library (lockclient), which it drives
+// through a small API (Acquire, Deadline, Token, Lose, Release, and the
+// Handler it implements). The lock client knows nothing of the workload;
+// a real application would use it the same way. What to do next is the
+// workload's machine's (scenario/cycle), the same one the live runner's
+// clients run; this package carries its actions out as process code.
 package workload
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/lockclient"
 	"github.com/fencesim/fencesim/process"
+	"github.com/fencesim/fencesim/scenario/cycle"
 )
 
 // Config configures a client's workload: the lock client's configuration
@@ -43,48 +47,104 @@ func DefaultConfig(name string, servers []process.NodeID, store process.NodeID, 
 }
 
 // Client is a client process running the harness's workload over a
-// lockclient.Lock:
-// cycles of acquire → fenced writes → read → release against the fenced
-// store, with a pause of WorkDuration before each write and ThinkTime
-// between cycles.
+// lockclient.Lock: cycles of acquire → fenced writes → read → release
+// against the fenced store, with a pause of WorkDuration before each write
+// and ThinkTime between cycles. What to do next is decided by the
+// workload's machine (scenario/cycle), which the live runner runs too;
+// Client carries its actions out as process code: the Lock acquires,
+// renews, runs the watchdog and releases, and Client's timers and messages
+// do the waits, the work and the store's operations.
 type Client struct {
 	cfg  Config
 	env  process.Env
 	lock *lockclient.Lock
+	m    *cycle.Machine
 	done bool
 
-	cycle int
-	// work
-	writesDone int
-	storeReq   uint64
-	storeRead  bool
+	storeReq  uint64
+	storeRead bool
 
 	// storeTimer times the outstanding store operation, so a late store
-	// reply never cancels a lock request's retry; workTimer the pauses.
+	// reply never cancels a lock request's retry; workTimer the waits and
+	// the work.
 	storeTimer, workTimer clockwork.Timer
 
 	// The timers' callbacks, bound once.
-	beginCycleFn, sendWriteFn, storeTimedOutFn func()
+	wokeFn, sendWriteFn, storeTimedOutFn func()
+}
+
+// machineConfig is cfg's workload as the machine runs it in the
+// simulator: the Lock keeps the lease (renewals, watchdog, the acquire's
+// retries and backoff) and a loss ends the hold at once (see
+// cycle.Config's per-world fields).
+func machineConfig(cfg Config) cycle.Config {
+	return cycle.Config{StartDelay: cfg.StartDelay, Cycles: cfg.Cycles, WritesPerHold: cfg.WritesPerHold,
+		WorkDuration: cfg.WorkDuration, ThinkTime: cfg.ThinkTime}
 }
 
 // New returns a client process running cfg's workload, its lock requests
 // sent through p (a design's ClientProtocol; nil: the reference's
-// messages). Every restart needs a new one, and a new Protocol.
+// messages). Every restart needs a new one, and a new Protocol. It panics
+// on a Config the workload cannot run (negative counts or durations).
 func New(cfg Config, p lockservice.Protocol) *Client {
 	if cfg.Observer == nil {
 		cfg.Observer = lockservice.NopObserver{}
 	}
-	c := &Client{cfg: cfg}
+	m, err := cycle.New(machineConfig(cfg))
+	if err != nil {
+		panic(fmt.Sprintf("workload: client %s: %v", cfg.Name, err))
+	}
+	c := &Client{cfg: cfg, m: m}
 	c.lock = lockclient.NewLock(cfg.ClientConfig, p, c)
-	c.beginCycleFn, c.sendWriteFn, c.storeTimedOutFn = c.beginCycle, c.sendWrite, c.storeTimedOut
+	c.wokeFn, c.sendWriteFn, c.storeTimedOutFn = c.woke, c.sendWrite, c.storeTimedOut
 	return c
 }
 
-// Start starts the Lock and schedules the first cycle.
+// Start starts the Lock and the workload.
 func (c *Client) Start(env process.Env) {
 	c.env = env
 	c.lock.Start(env)
-	lockclient.Rearm(c.env, &c.workTimer, c.cfg.StartDelay, c.beginCycleFn)
+	c.step(cycle.Start)
+}
+
+// step hands the machine event k, with the client's clock and the Lock's
+// watchdog deadline, and carries out what it answers.
+func (c *Client) step(k cycle.EventKind) {
+	c.do(c.m.Step(cycle.Event{Kind: k, Now: c.env.Clock().Monotonic(), Until: c.lock.Deadline()}))
+}
+
+// do carries out one of the machine's actions.
+func (c *Client) do(a cycle.Action) {
+	switch a.Kind {
+	case cycle.None:
+	case cycle.Wait:
+		lockclient.Rearm(c.env, &c.workTimer, a.D, c.wokeFn)
+	case cycle.Acquire:
+		c.lock.Acquire()
+	case cycle.Write:
+		// The work, then the write: a loss meanwhile (the Lock's watchdog)
+		// rearms workTimer for the think time, and the write never goes.
+		lockclient.Rearm(c.env, &c.workTimer, a.D, c.sendWriteFn)
+	case cycle.Read:
+		c.sendRead()
+	case cycle.Release:
+		c.lock.Release() // the Lock ends the belief ("releasing") itself
+	case cycle.Lose:
+		if a.Reason == cycle.ReasonWatchdog {
+			c.lock.Log("work.abandoned", 0, slog.Uint64("token", c.lock.Token()))
+		}
+		c.lock.Lose(a.Reason) // the Handler hears Lost
+	case cycle.Done:
+		c.done = true
+		c.lock.Log("client.done", 0)
+	case cycle.Stop:
+		c.lock.Stop()
+		c.stop()
+	default:
+		// The simulator's machine keeps no lease of its own: it never
+		// renews (the Lock does).
+		panic(fmt.Sprintf("workload: client %s: action %v", c.cfg.Name, a))
+	}
 }
 
 // observe reports an event about this client's own operations.
@@ -105,30 +165,19 @@ func (c *Client) Held() bool { return c.lock.Held() }
 // lock.
 func (c *Client) Holding() bool { return c.lock.Holding() }
 
-func (c *Client) beginCycle() {
-	if c.cfg.Cycles > 0 && c.cycle >= c.cfg.Cycles {
-		c.done = true
-		c.lock.Log("client.done", 0)
-		return
-	}
-	c.cycle++
-	c.lock.Acquire()
-}
+func (c *Client) woke() { c.step(cycle.Woke) }
 
 // Granted starts the work of a hold.
-func (c *Client) Granted() {
-	c.writesDone = 0
-	c.beginWork()
-}
+func (c *Client) Granted() { c.step(cycle.Granted) }
 
 // Lost moves on to the next cycle after ThinkTime, without releasing.
-func (c *Client) Lost(string) { lockclient.Rearm(c.env, &c.workTimer, c.cfg.ThinkTime, c.beginCycleFn) }
+func (c *Client) Lost(string) { c.step(cycle.Lost) }
 
 // Released moves on to the next cycle after ThinkTime.
-func (c *Client) Released() { lockclient.Rearm(c.env, &c.workTimer, c.cfg.ThinkTime, c.beginCycleFn) }
+func (c *Client) Released() { c.step(cycle.Released) }
 
 // Failed ends the workload: the service refuses what it asks.
-func (c *Client) Failed() { c.stop() }
+func (c *Client) Failed() { c.step(cycle.Invalid) }
 
 // stop ends the workload: every timer stops.
 func (c *Client) stop() {
@@ -138,21 +187,6 @@ func (c *Client) stop() {
 }
 
 // --- work against the fenced store ---
-
-// beginWork checks the watchdog and starts one unit of work that ends with
-// a fenced write, or reads and releases once the writes are done.
-func (c *Client) beginWork() {
-	if !c.lock.Holding() {
-		c.lock.Log("work.abandoned", 0, slog.Uint64("token", c.lock.Token()))
-		c.lock.Lose("watchdog")
-		return
-	}
-	if c.writesDone >= c.cfg.WritesPerHold {
-		c.sendRead()
-		return
-	}
-	lockclient.Rearm(c.env, &c.workTimer, c.cfg.WorkDuration, c.sendWriteFn)
-}
 
 func (c *Client) sendWrite() {
 	c.storeReq = c.lock.NewRequest()
@@ -179,7 +213,11 @@ func (c *Client) sendRead() {
 func (c *Client) storeTimedOut() {
 	c.lock.Log("store.timeout", c.storeReq)
 	c.storeReq = 0
-	c.afterStoreOp(!c.storeRead)
+	if c.storeRead {
+		c.step(cycle.ReadDone)
+		return
+	}
+	c.step(cycle.Wrote)
 }
 
 func (c *Client) onWriteReply(m lockservice.WriteReply) {
@@ -190,22 +228,18 @@ func (c *Client) onWriteReply(m lockservice.WriteReply) {
 	c.storeReq = 0
 	if m.Err != "" {
 		c.lock.Log("write.invalid", m.Request, slog.String("err", m.Err))
-		c.lock.Stop()
-		c.stop()
+		c.step(cycle.WriteInvalid)
 		return
 	}
 	token := c.lock.Token()
 	c.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpWrite, Request: m.Request, Token: token, Accepted: m.Accepted})
 	c.lock.Log("write.reply", m.Request, slog.Uint64("token", token), slog.Bool("accepted", m.Accepted), slog.Uint64("highest", m.Highest))
-	if !c.lock.Held() {
-		return // the lock was lost while the write was out; recorded, nothing more
-	}
 	if !m.Accepted {
 		// The store has seen a newer token: someone else holds the lock.
-		c.lock.Lose("fenced-out")
+		c.step(cycle.Fenced)
 		return
 	}
-	c.afterStoreOp(true)
+	c.step(cycle.Wrote)
 }
 
 func (c *Client) onReadReply(m lockservice.ReadReply) {
@@ -218,20 +252,7 @@ func (c *Client) onReadReply(m lockservice.ReadReply) {
 		c.observe(lockservice.Event{Kind: lockservice.EvReturn, Op: lockservice.OpRead, Request: m.Request, Value: m.Value, Token: m.Token})
 	}
 	c.lock.Log("read.reply", m.Request, slog.Int64("value", m.Value), slog.Uint64("token", m.Token))
-	c.afterStoreOp(false)
-}
-
-// afterStoreOp continues the cycle once a store operation has ended.
-func (c *Client) afterStoreOp(wasWrite bool) {
-	if !c.lock.Held() {
-		return
-	}
-	if wasWrite && c.writesDone < c.cfg.WritesPerHold {
-		c.writesDone++
-		c.beginWork()
-		return
-	}
-	c.lock.Release()
+	c.step(cycle.ReadDone)
 }
 
 // Receive offers msg to the Lock (the protocol's messages, the lock
