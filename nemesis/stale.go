@@ -7,7 +7,7 @@ import (
 
 // staleEvery is how much of a safety phase each stale-holder pause
 // (StaleHolders) stands for, at the least: one per stretch this long.
-const staleEvery = 10 * time.Second
+const staleEvery = 5 * time.Second
 
 // StaleHolders draws the holder pauses that a world running few seeds
 // adds to every swarm plan (scenario.World): the failure each lock
@@ -22,14 +22,14 @@ const staleEvery = 10 * time.Second
 // Each is a trigger on the write moment, aimed at its subject: the first
 // client to send a write in its window is paused before the write leaves
 // it, for lease (the longest a lease granted for the cluster's TTL lives
-// in that world; at least the TTL) and 1¼ to 3 TTLs more: time for the
-// next client to be granted the lock and to write. One for every
-// staleEvery of the safety phase (or every lease and four TTLs, if
-// longer: the longest pause and a window of a TTL), and at least one,
-// each armed and ended within its own stretch of the phase, at a point
-// drawn from r. Only a phase shorter than a lease and four TTLs may get
-// none (a pause that does not fit is not drawn), and a cluster without
-// clients gets none.
+// in that world; at least the TTL) and 1½ to 4 TTLs more: time for the
+// next client to be granted the lock and to write, even when other
+// faults slow it. One for every staleEvery of the safety phase (or
+// every lease and five TTLs, if longer: the longest pause and a window
+// of a TTL), and at least one, each armed and ended within its own
+// stretch of the phase, at a point drawn from r. Only a phase shorter
+// than a lease and five TTLs may get none (a pause that does not fit is
+// not drawn), and a cluster without clients gets none.
 func StaleHolders(r *rand.Rand, c Cluster, safety, lease time.Duration) Schedule {
 	if len(c.Clients) == 0 || safety <= 0 {
 		return nil
@@ -39,13 +39,13 @@ func StaleHolders(r *rand.Rand, c Cluster, safety, lease time.Duration) Schedule
 		ttl = time.Second
 	}
 	held := max(lease, ttl)
-	n := max(1, int(safety/max(staleEvery, held+4*ttl)))
+	n := max(1, int(safety/max(staleEvery, held+5*ttl)))
 	stretch := safety / time.Duration(n)
 	var ops Schedule
 	for i := range n {
 		// Every draw is made whatever the room, so that one stretch's
 		// clipping never moves another's draws.
-		pause := held + ttl + spread(r, ttl/4, 2*ttl)
+		pause := held + ttl + spread(r, ttl/2, 3*ttl)
 		within := spread(r, 2*ttl, 8*ttl)
 		slack := r.Int64N(1 << 62)
 		room := stretch - pause

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// TestStaleHolders: one pause per 10 s of the safety phase (at least
-// one; or one per lease and four TTLs, if longer), each a trigger on the write moment aimed at its subject, longer
+// TestStaleHolders: one pause per 5 s of the safety phase (at least
+// one; or one per lease and five TTLs, if longer), each a trigger on the write moment aimed at its subject, longer
 // than the world's lease plus a TTL, armed and ended within its own
 // stretch of the phase; the same stream draws the same pauses, a cluster
 // without clients or a phase too short for one gets none.
@@ -18,9 +18,9 @@ func TestStaleHolders(t *testing.T) {
 		want          int
 	}{
 		{tiny, 8 * time.Second, 0, 1},
-		{tiny, 30 * time.Second, 1500 * ms, 3},
-		{replicated, 25 * time.Second, 0, 2},
-		{singleNode, 60 * time.Second, 3 * time.Second, 5}, // stretches of 12s: the lease and four TTLs
+		{tiny, 30 * time.Second, 1500 * ms, 6},
+		{replicated, 25 * time.Second, 0, 5},
+		{singleNode, 60 * time.Second, 3 * time.Second, 4}, // stretches of 15s: the lease and five TTLs
 		{tiny, 600 * ms, 0, 0},                             // no room for a pause past the lease and a window
 		{Cluster{Servers: []string{"n1"}}, safety, 0, 0},   // no clients
 	} {
