@@ -52,12 +52,24 @@ func (t etcdTarget) Info() TargetInfo {
 	info := TargetInfo{Name: "etcd-mutex", Fenced: t.fenced,
 		Doc:      "etcd's concurrency.Mutex on 3 etcd-server members, used as a plain mutex (the store runs unfenced)",
 		Binaries: []string{"etcd", "fencesim-store", "fencesim-live-etcd"}, Options: []string{"prefix"},
-		Servers: []string{"etcd1", "etcd2", "etcd3"}}
+		Servers: []string{"etcd1", "etcd2", "etcd3"}, LeaseLife: etcdLeaseLife}
 	if t.fenced {
 		info.Name = "etcd-mutex-fenced"
 		info.Doc = "etcd's concurrency.Mutex on 3 etcd-server members, the lock key's create revision as the fencing token"
 	}
 	return info
+}
+
+// etcdLeaseCheck is how often etcd's leader looks for expired leases: a
+// lease ends up to this long after its TTL.
+const etcdLeaseCheck = 500 * time.Millisecond
+
+// etcdLeaseLife is the longest a lease the client asks for ttl lives: the
+// client's whole seconds (etcdclient.LeaseSeconds: ttl rounded up, at
+// least one), and one expiry check.
+func etcdLeaseLife(ttl time.Duration) time.Duration {
+	secs := max((ttl+time.Second-1)/time.Second, 1)
+	return secs*time.Second + etcdLeaseCheck
 }
 
 func (t etcdTarget) Layout(s *Setup) (Layout, error) {

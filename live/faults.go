@@ -15,10 +15,12 @@ import (
 
 // faultState is what the schedule has done and must undo at the end.
 type faultState struct {
-	timers  []*time.Timer
-	paused  map[string]bool
-	crashed map[string]bool
-	clock   map[string]clockSetting
+	timers []*time.Timer
+	paused map[string]bool
+	// pauseEnd is when a paused node's pause ends (monoNow).
+	pauseEnd map[string]time.Duration
+	crashed  map[string]bool
+	clock    map[string]clockSetting
 }
 
 type clockSetting struct {
@@ -365,10 +367,11 @@ var liveFaults = map[nemesis.Kind]func(r *run, ctx context.Context, op nemesis.O
 			r.record(op, node, err.Error())
 			return
 		}
-		r.setPaused(node, true)
-		r.after(time.Duration(op.Duration), func() {
-			r.setPaused(node, false)
-			p.resume()
+		end := r.pauseUntil(node, monoNow()+time.Duration(op.Duration))
+		r.after(end-monoNow(), func() {
+			if r.unpause(node, end) {
+				p.resume()
+			}
 		})
 		r.record(op, node, "")
 	},
@@ -397,6 +400,7 @@ var liveFaults = map[nemesis.Kind]func(r *run, ctx context.Context, op nemesis.O
 		r.mu.Lock()
 		r.fs.crashed[node] = true
 		delete(r.fs.paused, node)
+		delete(r.fs.pauseEnd, node)
 		r.mu.Unlock()
 		if op.Mode == "torn" {
 			r.note("crash of %s at %v: a real crash loses what was not synced; a torn write is not injected", node, time.Duration(op.At))
@@ -491,14 +495,35 @@ func endOf(op nemesis.Op) time.Time {
 	return time.Now().Add(time.Duration(op.Duration))
 }
 
-func (r *run) setPaused(node string, on bool) {
+// pauseUntil records that node, just paused, stays paused until end (on
+// the monotonic clock) or later, and returns when its pause ends: a
+// pause of a paused node extends its pause but never shortens it, as in
+// the simulator (sim.World.Pause). A later, shorter pause used to resume
+// the node when it ended, cutting a longer one short (a holder paused at
+// its write past its lease woke within it).
+func (r *run) pauseUntil(node string, end time.Duration) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if on {
-		r.fs.paused[node] = true
-	} else {
-		delete(r.fs.paused, node)
+	if r.fs.pauseEnd == nil {
+		r.fs.pauseEnd = map[string]time.Duration{}
 	}
+	end = max(end, r.fs.pauseEnd[node])
+	r.fs.paused[node], r.fs.pauseEnd[node] = true, end
+	return end
+}
+
+// unpause ends node's pause if it is the one ending at end, and reports
+// whether it did: the timer of a pause that a longer one extended, or of
+// a node crashed since, does nothing.
+func (r *run) unpause(node string, end time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.fs.paused[node] || r.fs.pauseEnd[node] != end {
+		return false
+	}
+	delete(r.fs.paused, node)
+	delete(r.fs.pauseEnd, node)
+	return true
 }
 
 // restart starts a crashed process again on its data directory. It is

@@ -54,7 +54,10 @@ func TestLiveCoversEveryKind(t *testing.T) {
 // sends its fenced write is carried out on that client, before the write
 // leaves it (the write it was sending returns only after the pause: a
 // holder really paused at its write), and the fenced reference passes; a
-// trigger on a moment no live client reports is not applicable, with why.
+// shorter pause of the same client on the same moment does not cut it
+// short (a pause while paused extends, never shortens, as in the
+// simulator); a trigger on a moment no live client reports is not
+// applicable, with why.
 func TestTriggersFireOnClientMoments(t *testing.T) {
 	p := kleppmannPlan(t)
 	d := func(v time.Duration) scenario.Duration { return scenario.Duration(v) }
@@ -62,27 +65,33 @@ func TestTriggersFireOnClientMoments(t *testing.T) {
 	pause := 3 * time.Second
 	p.Schedule = nemesis.Schedule{
 		{At: 0, Kind: nemesis.Pause, Node: nemesis.Subject, Duration: d(pause), When: nemesis.MomentWrite, Within: d(2 * time.Second)},
+		{At: 0, Kind: nemesis.Pause, Node: nemesis.Subject, Duration: d(300 * ms), When: nemesis.MomentWrite, Within: d(2 * time.Second), After: d(100 * ms)},
 		{At: 0, Kind: nemesis.Pause, Node: nemesis.Subject, Duration: d(pause), When: nemesis.MomentElected, Within: d(2 * time.Second)},
 	}
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	res := runLive(t, builtin(t, "reference"), p)
-	var fired *FaultEvent
+	var fired, short *FaultEvent
 	for i, ev := range res.Faults {
 		switch {
 		case ev.Planned.When == nemesis.MomentElected:
 			if ev.Outcome != FaultNotApplicable || !strings.Contains(ev.Skipped, "does not report elected moments") {
 				t.Errorf("the trigger on elected: %s, want not applicable", ev)
 			}
-		case ev.Planned.When == nemesis.MomentWrite && ev.Planned.Within == 0:
+		case ev.Planned.When == nemesis.MomentWrite && ev.Planned.Within == 0 && ev.Planned.Duration == d(pause):
 			fired = &res.Faults[i]
+		case ev.Planned.When == nemesis.MomentWrite && ev.Planned.Within == 0:
+			short = &res.Faults[i]
 		default:
 			t.Errorf("unexpected fault event %s", ev)
 		}
 	}
 	if fired == nil || fired.Outcome != FaultDone || fired.Node == "" {
 		t.Fatalf("faults %v: want the pause fired on a client's write", res.Faults)
+	}
+	if short == nil || short.Outcome != FaultDone || short.Node != fired.Node {
+		t.Fatalf("faults %v: want the shorter pause fired on the same client's write", res.Faults)
 	}
 	across := false
 	for _, o := range res.History.Ops {

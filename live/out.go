@@ -128,7 +128,10 @@ func Describe(target string, plan scenario.Plan, targetFaults nemesis.Schedule) 
 		fmt.Fprintf(&b, "swarm options (drawn from the seed):\n  %s\n", strings.ReplaceAll(strings.TrimSpace(plan.Options.String()), "\n", "\n  "))
 	}
 	sched := append(plan.Installed(), targetFaults...).Sorted()
-	fmt.Fprintf(&b, "schedule (%d operations, the simulator's for this seed", len(sched))
+	fmt.Fprintf(&b, "schedule (%d operations, the simulator's for this seed", len(sched)-plan.WorldOps)
+	if plan.WorldOps > 0 {
+		fmt.Fprintf(&b, ", and %d the live world adds: a holder paused at its write past its lease", plan.WorldOps)
+	}
 	if len(targetFaults) > 0 {
 		fmt.Fprintf(&b, ", and %d aimed at the target's own servers", len(targetFaults))
 	}

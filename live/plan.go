@@ -19,7 +19,9 @@ import (
 // returned target faults, since the simulator could not run them; the
 // plan is the scenario without them, exactly as the simulator draws it.
 // A name that is neither the simulator's nor the target's is an error
-// naming both lists.
+// naming both lists. A swarm's plan gets, beyond the simulator's draw,
+// holders paused at their writes past the target's leases
+// (scenario.World.StaleHolders).
 func NewPlan(spec scenario.Spec, seed uint64, info TargetInfo) (scenario.Plan, nemesis.Schedule, error) {
 	sim := spec
 	sim.Faults = nil
@@ -66,7 +68,11 @@ func NewPlan(spec scenario.Spec, seed uint64, info TargetInfo) (scenario.Plan, n
 		}
 	}
 	spec.Faults = simFaults
-	p, err := scenario.NewPlan(spec, seed)
+	// A live run pauses a holder at its write past its lease whatever
+	// its seed drew (scenario.World.StaleHolders): a handful of seeds,
+	// each tens of seconds, must each exercise the failure the targets
+	// exist to show; the simulator's draw of the seed stays as it is.
+	p, err := scenario.NewPlanIn(spec, seed, scenario.World{StaleHolders: true, Lease: info.leaseLife(c.TTL)})
 	if err != nil {
 		return scenario.Plan{}, nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // A Target is a lock service the harness can run for real: it lays out
@@ -54,11 +55,25 @@ type TargetInfo struct {
 	// that a spec can aim faults at them (by name, or as @name) before
 	// the run; the run checks that Layout gives exactly these.
 	Servers []string
+	// LeaseLife is the longest a lease granted for ttl lives on the
+	// service before another client can be granted the lock, if longer
+	// than ttl (etcd rounds a TTL up to whole seconds and expires leases
+	// on a 500 ms check); nil: ttl. A live swarm pauses holders past it
+	// (scenario.World.Lease).
+	LeaseLife func(ttl time.Duration) time.Duration
 	// Options are the keys of the target-specific options a run may set
 	// (simrun live -opt key=value); Run refuses any other key, so that a
 	// misspelt option cannot silently run another experiment, nor a user
 	// override what the target itself sets (etcd-mutex's "fenced").
 	Options []string
+}
+
+// leaseLife is info.LeaseLife(ttl), or ttl without one.
+func (info TargetInfo) leaseLife(ttl time.Duration) time.Duration {
+	if info.LeaseLife == nil {
+		return ttl
+	}
+	return max(ttl, info.LeaseLife(ttl))
 }
 
 // ErrBadOption matches Run's error for a target option the target does

@@ -1,8 +1,12 @@
 package scenario
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fencesim/fencesim/nemesis"
 )
 
 // replayed is p written to a replay file and read back.
@@ -92,5 +96,52 @@ func TestSwarmDrawsIngressDepth(t *testing.T) {
 	own.IngressDepth = 9
 	if p, _ := NewPlan(own, 7); p.Spec.IngressDepth != 9 {
 		t.Errorf("a spec's own ingress depth became %d", p.Spec.IngressDepth)
+	}
+}
+
+// TestWorldAddsStaleHoldersOnly: a world that asks for stale holders gets
+// the simulator's plan of the seed and, on top of it, the holder pauses
+// at the write moment (WorldOps of them, at least one in every seed; a
+// replay file keeps them); the simulator's plan (the zero World) holds
+// none, so its draws — and the trace hashes pinned on them — stay.
+func TestWorldAddsStaleHoldersOnly(t *testing.T) {
+	swarm, _ := Lookup("swarm")
+	w := World{StaleHolders: true, Lease: 1500 * time.Millisecond}
+	ttl := swarm.Cluster().TTL
+	for seed := uint64(1); seed <= 100; seed++ {
+		sim, err := NewPlan(swarm, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPlanIn(swarm, seed, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rest nemesis.Schedule
+		stale := 0
+		for _, op := range p.Schedule {
+			if nemesis.IsStaleHolder(op, w.Lease, ttl) {
+				stale++
+				continue
+			}
+			rest = append(rest, op)
+		}
+		for _, op := range sim.Schedule {
+			if nemesis.IsStaleHolder(op, w.Lease, ttl) {
+				t.Fatalf("seed %d: the simulator's plan holds %s", seed, op)
+			}
+		}
+		switch {
+		case stale == 0 || stale != p.WorldOps:
+			t.Fatalf("seed %d: %d stale-holder pauses, WorldOps %d; want at least one, counted", seed, stale, p.WorldOps)
+		case !reflect.DeepEqual(rest, sim.Schedule) || !reflect.DeepEqual(p.Spec, sim.Spec) || !reflect.DeepEqual(p.Options, sim.Options):
+			t.Fatalf("seed %d: the world's plan is not the simulator's and its pauses", seed)
+		case !reflect.DeepEqual(replayed(t, p).Schedule, p.Schedule):
+			t.Fatalf("seed %d: a replay file lost the world's pauses", seed)
+		}
+	}
+	scripted, _ := Lookup("kleppmann-gc-pause")
+	if p, _ := NewPlanIn(scripted, 1, w); p.WorldOps != 0 {
+		t.Errorf("a scripted scenario got %d world pauses; only a swarm's draw takes them", p.WorldOps)
 	}
 }

@@ -19,8 +19,37 @@ type Plan struct {
 	// Options are the swarm's drawn fault settings (nil without a swarm).
 	Options *nemesis.Options
 	// Schedule is every fault operation the run installs, time-sorted:
-	// the spec's scripted faults, the swarm's, and the final heal.
+	// the spec's scripted faults, the swarm's, what the World adds to a
+	// swarm's, and the final heal.
 	Schedule nemesis.Schedule
+	// WorldOps counts the operations of Schedule that the plan's World
+	// added to the simulator's draw (0 in the simulator). A replay file
+	// keeps the schedule, not this count.
+	WorldOps int
+}
+
+// World is what a plan's draw must know of the world that will run it,
+// beyond the spec. The simulator's is the zero World: its draws are the
+// ones the built-in scenarios' trace hashes pin, and another world's
+// additions come from streams of their own, so that the simulator's
+// draw of a seed stays in every world's plan of it.
+type World struct {
+	// StaleHolders: every swarm plan holds holders paused at their
+	// writes past their leases (nemesis.StaleHolders, one for every 10 s
+	// of the safety phase), on top of the simulator's draw. A world
+	// that runs a few seeds, each for tens of seconds (a live run), asks
+	// for it: it cannot wait for the seeds whose swarm draws them.
+	StaleHolders bool
+	// Lease is the longest a lease granted for the clients' TTL lives in
+	// this world before another client can be granted it (a real
+	// service may round the TTL up or expire leases late); 0: the TTL.
+	Lease time.Duration
+}
+
+// staleStream seeds the World's stale-holder pauses: apart from every
+// other draw, so that a seed's simulator plan is the same with them.
+func staleStream(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, 0x5354414C_45000000)) // "STALE"
 }
 
 // swarmStream seeds the draws of fault options and schedules. It is apart
@@ -35,8 +64,13 @@ func swarmStream(seed uint64) *rand.Rand {
 // processes).
 func (p Plan) Cluster() nemesis.Cluster { return p.Spec.Cluster() }
 
-// NewPlan validates spec and draws the run's fault plan from seed.
-func NewPlan(spec Spec, seed uint64) (Plan, error) {
+// NewPlan validates spec and draws the run's fault plan from seed, as
+// the simulator runs it.
+func NewPlan(spec Spec, seed uint64) (Plan, error) { return NewPlanIn(spec, seed, World{}) }
+
+// NewPlanIn is NewPlan for a run in world w: the simulator's plan, and
+// what w adds to a swarm's.
+func NewPlanIn(spec Spec, seed uint64, w World) (Plan, error) {
 	if err := spec.Validate(); err != nil {
 		return Plan{}, err
 	}
@@ -50,6 +84,10 @@ func NewPlan(spec Spec, seed uint64) (Plan, error) {
 		nemesis.DrawRecoveryAim(&o, rand.New(rand.NewPCG(seed, 0x52454356_45525900)), c) // "RECOVERY"
 		p.Options = &o
 		p.Schedule = append(p.Schedule, nemesis.Generate(r, o, c, time.Duration(spec.Duration))...)
+		if w.StaleHolders {
+			stale := nemesis.StaleHolders(staleStream(seed), c, time.Duration(spec.Duration), w.Lease)
+			p.Schedule, p.WorldOps = append(p.Schedule, stale...), len(stale)
+		}
 		if spec.TokenOffset == 0 {
 			// Written into the plan's spec, so that a replay file and a
 			// shrink keep the offset the seed drew.

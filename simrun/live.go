@@ -30,7 +30,7 @@ func cmdLive(args []string, stdout, stderr io.Writer) int {
 	name := fs.String("scenario", "", "built-in scenario `name` (see simrun list)")
 	specFile := fs.String("spec", "", "run the scenario spec in `file.json`")
 	replayFile := fs.String("replay", "", "run a live replay file's schedule again (live-replay.json of an -out directory)")
-	seed := fs.Uint64("seed", 1, "root `seed`: draws the same schedule the simulator would")
+	seed := fs.Uint64("seed", 1, "root `seed`: draws the same schedule the simulator would (a swarm's with a holder paused at its write past its lease every 5 s on top)")
 	duration := fs.Duration("duration", 0, "override the scenario's safety phase (a swarm draws its faults over it), e.g. 30s; 0: the scenario's")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	out := fs.String("out", "", "write the HTML report (index.html), history.json, result.json, live-replay.json and the processes' logs into `dir`")
