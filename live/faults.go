@@ -37,37 +37,44 @@ type clockSetting struct {
 // clients report their moments (notice).
 func (r *run) runSchedule(ctx context.Context) {
 	ops, _ := liveOps(append(r.opt.Plan.Installed(), r.opt.TargetFaults...), func(op nemesis.Op) bool { return r.notApplicable(op) != "" })
-	nem := liveNemesis{r, ctx}
+	// Waiting for a leader to emerge (an election under way when an
+	// @leader fault is due) delays the operations after it by as much
+	// (see firesAt); only this goroutine's @leader resolutions count, not
+	// a trigger's on a client's moment.
 	var slip time.Duration
+	nem := liveNemesis{r, context.WithValue(ctx, leaderWaitKey{}, &slip)}
+	end := time.Duration(r.spec.Duration)
 	for _, op := range ops {
-		if !sleepCtx(ctx, r.base+slip+time.Duration(op.At)-monoNow()) {
+		if !sleepCtx(ctx, r.base+firesAt(time.Duration(op.At), slip, end)-monoNow()) {
 			return
 		}
 		nem.Apply(op)
-		// Waiting for a leader to emerge (an election under way when an
-		// @leader fault is due) delays the operations after it by as much,
-		// so the schedule keeps its shape: a restart of the crashed leader
-		// still comes its planned time after the crash.
-		if op.Node == nemesis.Leader {
-			slip += r.leaderWaited()
-		}
 	}
 }
+
+// firesAt is when an operation planned at `at` is carried out after the
+// schedule slipped by slip waiting for leaders: as much later, so the
+// schedule keeps its shape (a restart of the crashed leader still comes
+// its planned time after the crash), but never past the end of the
+// safety phase, and the final heal (at the end) on time — the liveness
+// phase's bound counts from the heal, and the workload ends at the end
+// plus the bound, whatever slipped.
+func firesAt(at, slip, end time.Duration) time.Duration {
+	if at >= end {
+		return at
+	}
+	return min(at+slip, end)
+}
+
+// leaderWaitKey is the context key of the schedule's slip (a
+// *time.Duration): an @leader resolution adds how long it waited for a
+// leader to it.
+type leaderWaitKey struct{}
 
 // leaderWait bounds how long an @leader fault waits for a leader to
 // emerge: an election (the reference's timeout is 1 s, randomized up to
 // twice that; etcd's similar) after a leader crash the schedule made.
 const leaderWait = 5 * time.Second
-
-// leaderWaited is how long the last @leader resolution waited for a
-// leader to emerge (0 if one led at once), and forgets it.
-func (r *run) leaderWaited() time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	w := r.leaderWait
-	r.leaderWait = 0
-	return w
-}
 
 // armTriggers arms the schedule's triggers this target can carry out
 // (nemesis.Armed, the matching the simulator uses) and records the others
@@ -238,11 +245,13 @@ func (r *run) resolve(ctx context.Context, name string) (string, string) {
 		lctx, cancel := context.WithTimeout(ctx, leaderWait)
 		defer cancel()
 		begin := monoNow()
+		defer func() { // the schedule's slip, if the schedule asked
+			if slip, ok := ctx.Value(leaderWaitKey{}).(*time.Duration); ok {
+				*slip += monoNow() - begin
+			}
+		}()
 		for {
 			if n, ok := r.layout.Leader(lctx); ok {
-				r.mu.Lock()
-				r.leaderWait = monoNow() - begin
-				r.mu.Unlock()
 				return n, ""
 			}
 			if !sleepCtx(lctx, 50*time.Millisecond) {

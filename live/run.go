@@ -122,10 +122,6 @@ type run struct {
 	rec   *recorder
 	fs    *faultState
 	armed *nemesis.Armed // the triggers (under mu)
-	// leaderWait is how long the last @leader resolution waited for an
-	// election to end (under mu): the schedule's later operations slip by
-	// as much.
-	leaderWait time.Duration
 	applies    *appliesLog
 
 	// readyWG waits for the ready checks of restarted processes.
