@@ -118,11 +118,11 @@ type run struct {
 	replicas []string // the layout's replicas, in order
 	clients  map[string]*clientProc
 
-	base  time.Duration // CLOCK_MONOTONIC at the start of the workload
-	rec   *recorder
-	fs    *faultState
-	armed *nemesis.Armed // the triggers (under mu)
-	applies    *appliesLog
+	base    time.Duration // CLOCK_MONOTONIC at the start of the workload
+	rec     *recorder
+	fs      *faultState
+	armed   *nemesis.Armed // the triggers (under mu)
+	applies *appliesLog
 
 	// readyWG waits for the ready checks of restarted processes.
 	readyWG sync.WaitGroup
