@@ -488,6 +488,10 @@ func (p *peer) dial() (c net.Conn, gone <-chan struct{}, err error) {
 	if c, err = d.DialContext(p.t.ctx, "tcp", p.addr); err != nil {
 		return nil, nil, err
 	}
+	if selfConnected(c) {
+		c.Close()
+		return nil, nil, fmt.Errorf("dial %s: connected to itself (nothing listens there, and the kernel gave the dial that very port)", p.addr)
+	}
 	if cfg.TLS != nil {
 		tc := tls.Client(c, cfg.TLS.Client(p.id))
 		ctx, cancel := context.WithTimeout(p.t.ctx, cfg.DialTimeout)
@@ -515,6 +519,17 @@ func (p *peer) dial() (c net.Conn, gone <-chan struct{}, err error) {
 		close(g)
 	}()
 	return c, g, nil
+}
+
+// selfConnected reports whether c is a TCP self-connection: dialing a
+// port on this host that nothing listens on can succeed by simultaneous
+// open when the kernel picks that same port as the dial's own. The
+// connection then echoes what is written to it, and, worse, holds the
+// port: the peer, restarting, cannot listen on it ("address already in
+// use") for as long as the connection lives — which, since every write
+// succeeds, is forever.
+func selfConnected(c net.Conn) bool {
+	return c.LocalAddr().String() == c.RemoteAddr().String()
 }
 
 // setConn records the current connection; it refuses a new one once the
