@@ -52,13 +52,22 @@ func (t etcdTarget) Info() TargetInfo {
 	info := TargetInfo{Name: "etcd-mutex", Fenced: t.fenced,
 		Doc:      "etcd's concurrency.Mutex on 3 etcd-server members, used as a plain mutex (the store runs unfenced)",
 		Binaries: []string{"etcd", "fencesim-store", "fencesim-live-etcd"}, Options: []string{"prefix"},
-		Servers: []string{"etcd1", "etcd2", "etcd3"}, LeaseLife: etcdLeaseLife}
+		Servers: []string{"etcd1", "etcd2", "etcd3"}, LeaseLife: etcdLeaseLife, SpuriousBusy: etcdSpuriousBusy}
 	if t.fenced {
 		info.Name = "etcd-mutex-fenced"
 		info.Doc = "etcd's concurrency.Mutex on 3 etcd-server members, the lock key's create revision as the fencing token"
 	}
 	return info
 }
+
+// etcdSpuriousBusy is why etcd's mutex may refuse a lock nobody holds:
+// TryLock creates the session's key and answers ErrLocked if any key
+// under the mutex's prefix is older — including the key of another
+// TryLock that is failing itself and has not yet deleted it, or of an
+// acquire whose answer was lost, until its lease ends. The mutex is
+// still safe (the oldest key holds it); its refusals are not evidence of
+// a holder.
+const etcdSpuriousBusy = "etcd's TryLock answers ErrLocked for any older key under the lock's prefix, including a failing TryLock's own key or a lost acquire's, so a refusal does not prove that anyone holds the lock"
 
 // etcdLeaseCheck is how often etcd's leader looks for expired leases: a
 // lease ends up to this long after its TTL.

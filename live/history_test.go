@@ -1,6 +1,8 @@
 package live
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,5 +260,37 @@ func TestSyntheticTokensLeaveRoom(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s: S7 %v, want %v (ops %+v)", c.name, got, c.want, h.LockOps)
 		}
+	}
+}
+
+// A target whose busy answers do not prove a holder (etcd's TryLock:
+// SpuriousBusy) has them left out of the judged history, with a note; any
+// other target's busy answer while nobody holds is S7. The refusal is
+// left out only from what is judged: the history reported keeps it.
+func TestSpuriousBusyIsNotJudged(t *testing.T) {
+	rel := checker.LockOp{ID: 2, Client: "a", Resource: "r", Kind: checker.LockRelease, Token: 7, Call: 20 * ms, Return: 30 * ms, Outcome: checker.LockReleased}
+	h := checker.History{End: time.Second, LockOps: []checker.LockOp{
+		acq(1, "a", "r", 7, 0, 10*ms, checker.LockGranted), rel,
+		acq(3, "b", "r", 0, 40*ms, 50*ms, checker.LockBusy), // nobody holds r
+	}}
+	s7 := func(v checker.Verdict) bool {
+		return slices.ContainsFunc(v.Violations, func(v checker.Violation) bool { return v.Property == "S7" })
+	}
+	strict := &run{info: TargetInfo{Name: "t"}}
+	if v := check(h, strict); !s7(v) {
+		t.Fatalf("canary: a busy answer while nobody holds, judged: %v, want S7", v)
+	}
+	lenient := &run{info: TargetInfo{Name: "t", SpuriousBusy: "its refusals may be spurious"}}
+	if v := check(h, lenient); s7(v) || v.Kind != checker.VerdictPass {
+		t.Fatalf("with SpuriousBusy: %v, want a pass", v)
+	}
+	if len(lenient.notes) != 1 || !strings.Contains(lenient.notes[0], "1 busy answers not judged: its refusals may be spurious") {
+		t.Fatalf("notes %q", lenient.notes)
+	}
+	if len(h.LockOps) != 3 {
+		t.Fatal("the history itself lost the busy answer")
+	}
+	if (etcdTarget{fenced: true}).Info().SpuriousBusy == "" {
+		t.Fatal("etcd's targets must say why their busy answers are not judged")
 	}
 }

@@ -61,6 +61,13 @@ type TargetInfo struct {
 	// on a 500 ms check); nil: ttl. A live swarm pauses holders past it
 	// (scenario.World.Lease).
 	LeaseLife func(ttl time.Duration) time.Duration
+	// SpuriousBusy, if set, says why the service may answer an acquire
+	// "busy" while nobody holds the lock (etcd's TryLock): its busy
+	// answers are left out of the history the checker judges (a refused
+	// acquire changes nothing, so every other operation is judged as
+	// before), and the verdict's notes say so. Empty: a busy answer
+	// claims a holder, and S7 checks the claim.
+	SpuriousBusy string
 	// Options are the keys of the target-specific options a run may set
 	// (simrun live -opt key=value); Run refuses any other key, so that a
 	// misspelt option cannot silently run another experiment, nor a user
