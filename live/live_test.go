@@ -311,6 +311,23 @@ func TestReplayFile(t *testing.T) {
 	if _, _, _, err := ParseReplayFile([]byte(strings.Replace(string(b), `"live_format": 1`, `"live_format": 9`, 1))); err == nil {
 		t.Fatal("a file of another format was accepted")
 	}
+	// A live plan's additions (the stale-holder pauses) are known again
+	// on replay, so the header tells them apart; a count past the
+	// schedule is refused.
+	s, _ := scenario.Lookup("swarm")
+	lp, err := scenario.NewPlanIn(s, 3, scenario.World{StaleHolders: true, Lease: time.Second})
+	if err != nil || lp.WorldOps == 0 {
+		t.Fatalf("live plan: %v, %d added operations", err, lp.WorldOps)
+	}
+	lb := NewReplayFile(Result{Target: "reference", Plan: lp})
+	if _, got, _, err := ParseReplayFile(lb); err != nil || got.WorldOps != lp.WorldOps ||
+		!strings.Contains(Describe("reference", got, nil), fmt.Sprintf("and %d the live world adds", lp.WorldOps)) {
+		t.Fatalf("replayed live plan: %v, world ops %d, want %d", err, got.WorldOps, lp.WorldOps)
+	}
+	bad := strings.Replace(string(lb), fmt.Sprintf(`"world_ops": %d`, lp.WorldOps), `"world_ops": 100000`, 1)
+	if _, _, _, err := ParseReplayFile([]byte(bad)); err == nil || !strings.Contains(err.Error(), "world_ops") {
+		t.Fatalf("world_ops past the schedule: %v", err)
+	}
 	if err := os.WriteFile(filepath.Join(t.TempDir(), "x"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -31,13 +31,17 @@ type ReplayFile struct {
 	// TargetFaults are the scripted faults aimed at the target's own
 	// servers, which the simulator's plan cannot hold (NewPlan).
 	TargetFaults nemesis.Schedule `json:"target_faults,omitempty"`
+	// WorldOps counts the operations of the plan's schedule the live
+	// world added to the simulator's draw (scenario.Plan.WorldOps), so
+	// that a replay's header says which they are.
+	WorldOps int `json:"world_ops,omitempty"`
 }
 
 // NewReplayFile records res's plan for target.
 func NewReplayFile(res Result) []byte {
 	rp := scenario.Replay{Program: scenario.ProgramVersion, Seed: res.Plan.Seed, Spec: res.Plan.Spec, Options: res.Plan.Options, Schedule: res.Plan.Schedule,
 		Verdict: res.Verdict.Kind.String(), Property: res.Verdict.Property(), TraceHash: "live"}
-	rf := ReplayFile{Format: ReplayFormat, Target: res.Target, Plan: rp.Marshal(), TargetFaults: res.TargetFaults}
+	rf := ReplayFile{Format: ReplayFormat, Target: res.Target, Plan: rp.Marshal(), TargetFaults: res.TargetFaults, WorldOps: res.Plan.WorldOps}
 	b, _ := json.MarshalIndent(rf, "", "  ")
 	return append(b, '\n')
 }
@@ -61,7 +65,12 @@ func ParseReplayFile(b []byte) (target string, plan scenario.Plan, targetFaults 
 	if err := rf.TargetFaults.Check(); err != nil {
 		return "", scenario.Plan{}, nil, fmt.Errorf("live replay file: target_faults: %v", err)
 	}
-	return rf.Target, rp.Plan(), rf.TargetFaults, nil
+	plan = rp.Plan()
+	if rf.WorldOps < 0 || rf.WorldOps > len(plan.Schedule) {
+		return "", scenario.Plan{}, nil, fmt.Errorf("live replay file: world_ops %d: the schedule has %d operations", rf.WorldOps, len(plan.Schedule))
+	}
+	plan.WorldOps = rf.WorldOps
+	return rf.Target, plan, rf.TargetFaults, nil
 }
 
 // ReportInput is what the HTML report shows of a live run: the history

@@ -23,8 +23,9 @@ type Plan struct {
 	// swarm's, and the final heal.
 	Schedule nemesis.Schedule
 	// WorldOps counts the operations of Schedule that the plan's World
-	// added to the simulator's draw (0 in the simulator). A replay file
-	// keeps the schedule, not this count.
+	// added to the simulator's draw (0 in the simulator). A simulator's
+	// replay file keeps the schedule, not this count; a live one keeps
+	// both (live.ReplayFile's world_ops).
 	WorldOps int
 }
 
