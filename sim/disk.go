@@ -29,6 +29,11 @@ type Disk struct {
 	// tear); the bytes it wrote are last.cur[lastFrom:].
 	last     *record
 	lastFrom int
+	// lastHeld: the last write was made while a slow Sync was in flight
+	// (after it, in the event that stalled the node): the write waits for
+	// the sync as the node's messages do, so a crash before the sync
+	// completes drops it whole — it never reached the disk to be torn.
+	lastHeld bool
 	// onSync, if set, is told of every Sync; on a slow disk it returns the
 	// true time the sync completes (and stalls the node until then).
 	onSync func() (done time.Duration, slow bool)
@@ -71,7 +76,7 @@ func (d *Disk) Write(key string, value []byte) {
 	d.resize(len(value) - len(r.cur))
 	r.cur, r.curOK, r.shared = slices.Clone(value), true, false
 	d.markDirty(r)
-	d.last, d.lastFrom = r, 0
+	d.last, d.lastFrom, d.lastHeld = r, 0, len(d.inflight) > 0
 }
 
 // resize accounts for a change of delta bytes in the current values, and
@@ -106,7 +111,7 @@ func (d *Disk) Append(key string, data []byte) {
 	}
 	r.cur = append(r.cur, data...)
 	d.markDirty(r)
-	d.last, d.lastFrom = r, from
+	d.last, d.lastFrom, d.lastHeld = r, from, len(d.inflight) > 0
 }
 
 // Truncate cuts key's value to its first size bytes, as ftruncate(2)
@@ -301,9 +306,11 @@ func (d *Disk) crash() {
 // for an Append. keep must lie in [0, 1). It reports whether a write was
 // torn.
 func (d *Disk) crashTorn(keep float64) bool {
+	d.settle()
+	held := d.lastHeld && len(d.inflight) > 0 // the last write waits for a sync the crash stops
 	d.unsettle()
 	r, from := d.last, d.lastFrom
-	if r == nil || len(r.cur) <= from {
+	if r == nil || len(r.cur) <= from || held {
 		d.crash()
 		return false
 	}

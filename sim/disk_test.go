@@ -502,3 +502,38 @@ func TestDiskTruncateNeverChangesTheSyncedCopy(t *testing.T) {
 		t.Fatalf("Bytes %d after the crash, want %d", d.Bytes(), len("abcdefghij"))
 	}
 }
+
+// TestTornCrashDropsAWriteHeldBySlowSync: on a slow disk, a write the
+// process makes after a Sync of the same event waits for that sync (as
+// its messages do); a crash before the sync completes drops it whole —
+// it is never torn into durability ahead of the writes the sync covered
+// (swarm seed 69767: a log segment's new entries survived while the cut
+// of the old ones in another segment was lost, and two replicas applied
+// different entries at one index).
+func TestTornCrashDropsAWriteHeldBySlowSync(t *testing.T) {
+	now := time.Duration(0)
+	d := newDisk()
+	d.now = func() time.Duration { return now }
+	d.Write("a", []byte("old-a"))
+	d.Write("b", []byte("old-b"))
+	d.Sync()
+	d.onSync = func() (time.Duration, bool) { return now + time.Millisecond, true }
+	d.Truncate("a", 3) // the cut, synced slowly
+	d.Sync()
+	d.Append("b", []byte("-new")) // after the Sync, in the same event
+	if torn := d.crashTorn(0.9); torn {
+		t.Fatal("a write held behind a slow sync was torn")
+	}
+	if a, _ := d.Read("a"); string(a) != "old-a" {
+		t.Fatalf("a = %q: the sync never completed, so the cut is lost", a)
+	}
+	if b, _ := d.Read("b"); string(b) != "old-b" {
+		t.Fatalf("b = %q: the held append must be dropped whole", b)
+	}
+	// The canary: an append made before the slow Sync is still torn.
+	d.onSync = nil
+	d.Append("b", []byte("-unsynced"))
+	if torn := d.crashTorn(0.5); !torn {
+		t.Fatal("an unsynced append with no sync in flight was not torn")
+	}
+}

@@ -89,6 +89,16 @@ func (l *diskLog) append(d process.Disk, ents []raft.Entry) {
 	}
 	if first := ents[0].Index; first <= l.last {
 		l.truncate(d, first)
+		// The cut is made durable before any entry that replaces the
+		// cut ones is written: the log spans segments, and a crash may
+		// keep the unsynced changes of one and lose another's — a new
+		// entry in a later segment durable while the old entries of the
+		// cut segment stay before it, a log that breaks Raft's log
+		// matching (swarm seed 69767: S10, two replicas applied
+		// different entries at one index). Synced, the old entries are
+		// gone; a crash can then only lose new ones, and loadLog cuts a
+		// gap that leaves.
+		d.Sync()
 	}
 	for _, e := range ents {
 		if f := segmentFirst(e.Index, l.per); f != l.segFirst || l.segKey == "" {

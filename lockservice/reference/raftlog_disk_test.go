@@ -56,6 +56,11 @@ func TestDiskLogSegments(t *testing.T) {
 					}
 					ents = append(ents, e)
 				}
+				if from <= uint64(len(model)) {
+					// Replacing a suffix syncs the cut before the
+					// new entries are written (diskLog.append).
+					synced = model[: from-1 : from-1]
+				}
 				l.append(d, ents)
 				model = append(model[:from-1:from-1], ents...)
 			case op < 8:
