@@ -133,10 +133,9 @@ type guider struct {
 	tally  coverage.Tally
 	seen   map[string]bool // rare-mark signatures already in the corpus
 	first  map[coverage.Mark]int
-	// featureRuns counts, per coverage feature, the runs that reached it;
-	// blocks the distinct blocks among them (GuidedOptions.Branches).
+	// featureRuns counts, per coverage feature, the runs that reached it
+	// (GuidedOptions.Branches).
 	featureRuns map[branches.Feature]int
-	blocks      map[uint64]bool
 	meta        *branches.Meta // names the blocks (nil: by their numbers)
 }
 
@@ -160,7 +159,7 @@ func Guided(ctx context.Context, spec Spec, opt GuidedOptions, emit func(GuidedR
 	}
 	g := &guider{spec: spec, opt: opt, r: rand.New(rand.NewPCG(opt.Root, 0x47554944_45440000)), // "GUIDED"
 		fresh: opt.Root, seen: map[string]bool{}, first: map[coverage.Mark]int{},
-		featureRuns: map[branches.Feature]int{}, blocks: map[uint64]bool{}}
+		featureRuns: map[branches.Feature]int{}}
 	if opt.Branches {
 		if err := branches.Available(); err != nil {
 			return GuidedStats{}, err
@@ -211,11 +210,21 @@ func Guided(ctx context.Context, spec Spec, opt GuidedOptions, emit func(GuidedR
 		n += k
 	}
 	st.Corpus, st.Tally, st.FirstHit = g.corpus, g.tally, g.first
-	st.Features, st.Blocks = len(g.featureRuns), len(g.blocks)
+	st.Features, st.Blocks = len(g.featureRuns), g.distinctBlocks()
 	if g.meta != nil {
 		st.AllBlocks = g.meta.Blocks()
 	}
 	return st, nil
+}
+
+// distinctBlocks counts the blocks among the features reached (a block
+// reached with several hit-count buckets is one).
+func (g *guider) distinctBlocks() int {
+	blocks := make(map[uint64]bool, len(g.featureRuns))
+	for f := range g.featureRuns { //detlint:sorted (a count)
+		blocks[f.Block()] = true
+	}
+	return len(blocks)
 }
 
 // sweepInOrder is Sweep on the caller's goroutine, one job after another,
@@ -383,11 +392,8 @@ func (g *guider) fold(index int, res Result) (bool, string) {
 		why = "new rare combination"
 	}
 	for _, f := range res.Branches { // sorted: the first new feature names the admission
-		if g.featureRuns[f] == 0 {
-			if why == "" {
-				why = "new branch " + g.meta.Name(f)
-			}
-			g.blocks[f.Block()] = true
+		if g.featureRuns[f] == 0 && why == "" {
+			why = "new branch " + g.meta.Name(f)
 		}
 		g.featureRuns[f]++
 	}

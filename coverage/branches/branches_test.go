@@ -104,8 +104,8 @@ func TestDecodeHugeCountEndsAtOnce(t *testing.T) {
 	payload := len(b) - 16 - 4
 	huge := binary.AppendUvarint(nil, 1<<32-1)
 	b = slices.Concat(b[:payload], huge, b[payload+1:])
-	if _, err := Decode(b); !errors.Is(err, ErrFormat) {
-		t.Fatalf("Decode = %v, want ErrFormat", err)
+	if _, err := Decode(b); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "4294967295 counters past the end") {
+		t.Fatalf("Decode = %v, want ErrFormat naming the count, refused before any counter is read", err)
 	}
 }
 
