@@ -55,20 +55,59 @@ func grantsByToken(grants []Grant) tokenGroups {
 	for i := range sorted {
 		tokens[i] = sorted[i].Token
 	}
-	return tokenGroups{sorted, tokens}
+	g := tokenGroups{sorted: sorted, tokens: tokens}
+	// Tokens are log indexes: a run's grants hold a good share of a
+	// dense range, so a table with one slot per token in that range
+	// answers of without a search (the binary search, its probes
+	// missing the cache, was most of the time of the checks that look
+	// grants up). Sparse tokens (hand-made, or a design's synthetic
+	// ones) keep the search, so the table stays a few times the grants.
+	if n := len(tokens); n > 0 {
+		lo, hi := tokens[0], tokens[n-1]
+		if span := hi - lo; span < uint64(denseTokenSpan*n+denseTokenSlack) {
+			g.lo = lo
+			g.first = make([]int32, span+2)
+			k := 0
+			for t := range g.first {
+				for k < n && tokens[k]-lo < uint64(t) {
+					k++
+				}
+				g.first[t] = int32(k)
+			}
+		}
+	}
+	return g
 }
+
+// The dense table of tokenGroups is made while the tokens' span is under
+// denseTokenSpan slots per grant plus denseTokenSlack (four bytes a slot).
+const (
+	denseTokenSpan  = 16
+	denseTokenSlack = 1024
+)
 
 // tokenGroups is grants sorted by token, then grantOrder, and their
 // tokens alone (what the binary search reads: a grant is a few hundred
-// bytes, a token eight).
+// bytes, a token eight). When the tokens are dense enough, first[t-lo] is
+// the position of the first grant whose token is t or above, for every t
+// from lo to one past the highest token; else first is nil.
 type tokenGroups struct {
 	sorted []Grant
 	tokens []uint64
+	lo     uint64
+	first  []int32
 }
 
 // of returns the grants of token t, in grantOrder (capacity clipped, so an
 // append to one group cannot reach the next).
 func (g tokenGroups) of(t uint64) []Grant {
+	if g.first != nil {
+		if t < g.lo || t-g.lo >= uint64(len(g.first)-1) {
+			return nil
+		}
+		lo, hi := g.first[t-g.lo], g.first[t-g.lo+1]
+		return g.sorted[lo:hi:hi]
+	}
 	lo, _ := slices.BinarySearch(g.tokens, t)
 	hi := lo
 	for hi < len(g.tokens) && g.tokens[hi] == t {
