@@ -427,3 +427,70 @@ func TestCrashRecoveringAim(t *testing.T) {
 		t.Errorf("DrawRecoveryAim added the aim in %d of 200 draws", drawn)
 	}
 }
+
+// TestRaftStrikes: for about one seed in raftStrikeShare, one or two strikes at
+// Raft's moments, each telling its story — minority-tail isolates the
+// leader on a follower's append (and, mostly, that follower too), and
+// stale-append reorders messages from before it pauses the leader until
+// inside the window — all valid, undone by the end of the safety phase,
+// and the same for the same stream; none for a cluster without a leader
+// or a minority to leave a tail on.
+func TestRaftStrikes(t *testing.T) {
+	struck, tails, follower, stale := 0, 0, 0, 0
+	for seed := range uint64(300) {
+		s := RaftStrikes(rng(seed), replicated, safety)
+		if !reflect.DeepEqual(s, RaftStrikes(rng(seed), replicated, safety)) {
+			t.Fatalf("seed %d: two draws from one stream differ", seed)
+		}
+		if err := s.ValidateFor(replicated); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if err := s.CheckUndone(safety); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if !slices.IsSortedFunc(s, func(a, b Op) int { return int(a.At - b.At) }) {
+			t.Fatalf("seed %d: not sorted", seed)
+		}
+		if len(s) > 0 {
+			struck++
+		}
+		for i, op := range s {
+			switch {
+			case op.Kind == Isolate && op.When == MomentAppended && op.Node == Leader:
+				tails++
+			case op.Kind == Isolate && op.When == MomentAppended && op.Node == Subject:
+				follower++
+			case op.Kind == Isolate || op.When != "":
+				t.Errorf("seed %d: unexpected trigger %v", seed, op)
+			case op.Kind == Reorder:
+				stale++
+				paused := false
+				for _, p := range s[i:] {
+					paused = paused || p.Kind == Pause && p.Node == Leader && p.At > op.At && p.At+p.Duration <= op.At+op.Duration+Duration(replicated.TTL/4)
+				}
+				if !paused {
+					t.Errorf("seed %d: reorder %v without a pause of the leader after it", seed, op)
+				}
+			}
+		}
+	}
+	if struck < 300/raftStrikeShare/2 || struck > 2*300/raftStrikeShare {
+		t.Errorf("%d of 300 seeds struck at Raft's moments, want about one in %d", struck, raftStrikeShare)
+	}
+	if tails == 0 || follower == 0 || follower >= tails || stale == 0 {
+		t.Errorf("leader isolations at an append %d, of the follower too %d, stale appends %d: want some of each, the follower's in most", tails, follower, stale)
+	}
+	for _, c := range []Cluster{singleNode, {Servers: []string{"n1", "n2"}, Clients: []string{"a"}, LeaderSelector: true, TTL: time.Second}} {
+		for seed := range uint64(50) {
+			if s := RaftStrikes(rng(seed), c, safety); len(s) > 0 {
+				t.Fatalf("servers %v: strikes %v", c.Servers, s)
+			}
+		}
+	}
+	// The aims can also be named in a spec's options, as any other.
+	o := allOn(replicated)
+	o.Aims = []string{AimMinorityTail, AimStaleAppend}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -138,13 +138,67 @@ const (
 	// its draws, and so every seed's schedule, as they were) but by
 	// DrawRecoveryAim, from a stream of the caller's.
 	AimCrashRecovering = "crash-recovering"
+	// AimMinorityTail leaves entries on a minority and changes the term
+	// over them: right after a follower persisted an append, the leader
+	// is cut off (so the entries it has sent reach no more followers and
+	// no acknowledgement reaches it: they stay uncommitted on the leader
+	// and that follower), and two times in three the follower too, so
+	// the majority elects a leader without them and commits other
+	// entries at those indexes; the follower, healed, must drop its tail
+	// for them (raft.log-truncated). The other times the follower stays
+	// in, and may win the election with its longer log, taking over with
+	// an uncommitted tail (raft.leader-uncommitted-tail). Drawn by
+	// DrawRaftAims, as AimCrashRecovering is.
+	AimMinorityTail = "minority-tail"
+	// AimStaleAppend holds the leader's appends back and lets newer ones
+	// overtake them: messages are reordered (held up to a few election
+	// timeouts) and, half of the time, duplicated, and the leader is
+	// paused a moment later, so that a new leader is elected while the
+	// old leader's appends are still in flight and they arrive after the
+	// new leader's (raft.append-stale-term, raft.append-duplicate,
+	// raft.append-behind-commit); when the old leader wakes, it sends
+	// appends of a term that ended. Drawn by DrawRaftAims.
+	AimStaleAppend = "stale-append"
 )
 
 // drawnAims are the aims DrawOptions draws from; aims are all it knows.
 var (
 	drawnAims = []string{AimPauseHolder, AimCrashVoter, AimCrashAppender, AimCrashMajority, AimLostReply, AimJump, AimStorePaused, AimIsolateLeader}
-	aims      = append(slices.Clone(drawnAims), AimCrashRecovering)
+	raftAims  = []string{AimMinorityTail, AimStaleAppend}
+	aims      = slices.Concat(drawnAims, []string{AimCrashRecovering}, raftAims)
 )
+
+// RaftStrikes draws, for one seed in raftStrikeShare (from r), one or two strikes
+// of the aims at Raft's moments (AimMinorityTail, AimStaleAppend), each at
+// a point of the safety phase, on top of a generated schedule: for a
+// cluster with a leader and at least three servers (a minority to leave
+// a tail on). They are extra strikes, not more aims for Generate to pick
+// among: that would spread its strikes thinner over the aims it has, and
+// the rare moments those reach (a torn log tail, a renewal after expiry)
+// would come rarer still. Every operation ends within the safety phase.
+//
+// The share is kept low on purpose: a Raft strike changes the leader, and
+// a new leader restarts the leases it inherits, which leaves fewer
+// renewals arriving after an expiry. With strikes in half of the seeds
+// (one to three each), the renew-after-expiry mutant took twice the seeds
+// to catch (mean 12 → 24.5 over 20 windows of the swarm).
+func RaftStrikes(r *rand.Rand, c Cluster, safety time.Duration) Schedule {
+	if !c.LeaderSelector || len(c.Servers) < 3 || safety <= 0 || r.IntN(raftStrikeShare) != 0 {
+		return nil
+	}
+	g := &generator{r: r, c: c, end: safety}
+	for range 1 + r.IntN(2) {
+		// Every draw is made whatever the room, so that one strike's
+		// clipping never moves another's draws.
+		g.o.Aims = []string{raftAims[r.IntN(len(raftAims))]}
+		g.aimed(time.Duration(r.Int64N(int64(safety))), 0)
+	}
+	return g.ops.Sorted()
+}
+
+// raftStrikeShare is the share of seeds (one in raftStrikeShare) that
+// RaftStrikes strikes in.
+const raftStrikeShare = 4
 
 // DrawRecoveryAim adds AimCrashRecovering to o's aims, if aimed faults
 // are on and the cluster has servers, with even odds drawn from r.
@@ -155,7 +209,9 @@ func DrawRecoveryAim(o *Options, r *rand.Rand, c Cluster) {
 }
 
 // needsLeader reports whether an aim needs the Leader selector.
-func needsLeader(aim string) bool { return aim == AimIsolateLeader || aim == AimCrashVoter }
+func needsLeader(aim string) bool {
+	return aim == AimIsolateLeader || aim == AimCrashVoter || slices.Contains(raftAims, aim)
+}
 
 // aimed draws one aimed fault among the enabled ones, armed at at. Every
 // operation it adds ends within the safety phase; one that could not is
@@ -279,6 +335,29 @@ func (g *generator) aimed(at, _ time.Duration) {
 			Delay: Duration(spread(g.r, 5*time.Millisecond, 40*time.Millisecond))}
 		slow.Duration = again.At + Duration(time.Millisecond) - slow.At
 		ops = append(ops, slow, first, again)
+	case AimMinorityTail:
+		if !g.c.LeaderSelector || len(g.c.Servers) < 3 {
+			return
+		}
+		ops = append(ops, trigger(MomentAppended, Op{Kind: Isolate, Node: Leader, Duration: Duration(spread(g.r, ttl/2, 2*ttl))}))
+		if g.r.IntN(3) != 0 {
+			ops = append(ops, trigger(MomentAppended, Op{Kind: Isolate, Node: Subject, Duration: Duration(spread(g.r, ttl/2, 2*ttl))}))
+		}
+	case AimStaleAppend:
+		if !g.c.LeaderSelector {
+			return
+		}
+		window := spread(g.r, ttl/2, 2*ttl)
+		ops = append(ops, Op{At: Duration(at), Kind: Reorder, Probability: float64(30+g.r.IntN(61)) / 100,
+			Delay: Duration(spread(g.r, 10*time.Millisecond, ttl/2)), Duration: Duration(window)})
+		if g.r.IntN(2) == 0 {
+			ops = append(ops, Op{At: Duration(at), Kind: Duplicate, Probability: float64(10+g.r.IntN(41)) / 100, Duration: Duration(window)})
+		}
+		// Paused once appends are held back, and for long enough that the
+		// others elect a new leader (an election timeout is well under a
+		// TTL), but woken inside the window.
+		pauseAt := at + spread(g.r, time.Millisecond, 20*time.Millisecond)
+		ops = append(ops, Op{At: Duration(pauseAt), Kind: Pause, Node: Leader, Duration: Duration(spread(g.r, ttl/4, max(ttl/4, at+window-pauseAt)))})
 	case AimIsolateLeader:
 		if !g.c.LeaderSelector {
 			return

@@ -85,6 +85,12 @@ func NewPlanIn(spec Spec, seed uint64, w World) (Plan, error) {
 		nemesis.DrawRecoveryAim(&o, rand.New(rand.NewPCG(seed, 0x52454356_45525900)), c) // "RECOVERY"
 		p.Options = &o
 		p.Schedule = append(p.Schedule, nemesis.Generate(r, o, c, time.Duration(spec.Duration))...)
+		// From a stream of its own, so that the schedule drawn above stays
+		// as it was: the strikes at Raft's moments come on top.
+		raft := nemesis.RaftStrikes(rand.New(rand.NewPCG(seed, 0x52414654_41494D53)), c, time.Duration(spec.Duration)) // "RAFTAIMS"
+		if len(raft) > 0 {
+			p.Schedule = append(p.Schedule, raft...).Sorted()
+		}
 		if w.StaleHolders {
 			stale := nemesis.StaleHolders(staleStream(seed), c, time.Duration(spec.Duration), w.Lease)
 			p.Schedule, p.WorldOps = append(p.Schedule, stale...), len(stale)
