@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"math/rand/v2"
+	"time"
 
 	"github.com/fencesim/fencesim/lockservice"
 )
@@ -115,4 +116,30 @@ func DrawBuggify(seed uint64) *lockservice.Buggify {
 		b.ElectionTicks = 2*b.HeartbeatTicks + 1 + r.IntN(3)
 	}
 	return &b
+}
+
+// syncDelayShare is the share of swarm seeds (one in syncDelayShare) that
+// draw slow disks for the whole run (DrawSyncDelays).
+const syncDelayShare = 4
+
+// DrawSyncDelays draws a swarm run's disk sync delays from the seed, from
+// a stream of its own (so nothing else drawn from the seed moves): none
+// in most seeds; else 1 to 20 ms for the servers' disks, the store's, or
+// both, with even odds among the three. The slow-disk fault reaches a
+// sync in flight for a stretch of some runs; this makes every sync of a
+// run slow, so that a crash, a vote or an answer sent before its sync
+// ended is the common case there rather than a rare one.
+func DrawSyncDelays(seed uint64) (server, store Duration) {
+	r := rand.New(rand.NewPCG(seed, 0x53594E43_444C4159)) // "SYNCDLAY"
+	if r.IntN(syncDelayShare) != 0 {
+		return 0, 0
+	}
+	d := func() Duration { return Duration(time.Duration(1+r.IntN(20)) * time.Millisecond) }
+	switch r.IntN(3) {
+	case 0:
+		return d(), 0
+	case 1:
+		return 0, d()
+	}
+	return d(), d()
 }

@@ -145,3 +145,51 @@ func TestWorldAddsStaleHoldersOnly(t *testing.T) {
 		t.Errorf("a scripted scenario got %d world pauses; only a swarm's draw takes them", p.WorldOps)
 	}
 }
+
+// TestSwarmDrawsSyncDelays: about one swarm seed in four draws slow disks
+// for the whole run (the servers', the store's or both, 1–20 ms), a
+// replay file keeps them, a spec's own are kept, and out-of-range ones
+// are refused with the field named.
+func TestSwarmDrawsSyncDelays(t *testing.T) {
+	swarm, _ := Lookup("swarm")
+	slow, servers, store := 0, 0, 0
+	for seed := uint64(1); seed <= 200; seed++ {
+		p, err := NewPlan(swarm, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sv, st := p.Spec.ServerSyncDelay, p.Spec.StoreSyncDelay
+		for _, d := range []Duration{sv, st} {
+			if d != 0 && (d < Duration(time.Millisecond) || d > Duration(20*time.Millisecond)) {
+				t.Fatalf("seed %d: sync delay %v, want 0 or 1..20ms", seed, time.Duration(d))
+			}
+		}
+		if sv != 0 || st != 0 {
+			slow++
+		}
+		if sv != 0 {
+			servers++
+		}
+		if st != 0 {
+			store++
+		}
+		if again := replayed(t, p); again.Spec.ServerSyncDelay != sv || again.Spec.StoreSyncDelay != st {
+			t.Errorf("seed %d: the replay's plan has sync delays %v/%v, want %v/%v", seed, again.Spec.ServerSyncDelay, again.Spec.StoreSyncDelay, sv, st)
+		}
+	}
+	if slow < 25 || slow > 80 || servers == 0 || store == 0 {
+		t.Errorf("of 200 seeds %d drew slow disks (%d the servers', %d the store's); want about a quarter, of both kinds", slow, servers, store)
+	}
+	own := swarm
+	own.StoreSyncDelay = Duration(7 * time.Millisecond)
+	if p, _ := NewPlan(own, 7); p.Spec.StoreSyncDelay != own.StoreSyncDelay || p.Spec.ServerSyncDelay != 0 {
+		t.Errorf("a spec's own sync delays became %v/%v", p.Spec.ServerSyncDelay, p.Spec.StoreSyncDelay)
+	}
+	for _, bad := range []Duration{-1, MaxSyncDelay + 1} {
+		s := swarm
+		s.ServerSyncDelay = bad
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "server_sync_delay") {
+			t.Errorf("server_sync_delay %v: got %v, want an error naming the field", bad, err)
+		}
+	}
+}

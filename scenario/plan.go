@@ -103,6 +103,9 @@ func NewPlanIn(spec Spec, seed uint64, w World) (Plan, error) {
 		if spec.IngressDepth == 0 {
 			p.Spec.IngressDepth = DrawIngressDepth(seed)
 		}
+		if spec.ServerSyncDelay == 0 && spec.StoreSyncDelay == 0 {
+			p.Spec.ServerSyncDelay, p.Spec.StoreSyncDelay = DrawSyncDelays(seed)
+		}
 		if !spec.GroupCommit {
 			p.Spec.GroupCommit = drawGroupCommit(seed)
 		}

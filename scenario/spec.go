@@ -38,6 +38,11 @@ const SpecVersion = 1
 // nodesvc's (100) alike.
 const MaxBuggifyTicks = 1000
 
+// MaxSyncDelay bounds Spec.ServerSyncDelay and StoreSyncDelay: a disk
+// slower than this for a whole run is a stalled one, which the slow-disk
+// fault already stands for.
+const MaxSyncDelay = Duration(time.Second)
+
 // Duration reads and writes JSON as "250ms".
 type Duration = nemesis.Duration
 
@@ -88,6 +93,16 @@ type Spec struct {
 	// (lockservice.Buggify). nil: the defaults; a swarm scenario without
 	// it draws it from the seed for one seed in three (DrawBuggify).
 	Buggify *lockservice.Buggify `json:"buggify,omitempty"`
+	// ServerSyncDelay and StoreSyncDelay make every sync of the servers'
+	// (the store's) disks take that long for the whole run: a slow disk
+	// as a setting rather than a fault, so that crashes, votes and
+	// answers land while syncs are in flight all through such a run
+	// (BUGGIFY). 0: a fast disk; a swarm scenario without either draws
+	// them from the seed for one seed in four (DrawSyncDelays). A
+	// slow-disk fault raises a node's delay while it lasts, then puts
+	// this one back. At most MaxSyncDelay.
+	ServerSyncDelay Duration `json:"server_sync_delay,omitempty"`
+	StoreSyncDelay  Duration `json:"store_sync_delay,omitempty"`
 	// Mutant plants a bug in every component of the run (see
 	// bugs.Mutants); "" is the reference.
 	Mutant string    `json:"mutant,omitempty"`
@@ -337,6 +352,8 @@ func (s *Spec) Validate() error {
 		return fail("buggify: set election_ticks and heartbeat_ticks together, heartbeat_ticks ≥ 1 and election_ticks > heartbeat_ticks")
 	case s.Buggify != nil && s.Buggify.ElectionTicks > MaxBuggifyTicks:
 		return fail("buggify.election_ticks must be at most %d (the default is 10)", MaxBuggifyTicks)
+	case s.ServerSyncDelay < 0 || s.ServerSyncDelay > MaxSyncDelay || s.StoreSyncDelay < 0 || s.StoreSyncDelay > MaxSyncDelay:
+		return fail("server_sync_delay and store_sync_delay must lie in [0, %v], e.g. \"5ms\"", time.Duration(MaxSyncDelay))
 	case s.TokenOffset > MaxTokenOffset:
 		return fail("token_offset %d leaves too little room below 2^64 for the run's tokens; use at most %d (2^64 − 2^40)", s.TokenOffset, uint64(MaxTokenOffset))
 	case s.LatencyMin <= 0:

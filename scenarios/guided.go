@@ -559,7 +559,11 @@ func faultOf(o *nemesis.Options, i int) *nemesis.Fault {
 // ones the spec leaves to the draw).
 func (g *guider) redrawKnob(q *Plan, r *rand.Rand) {
 	seed := r.Uint64()
-	switch r.IntN(5) {
+	switch r.IntN(6) {
+	case 5:
+		if g.spec.ServerSyncDelay == 0 && g.spec.StoreSyncDelay == 0 {
+			q.Spec.ServerSyncDelay, q.Spec.StoreSyncDelay = scenario.DrawSyncDelays(seed)
+		}
 	case 4:
 		if g.spec.Buggify == nil {
 			q.Spec.Buggify = scenario.DrawBuggify(seed)

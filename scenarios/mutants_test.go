@@ -72,9 +72,10 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	mutants.MutNoRetryDedup:        {[]hunt{{"swarm", 30}, {"message-storm", 10}}, []string{"S7", "S2", "S5"}},
 	mutants.MutQuorumOffByOne:      {[]hunt{{"swarm", 10}}, []string{"S1", "S2", "S4", "S5", "S7", "S9", "S10", "L1"}},
 	mutants.MutReleaseNoOwnerCheck: {[]hunt{{"swarm", 35}, {"late-release", 3}}, []string{"S7", "L1"}},
-	// The swarm's strikes at Raft's moments (fencesim-0.15) change leaders,
-	// and a new leader restarts the leases it inherits: fewer renewals
-	// come after an expiry (seed 50 of the first window, was 30).
+	// At fencesim-0.15 a quarter of the swarm's seeds draw strikes at
+	// Raft's moments and a quarter slow disks, which moved this window's
+	// first catch from seed 30 to 50 (over 50 windows of 300 seeds from
+	// 10001 the mean went 16.4 → 18.6 seeds, the median 11 → 11).
 	mutants.MutRenewAfterExpiry:      {[]hunt{{"swarm", 60}, {"kleppmann-gc-pause", 3}}, []string{"S6", "S7"}},
 	mutants.MutSendBeforeSync:        {[]hunt{{"swarm", 100}}, []string{"S1", "S2", "S4", "S5", "S7", "S9", "S10", "liveness"}},
 	mutants.MutStaleLeaderGrants:     {[]hunt{{"swarm", 5}}, []string{"S2", "S7"}},
@@ -94,7 +95,9 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	// fencesim-node's front end as the live runner found it
 	// (lockservice/frontend runs in front of every simulated replica).
 	mutants.MutBusyFromLocalTable: {[]hunt{{"swarm", 5}, {"message-storm", 3}}, []string{"S7"}},
-	mutants.MutRequestIDNotInLog:  {[]hunt{{"swarm", 35}, {"message-storm", 30}}, []string{"S7", "S2", "L1"}},
+	// Seed 6 → 57 in this window at fencesim-0.15 (see renew-after-expiry);
+	// over 50 windows of 300 from 10001 the mean stayed 8.2 → 8.1 seeds.
+	mutants.MutRequestIDNotInLog: {[]hunt{{"swarm", 70}, {"message-storm", 30}}, []string{"S7", "S2", "L1"}},
 }
 
 // run sweeps spec with mutant over seeds 1..budget until the first run that

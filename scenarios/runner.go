@@ -226,6 +226,9 @@ func RunPlan(p Plan, opt RunOptions) (res Result, err error) {
 			return Result{}, err
 		}
 	}
+	for _, id := range serverIDs {
+		w.SetSyncDelay(id, time.Duration(spec.ServerSyncDelay))
+	}
 	ignoreTokens := spec.Store.IgnoreTokens || info.UnfencedStore
 	if err := add(storeNode, func() sim.Process {
 		cfg := fencedstore.StoreConfig{Limits: run.Limits, IgnoreTokens: ignoreTokens, Observer: obs, Marks: marks}
@@ -237,6 +240,7 @@ func RunPlan(p Plan, opt RunOptions) (res Result, err error) {
 	if ids[storeNode] != run.Store {
 		return Result{}, fmt.Errorf("scenario %q: the store got node id %d, want %d", spec.Name, ids[storeNode], run.Store)
 	}
+	w.SetSyncDelay(run.Store, time.Duration(spec.StoreSyncDelay))
 	frontEnds := serverIDs[:len(serverIDs)-info.BackEnds]
 	for _, c := range spec.Clients {
 		cfg := workload.DefaultConfig(c.Name, frontEnds, run.Store, c.Resource)
