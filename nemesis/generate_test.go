@@ -436,7 +436,7 @@ func TestCrashRecoveringAim(t *testing.T) {
 // and the same for the same stream; none for a cluster without a leader
 // or a minority to leave a tail on.
 func TestRaftStrikes(t *testing.T) {
-	struck, tails, follower, stale := 0, 0, 0, 0
+	struck, tails, follower, stale, crashes := 0, 0, 0, 0, 0
 	for seed := range uint64(300) {
 		s := RaftStrikes(rng(seed), replicated, safety)
 		if !reflect.DeepEqual(s, RaftStrikes(rng(seed), replicated, safety)) {
@@ -460,6 +460,12 @@ func TestRaftStrikes(t *testing.T) {
 				tails++
 			case op.Kind == Isolate && op.When == MomentAppended && op.Node == Subject:
 				follower++
+			case op.Kind == Crash && (op.When == MomentAppended || op.When == MomentVoted):
+				crashes++
+			case op.Kind == Crash && op.Node == Leader, op.Kind == SlowDisk:
+				// a crash-voter's leader crash, a crash aim's slow disk
+			case op.Kind == Isolate && op.When == MomentElected && op.Node == Subject:
+				// a crash-voter's winner cut off
 			case op.Kind == Isolate || op.When != "":
 				t.Errorf("seed %d: unexpected trigger %v", seed, op)
 			case op.Kind == Reorder:
@@ -477,8 +483,8 @@ func TestRaftStrikes(t *testing.T) {
 	if struck < 300/raftStrikeShare/2 || struck > 2*300/raftStrikeShare {
 		t.Errorf("%d of 300 seeds struck at Raft's moments, want about one in %d", struck, raftStrikeShare)
 	}
-	if tails == 0 || follower == 0 || follower >= tails || stale == 0 {
-		t.Errorf("leader isolations at an append %d, of the follower too %d, stale appends %d: want some of each, the follower's in most", tails, follower, stale)
+	if tails == 0 || follower == 0 || follower >= tails || stale == 0 || crashes == 0 {
+		t.Errorf("leader isolations at an append %d, of the follower too %d, stale appends %d, crashes at a vote or an append %d: want some of each, the follower's in most", tails, follower, stale, crashes)
 	}
 	for _, c := range []Cluster{singleNode, {Servers: []string{"n1", "n2"}, Clients: []string{"a"}, LeaderSelector: true, TTL: time.Second}} {
 		for seed := range uint64(50) {

