@@ -42,6 +42,7 @@ var swarmFloor = map[coverage.Mark]int{
 	coverage.ReplicaRestartFromSnapshot:  16, // 32
 	coverage.ReplicaSnapshotSegmentsLeft: 2,  // 5
 	coverage.ReplicaLogTailCut:           4,  // 9 (the crash-recovering aim, fencesim-0.13: 128 of 2,000 seeds, 21 before)
+	coverage.ReplicaHandOver:             30, // 60 (the swarm's clients wait: fencesim-0.15)
 	coverage.LockRenewAfterExpiry:        8,  // 17
 	coverage.LockReleaseAfterRegrant:     5,  // 10
 	coverage.TokenCross2p31:              8,  // 16
@@ -103,6 +104,7 @@ var byUnitTest = map[coverage.Mark]string{
 	coverage.FrontendHandoverWaiters:    "lockservice/frontend TestHandoverWithWaiters", // no fault hands the lead over
 	coverage.ReplicaLogTermCut:          "lockservice/reference TestReplicaCutsEntriesPastItsTerm",
 	coverage.ReplicaSnapshotTorn:        "lockservice/reference TestReplicaSnapshotsUnderCrashes",
+	coverage.ReplicaHandOverRefused:     "lockservice/reference TestWaitQueueHandOverRefusedWhenTheReleaseFails", // 1 of swarm seeds 1..60
 	coverage.ReplicaSnapshotLogMismatch: "lockservice/reference TestReplicaDropsALogThatDoesNotContinueItsSnapshot",
 }
 
