@@ -137,6 +137,14 @@ const (
 	// does not continue its snapshot (a crash between installing a
 	// leader's snapshot and dropping the old log) and dropped it.
 	ReplicaSnapshotLogMismatch
+	// ReplicaHandOver: a release entry ended a lease and granted the
+	// resource's head waiter in the same entry (waitqueue.go).
+	ReplicaHandOver
+	// ReplicaHandOverRefused: a release entry carrying the head waiter's
+	// acquire did not end the lease (its owner check failed when the
+	// entry applied): the waiter was not granted by it and was parked
+	// again.
+	ReplicaHandOverRefused
 	// LockExpireRaced: an expiry entry applied after a renewal or a new
 	// grant restarted the lease it meant to end, so it ended nothing
 	// (renew racing expiry).
@@ -286,6 +294,8 @@ var info = [numMarks]struct{ name, where, doc string }{
 	ReplicaSnapshotTorn:         {"replica.snapshot-torn", "reference", "a restarted replica found its newest snapshot torn and used the one before"},
 	ReplicaSnapshotSegmentsLeft: {"replica.snapshot-segments-left", "reference", "a restarted replica dropped log segments its snapshot covers"},
 	ReplicaSnapshotLogMismatch:  {"replica.snapshot-log-mismatch", "reference", "a restarted replica dropped a log that does not continue its snapshot"},
+	ReplicaHandOver:             {"replica.hand-over", "reference", "a release entry granted the head waiter in the same entry"},
+	ReplicaHandOverRefused:      {"replica.hand-over-refused", "reference", "a hand-over entry ended no lease: its waiter was parked again"},
 	LockExpireRaced:             {"lock.expire-raced", "reference", "an expiry applied after a renewal restarted the lease (renew racing expiry)"},
 	LockRenewAfterExpiry:        {"lock.renew-after-expiry", "reference", "a renewal applied after its lease ended"},
 	LockReleaseAfterRegrant:     {"lock.release-after-regrant", "reference", "a release applied after the resource was granted again"},

@@ -21,6 +21,10 @@ const codecVersion = 1
 // unused: an older build's takeover flag was a set flag, refused since.
 const flagKey = 2
 
+// flagNext says a release carries its resource's next holder's acquire
+// (Command.Next) after its other fields.
+const flagNext = 4
+
 func encodeCommand(c Command) []byte {
 	b := make([]byte, 0, 32+len(c.Resource)+len(c.Client))
 	// The flags varint: 0 unless an optional field follows (flagRequestID,
@@ -33,6 +37,9 @@ func encodeCommand(c Command) []byte {
 	if c.Key != "" {
 		flags |= flagKey
 	}
+	if c.Next.Client != "" {
+		flags |= flagNext
+	}
 	b = append(b, codecVersion, byte(c.Kind), flags)
 	b = record.AppendString(b, c.Resource)
 	b = record.AppendString(b, c.Client)
@@ -44,6 +51,13 @@ func encodeCommand(c Command) []byte {
 	}
 	if c.Key != "" {
 		b = record.AppendString(b, c.Key)
+	}
+	if n := c.Next; n.Client != "" {
+		b = record.AppendString(b, n.Client)
+		for _, v := range []uint64{uint64(n.TTL), n.Token, n.Request} {
+			b = binary.AppendUvarint(b, v)
+		}
+		b = record.AppendString(b, n.Key)
 	}
 	return b
 }
@@ -62,7 +76,7 @@ func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
 	c := Command{Kind: CommandKind(b[1])}
 	r := record.Reader{B: b[2:]}
 	flags := r.Uvarint()
-	if flags&^(flagRequestID|flagKey) != 0 {
+	if flags&^(flagRequestID|flagKey|flagNext) != 0 {
 		r.Fail(record.ErrCorrupt) // a flag no version defines
 	}
 	c.Resource = names.get(r.Bytes())
@@ -77,6 +91,16 @@ func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
 	if flags&flagKey != 0 {
 		if c.Key = string(r.Bytes()); c.Key == "" {
 			r.Fail(record.ErrCorrupt) // flagged, so not empty
+		}
+	}
+	if flags&flagNext != 0 {
+		n := &c.Next
+		n.Client = names.get(r.Bytes())
+		n.TTL = time.Duration(r.Uvarint())
+		n.Token, n.Request = r.Uvarint(), r.Uvarint()
+		n.Key = string(r.Bytes())
+		if n.Client == "" || c.Kind != CmdRelease {
+			r.Fail(record.ErrCorrupt) // flagged, so named; only a release hands over
 		}
 	}
 	if err := r.Done(); err != nil {
@@ -101,7 +125,7 @@ func checkEntries(m raft.Message, names *nameTable) error {
 		if err != nil {
 			return fmt.Errorf("raft message from %d: entry %d: %w", m.From, e.Index, err)
 		}
-		if c.Kind < CmdAcquire || c.Kind > CmdExpire || c.TTL < 0 {
+		if c.Kind < CmdAcquire || c.Kind > CmdExpire || c.TTL < 0 || c.Next.TTL < 0 {
 			return fmt.Errorf("raft message from %d: entry %d: command kind %d with TTL %v cannot be applied", m.From, e.Index, c.Kind, c.TTL)
 		}
 	}

@@ -15,6 +15,7 @@ func TestCodecRoundTrips(t *testing.T) {
 		{Kind: CmdRelease, Resource: "r", Client: "c", Token: 9, Request: 3},
 		{Kind: CmdRelease, Resource: "r", Client: "c", Token: 9, Request: 3, RequestID: "rel-7"},
 		{Kind: CmdAcquire, Resource: "r", Client: "c", TTL: time.Second, Request: 2<<32 | 1, Key: "req-7"},
+		{Kind: CmdRelease, Resource: "r", Client: "c", Token: 9, Request: 3, Next: HandOver{Client: "w", TTL: time.Second, Request: 2<<32 | 5, Key: "k", Token: 77}},
 		{},
 	}
 	for _, c := range cmds {
@@ -59,6 +60,7 @@ func TestCodecRejectsEveryTruncation(t *testing.T) {
 		"command":    encodeCommand(Command{Kind: CmdAcquire, Resource: "r1", Client: "c1", TTL: time.Second, Request: 5}),
 		"release":    encodeCommand(Command{Kind: CmdRelease, Resource: "r1", Client: "c1", Token: 4, RequestID: "id"}),
 		"keyed":      encodeCommand(Command{Kind: CmdAcquire, Resource: "r1", Client: "c1", TTL: time.Second, Request: 5, Key: "k"}),
+		"hand-over":  encodeCommand(Command{Kind: CmdRelease, Resource: "r1", Client: "c1", Token: 4, Request: 6, Next: HandOver{Client: "w", TTL: time.Second, Request: 5, Key: "k"}}),
 		"entry":      encodeEntry(raft.Entry{Term: 3, Index: 17, Data: []byte("data")}),
 		"hard state": encodeHardState(raft.HardState{Term: 9, Vote: 3, Commit: 300}),
 	}
@@ -66,6 +68,7 @@ func TestCodecRejectsEveryTruncation(t *testing.T) {
 		"command":    func(b []byte) error { _, err := decodeCommand(b); return err },
 		"release":    func(b []byte) error { _, err := decodeCommand(b); return err },
 		"keyed":      func(b []byte) error { _, err := decodeCommand(b); return err },
+		"hand-over":  func(b []byte) error { _, err := decodeCommand(b); return err },
 		"entry":      func(b []byte) error { _, err := decodeEntry(b); return err },
 		"hard state": func(b []byte) error { _, err := decodeHardState(b); return err },
 	}
@@ -134,5 +137,38 @@ func TestCodecRefusesAFlaggedEmptyField(t *testing.T) {
 		if c, err := decodeCommand(set); err == nil {
 			t.Errorf("flags %#x with an empty field decoded to %+v", flags, c)
 		}
+	}
+}
+
+// TestCodecHandOverOnlyOnARelease: a hand-over (Command.Next) is written
+// only when it names a waiter, and decodes only on a release, with a
+// waiter named: any other command carrying one, or one naming nobody, is
+// the encoding of no command.
+func TestCodecHandOverOnlyOnARelease(t *testing.T) {
+	plain := Command{Kind: CmdRelease, Resource: "r", Client: "c", Token: 9, Request: 3}
+	if b := encodeCommand(plain); b[2] != 0 {
+		t.Fatalf("a release without a hand-over has flags %#x, want 0 (its bytes unchanged)", b[2])
+	}
+	with := plain
+	with.Next = HandOver{Client: "w", TTL: time.Second, Request: 4}
+	b := encodeCommand(with)
+	if b[2] != flagNext {
+		t.Fatalf("a release with a hand-over has flags %#x, want %#x", b[2], flagNext)
+	}
+	for _, k := range []CommandKind{CmdAcquire, CmdRenew, CmdExpire} {
+		bad := append([]byte{}, b...)
+		bad[1] = byte(k)
+		if c, err := decodeCommand(bad); err == nil {
+			t.Errorf("kind %d with a hand-over decoded to %+v", k, c)
+		}
+	}
+	nobody := append(encodeCommand(plain), 0, 0, 0, 0, 0) // an empty waiter's fields
+	nobody[2] = flagNext
+	if c, err := decodeCommand(nobody); err == nil {
+		t.Errorf("a hand-over to nobody decoded to %+v", c)
+	}
+	if err := checkEntries(raft.Message{Entries: []raft.Entry{{Index: 1, Data: encodeCommand(Command{Kind: CmdRelease, Resource: "r", Client: "c",
+		Next: HandOver{Client: "w", TTL: -time.Second}})}}}, nil); err == nil {
+		t.Error("a hand-over with a negative TTL passed checkEntries")
 	}
 }

@@ -36,4 +36,30 @@ type Command struct {
 	// (lockservice.AcquireRequest.Key), deduplicated by the table on
 	// every replica alike.
 	Key string `json:"key,omitempty"`
+	// Next, for CmdRelease: the acquire of the resource's head waiter at
+	// the leader, handed the lock by the same entry (waitqueue.go). Zero
+	// (no Client): none.
+	Next HandOver `json:"next,omitzero"`
+}
+
+// HandOver is the acquire a release entry carries for the resource's next
+// holder: the waiter's command as it would be proposed on
+// its own (the resource is the entry's), so that every replica applies it
+// alike, consulting nothing but the log.
+type HandOver struct {
+	Client  string        `json:"c"`
+	TTL     time.Duration `json:"ttl,omitempty"`
+	Request uint64        `json:"q,omitempty"`
+	Key     string        `json:"key,omitempty"`
+	// Token is the leader's stamp (TokenSource.Stamp), as an acquire's.
+	Token uint64 `json:"t,omitempty"`
+}
+
+// next returns the acquire c hands its resource to, if it carries one.
+func (c Command) next() (Command, bool) {
+	if c.Next.Client == "" {
+		return Command{}, false
+	}
+	n := c.Next
+	return Command{Kind: CmdAcquire, Resource: c.Resource, Client: n.Client, TTL: n.TTL, Token: n.Token, Request: n.Request, Key: n.Key}, true
 }

@@ -347,11 +347,7 @@ func (t *LockTable) Release(r lockservice.ReleaseRequest) (lockservice.LockReply
 	if !ok {
 		return t.remember(r.Client, r.Request, lockservice.LockReply{Request: r.Request, Status: lockservice.NotHolder}), nil
 	}
-	check := releaseCheck
-	if t.Rules.ReleaseCheck != nil {
-		check = t.Rules.ReleaseCheck
-	}
-	switch check(*l, r) {
+	switch t.releaseCheck(*l, r) {
 	case lockservice.Released:
 	case lockservice.Stale:
 		return t.staleReply(r.Request), nil
@@ -360,6 +356,25 @@ func (t *LockTable) Release(r lockservice.ReleaseRequest) (lockservice.LockReply
 	}
 	delete(t.leases, r.Resource)
 	return t.remember(r.Client, r.Request, lockservice.LockReply{Request: r.Request, Status: lockservice.Released, Token: l.Token}), l
+}
+
+// releaseCheck is the table's release rule (TableRules.ReleaseCheck).
+func (t *LockTable) releaseCheck(l Lease, r lockservice.ReleaseRequest) lockservice.Status {
+	if t.Rules.ReleaseCheck != nil {
+		return t.Rules.ReleaseCheck(l, r)
+	}
+	return releaseCheck(l, r)
+}
+
+// Releases reports whether Release(r) would end the current lease if it
+// were applied now, without applying it: the leader asks, before it
+// proposes a release, whether the entry should carry a hand-over.
+func (t *LockTable) Releases(r lockservice.ReleaseRequest) bool {
+	if _, ok := t.Seen(r.Client, r.Request); ok || t.stale(r.Client, r.Request) {
+		return false
+	}
+	l, ok := t.leases[r.Resource]
+	return ok && t.releaseCheck(*l, r) == lockservice.Released
 }
 
 // Expire removes the lease with token on resource if it is still current

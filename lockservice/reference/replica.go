@@ -155,6 +155,9 @@ type waiter struct {
 	client  string
 	request uint64
 	waited  time.Duration // in the wait queue, on this replica's clock
+	// next: the waiter a release hands the lock to (Command.Next),
+	// answered with its acquire's reply.
+	next bool
 }
 
 // leaderLease is a lease the leader times (ReplicaConfig.LeaseTimers):
@@ -232,11 +235,12 @@ type Replica struct {
 
 	// The wait queue (waitqueue.go), leader only: parked acquires by
 	// resource, oldest first; how many in all; the index of the acquire
-	// promoted from each queue until it applies; the resources whose
-	// lease ended in the entries being applied.
+	// promoted from each queue, or of the end handing it over, until it
+	// applies; the resources whose lease ended in the entries being
+	// applied.
 	parked    map[string][]*parkedAcquire
 	parkedN   int
-	promoting map[string]uint64
+	promoting map[string]promotion
 	freed     []string
 }
 
@@ -260,7 +264,7 @@ func (r *Replica) Start(env process.Env) {
 	r.leases = map[string]leaderLease{}
 	r.decided = map[uint64]uint64{}
 	r.parked = map[string][]*parkedAcquire{}
-	r.promoting = map[string]uint64{}
+	r.promoting = map[string]promotion{}
 	r.timers = r.cfg.LeaseTimers
 	if r.timers == nil {
 		r.timers = monotonicTimers{}
@@ -415,6 +419,10 @@ func (r *Replica) propose(from process.NodeID, client string, request uint64, c 
 	if decision == LeaderExpires {
 		r.expireHolder(c)
 	}
+	var next *parkedAcquire
+	if c.Kind == CmdRelease {
+		next = r.handOver(&c)
+	}
 	index, term, err := r.node.Propose(encodeCommand(c))
 	if err != nil {
 		lead := lockservice.NoLeader
@@ -432,6 +440,9 @@ func (r *Replica) propose(from process.NodeID, client string, request uint64, c 
 	}
 	r.inflight++
 	r.pending[index] = append(r.pending[index], waiter{to: from, client: client, request: request, waited: waited})
+	if next != nil {
+		r.handing(next, index)
+	}
 	return index, true
 }
 
@@ -631,58 +642,11 @@ func (r *Replica) apply(e raft.Entry) {
 	}
 	var rep lockservice.LockReply
 	replayed := false // an acquire's grant replayed from an earlier entry
+	ended := false    // a release or an expiry that ended the lease
 	obs := r.cfg.Observer
 	switch c.Kind {
 	case CmdAcquire:
-		// A second entry of a request (a copy proposed while the first was
-		// in flight) only replays its reply: it must not restart the lease,
-		// nor re-arm a timer on a resource that may have changed hands.
-		// So does a keyed acquire whose key the table remembers (the
-		// same attempt submitted again under another request number).
-		acq := lockservice.AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request, Key: c.Key}
-		_, replay := r.table.SeenAcquire(acq)
-		replay = replay && r.table.replays(CmdAcquire)
-		if replay {
-			r.cfg.Marks.Hit(coverage.ReplicaDuplicateEntry)
-			if _, byNumber := r.table.Seen(c.Client, c.Request); c.Key != "" && !byNumber {
-				r.cfg.Marks.Hit(coverage.FrontendDedupHit) // the key's memory, not the number's
-			}
-		}
-		replayed = replay
-		token := e.Index + r.cfg.TokenOffset
-		if r.cfg.Tokens != nil {
-			token = r.cfg.Tokens.Token(c.Token, e.Index)
-		}
-		if term, ok := r.decided[e.Index]; ok {
-			delete(r.decided, e.Index)
-			if term == e.Term && !replay && !r.table.stale(c.Client, c.Request) {
-				r.takeOver(c)
-			}
-		}
-		prev, held := r.table.Lease(c.Resource)
-		rep = r.table.Acquire(acq, 0, token)
-		if rep.Status == lockservice.Granted && !replay {
-			if !held || prev.Token != rep.Token { // not the holder's own grant standing
-				obs.Observe(lockservice.Event{Kind: lockservice.EvGranted, Resource: c.Resource, Client: c.Client, Token: rep.Token, Index: e.Index})
-				r.markToken(rep.Token)
-			} else {
-				r.cfg.Marks.Hit(coverage.LockHolderReacquired)
-			}
-			r.started[c.Resource] = e.Index
-			if r.leader {
-				r.arm(c.Resource, rep.Token, e.Index, c.TTL)
-			}
-		}
-		if r.cfg.Grants != nil && r.leader && !replay {
-			r.cfg.Grants.Applied(r.env, c, rep)
-		}
-		if r.leader {
-			if idx, ok := r.promoting[c.Resource]; ok && idx == e.Index {
-				delete(r.promoting, c.Resource)
-				r.leaseEnded(c.Resource) // granted: the next waits on; else the next may go
-			}
-			r.answerParked(c, rep)
-		}
+		rep, replayed = r.applyAcquire(c, e)
 	case CmdRenew:
 		_, replay := r.table.Seen(c.Client, c.Request) // as for CmdAcquire
 		rep = r.table.Renew(lockservice.RenewRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request, TTL: c.TTL}, 0)
@@ -697,44 +661,127 @@ func (r *Replica) apply(e raft.Entry) {
 			}
 		}
 	case CmdRelease:
-		var ended *Lease
-		rep, ended = r.table.Release(lockservice.ReleaseRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request})
-		if l, held := r.table.Lease(c.Resource); ended == nil && held && l.Token > c.Token {
+		var l *Lease
+		rep, l = r.table.Release(lockservice.ReleaseRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request})
+		if cur, held := r.table.Lease(c.Resource); l == nil && held && cur.Token > c.Token {
 			r.cfg.Marks.Hit(coverage.LockReleaseAfterRegrant)
 		}
-		if ended != nil {
-			obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: ended.Holder, Token: ended.Token, Reason: "released", Index: e.Index, RequestID: c.RequestID})
-			delete(r.started, c.Resource) // kept only while leased: it is in every snapshot
-			r.disarm(c.Resource)
-			r.leaseEnded(c.Resource)
+		if l != nil {
+			obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "released", Index: e.Index, RequestID: c.RequestID})
+			r.leaseGone(c.Resource)
+			ended = true
 		}
 	case CmdExpire:
 		if r.started[c.Resource] == c.Since {
 			if l, ok := r.table.ExpireToken(c.Resource, c.Token); ok {
 				obs.Observe(lockservice.Event{Kind: lockservice.EvEnded, Resource: c.Resource, Client: l.Holder, Token: l.Token, Reason: "expired", Index: e.Index})
-				delete(r.started, c.Resource)
-				r.disarm(c.Resource)
-				r.leaseEnded(c.Resource)
-				return
+				r.leaseGone(c.Resource)
+				ended = true
 			}
 		}
-		r.cfg.Marks.Hit(coverage.LockExpireRaced)
-		return
+		if !ended {
+			r.cfg.Marks.Hit(coverage.LockExpireRaced)
+		}
 	default:
 		panic(fmt.Sprintf("lockservice: unknown command kind %d at index %d", c.Kind, e.Index))
 	}
-	for _, w := range waiters {
-		if w.client == c.Client && w.request == c.Request {
-			out := rep
-			if rep.Status == lockservice.Granted && !replayed {
-				// This answer's, not the table's; a replayed grant began
-				// with an earlier entry, maybe before this copy's wait
-				// ended, so it claims none.
-				out.Waited = w.waited
-			}
-			r.env.Send(w.to, out)
+	// The hand-over (waitqueue.go): the carried acquire is applied only
+	// if this entry's own end freed the resource.
+	next, hands := c.next()
+	var nrep lockservice.LockReply
+	nreplayed, handed := false, false
+	if hands {
+		if _, held := r.table.Lease(c.Resource); ended && !held {
+			nrep, nreplayed = r.applyAcquire(next, e)
+			handed = true
+			r.cfg.Marks.Hit(coverage.ReplicaHandOver)
 		}
 	}
+	if r.leader {
+		r.promotionApplied(c.Resource, e.Index, handed)
+		if c.Kind == CmdAcquire {
+			r.answerParked(c, rep)
+		}
+		if handed {
+			r.answerParked(next, nrep)
+		}
+	}
+	for _, w := range waiters {
+		switch {
+		case w.next:
+			if handed { // else parked again (promotionApplied)
+				r.answer(w, nrep, nreplayed)
+			}
+		case w.client == c.Client && w.request == c.Request:
+			r.answer(w, rep, replayed)
+		}
+	}
+}
+
+// applyAcquire applies an acquire at entry e — its own entry, or the
+// release that hands the resource to it — and returns its reply
+// and whether that replays an earlier entry's grant.
+func (r *Replica) applyAcquire(c Command, e raft.Entry) (lockservice.LockReply, bool) {
+	// A second entry of a request (a copy proposed while the first was
+	// in flight) only replays its reply: it must not restart the lease,
+	// nor re-arm a timer on a resource that may have changed hands.
+	// So does a keyed acquire whose key the table remembers (the
+	// same attempt submitted again under another request number).
+	acq := lockservice.AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request, Key: c.Key}
+	_, replay := r.table.SeenAcquire(acq)
+	replay = replay && r.table.replays(CmdAcquire)
+	if replay {
+		r.cfg.Marks.Hit(coverage.ReplicaDuplicateEntry)
+		if _, byNumber := r.table.Seen(c.Client, c.Request); c.Key != "" && !byNumber {
+			r.cfg.Marks.Hit(coverage.FrontendDedupHit) // the key's memory, not the number's
+		}
+	}
+	token := e.Index + r.cfg.TokenOffset
+	if r.cfg.Tokens != nil {
+		token = r.cfg.Tokens.Token(c.Token, e.Index)
+	}
+	if term, ok := r.decided[e.Index]; ok {
+		delete(r.decided, e.Index)
+		if term == e.Term && !replay && !r.table.stale(c.Client, c.Request) {
+			r.takeOver(c)
+		}
+	}
+	prev, held := r.table.Lease(c.Resource)
+	rep := r.table.Acquire(acq, 0, token)
+	if rep.Status == lockservice.Granted && !replay {
+		if !held || prev.Token != rep.Token { // not the holder's own grant standing
+			r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvGranted, Resource: c.Resource, Client: c.Client, Token: rep.Token, Index: e.Index})
+			r.markToken(rep.Token)
+		} else {
+			r.cfg.Marks.Hit(coverage.LockHolderReacquired)
+		}
+		r.started[c.Resource] = e.Index
+		if r.leader {
+			r.arm(c.Resource, rep.Token, e.Index, c.TTL)
+		}
+	}
+	if r.cfg.Grants != nil && r.leader && !replay {
+		r.cfg.Grants.Applied(r.env, c, rep)
+	}
+	return rep, replay
+}
+
+// leaseGone drops what the replica keeps of a lease an entry ended.
+func (r *Replica) leaseGone(resource string) {
+	delete(r.started, resource) // kept only while leased: it is in every snapshot
+	r.disarm(resource)
+	r.leaseEnded(resource)
+}
+
+// answer sends w the reply to its request.
+func (r *Replica) answer(w waiter, rep lockservice.LockReply, replayed bool) {
+	if rep.Status == lockservice.Granted && !replayed {
+		// This answer's, not the table's; a replayed grant began with an
+		// earlier entry, maybe before this copy's wait ended, so it
+		// claims none.
+		rep.Waited = w.waited
+	}
+	r.env.Send(w.to, rep)
 }
 
 // tokenBoundaries are the integer boundaries a token crossing is marked at.

@@ -399,16 +399,28 @@ func checkGrantOrder(t *testing.T, calls []simtest.ObsCall) (grants int) {
 	return grants
 }
 
+// granting returns the acquire an entry's command applies: its own, or
+// the one a release hands the lock to (Command.Next).
+func granting(c Command) (Command, bool) {
+	if c.Kind == CmdAcquire {
+		return c, true
+	}
+	return c.next()
+}
+
 // checkGrantsFromDistinctRequests maps every granted token to the entry
 // that granted it — the token is its log index — and checks that the entry
-// is an acquire by the grantee of that resource and that no (client,
-// request) was granted twice.
+// is an acquire by the grantee of that resource, or an end handing the
+// resource to it, and that no (client, request) was granted twice.
 func checkGrantsFromDistinctRequests(t *testing.T, grants []simtest.ObsCall, d *sim.Disk) {
 	t.Helper()
 	by := map[simtest.OpKey]uint64{}
 	for _, g := range grants {
 		c, ok := commandAt(t, d, g.Token)
-		if !ok || c.Kind != CmdAcquire || c.Client != g.Client || c.Resource != g.Resource {
+		if ok {
+			c, ok = granting(c)
+		}
+		if !ok || c.Client != g.Client || c.Resource != g.Resource {
 			t.Errorf("token %d granted %s to %s, but the log holds %+v (found %v) at index %d", g.Token, g.Resource, g.Client, c, ok, g.Token)
 			continue
 		}

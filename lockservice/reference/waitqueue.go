@@ -8,6 +8,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/raft"
 	"github.com/fencesim/fencesim/process"
@@ -17,25 +18,73 @@ import (
 // (AcquireRequest.Wait) and finds its resource held by another client in
 // the leader's applied table is parked at the leader, in a FIFO per
 // resource, instead of being proposed: waiting costs no log entry, no
-// fsync and no polling. When the lease ends at the leader (a release or an
-// expiry applied), the leader proposes the head waiter's acquire through
-// the log and answers it once it applies, as any acquire: the token is
-// still the granting entry's index, and the log still decides. A waiter
-// whose bound passes is proposed through the log as a plain acquire, so a
-// Busy answer is always the log's, never a guess of a leader that may be
-// deposed. The queue is leader-local and volatile: when the replica stops
-// leading (or starts handing the lead over) it answers every waiter
+// fsync and no polling.
+//
+// The hand-over. When the leader proposes a release that its applied
+// table says will take effect and the resource has waiters, the entry
+// carries the head waiter's acquire (Command.Next) and the waiter leaves
+// the queue. Applying the entry, on every replica alike, first applies the
+// release exactly as an entry without a hand-over would (dedup, the owner
+// check); only if the release ended the lease, so that the resource is
+// free, does it apply the carried acquire, as its own acquire entry would
+// be applied: the same dedup by request number and key, and a grant's
+// token is the entry's index (the release itself grants nothing, so
+// tokens remain the committed log index of the granting entry and
+// strictly increase). A lock passes from one holder to the next in one
+// commit, not two (release, then the waiter's acquire): that second
+// commit was the cost of a contended lock's hand-over
+// (docs/performance.md).
+//
+// Why only a release that took effect: the entry then means what it says
+// — "h released, w acquired" — and a release refused (a late copy, a
+// lease that an entry still in flight when the leader proposed it had
+// ended) leaves the table exactly as a plain release would; the entry
+// never grants a lock its own release did not free, even when something
+// earlier in the log freed it. The waiter of such an entry hears nothing
+// from it: the leader parks it again at the head of its queue (FIFO kept,
+// its bound running on) and promotes it as below. Nothing leader-local
+// enters the apply — the acquire travels in the entry — so a new leader,
+// a follower and a replica replaying its log or restarting from a
+// snapshot decide the hand-over alike, and as the release and the grant
+// are one entry, no snapshot or crash falls between them.
+//
+// Why not an expiry: it would fit (the same rule, on the expiry's token
+// and start index), but an expiry is not the contended path — it ends
+// the lease of a holder that stopped renewing (crashed, paused, cut off)
+// — and handing over
+// at once closes the window in which a late renewal meets the freed
+// lease, the story by which the swarm catches a service that revives an
+// expired lease (renew-after-expiry: 12 of swarm seeds 1..200 without,
+// 8 with). An expiry frees the resource and the next waiter is promoted.
+//
+// Otherwise (an expiry, a release proposed before anyone parked, a
+// hand-over refused, a promoted acquire answered busy) the lease's end at
+// the leader promotes the head waiter: its acquire is proposed as an entry
+// of its own once the applied table shows the resource free. One hand-over
+// or promotion per resource is in flight at a time (r.promoting), so the
+// queue's order is the grant order. A waiter whose bound passes is
+// proposed through the log as a plain acquire, so a Busy answer is always
+// the log's, never a guess of a leader that may be deposed.
+//
+// The queue is leader-local and volatile: when the replica stops leading
+// (or starts handing the lead over) it answers every parked waiter
 // NotLeader, and the client retries at the new leader with the same
-// request id (the dedup table keeps it one grant); a crashed leader's
-// waiters hear nothing and retry on their timeout. Each queue is bounded
-// (ReplicaConfig.WaitQueueDepth, and WaitQueueTotal over all resources):
-// beyond it an acquire is proposed at once, as without a wait bound.
+// request id (the dedup table keeps it one grant); a waiter whose
+// hand-over or promotion is in flight is a pending request like any
+// other, and like a crashed leader's waiters it retries on its timeout.
+// Each queue is bounded (ReplicaConfig.WaitQueueDepth, and WaitQueueTotal
+// over all resources): beyond it an acquire is proposed at once, as
+// without a wait bound. The variants that decide grants at the leader
+// (ReplicaConfig.Grants) get no hand-over: their decision is the
+// leader's, made when it proposes an acquire, and a hand-over is the
+// log's.
 
 // parkedAcquire is one acquire waiting at the leader.
 type parkedAcquire struct {
 	to    process.NodeID
 	c     Command
 	since time.Duration // parked at, on the monotonic clock
+	wait  time.Duration // its bound, from since
 	timer clockwork.Timer
 	// dueFn is the bound's callback, made once per park.
 	dueFn func()
@@ -81,7 +130,7 @@ func (r *Replica) park(from process.NodeID, c Command, wait time.Duration) bool 
 	if len(q) >= r.cfg.WaitQueueDepth || r.parkedN >= r.cfg.WaitQueueTotal {
 		return false
 	}
-	p := &parkedAcquire{to: from, c: c, since: r.env.Clock().Monotonic()}
+	p := &parkedAcquire{to: from, c: c, since: r.env.Clock().Monotonic(), wait: wait}
 	p.dueFn = func() { r.waitDue(p) }
 	p.timer = r.env.Clock().AfterFunc(wait, p.dueFn)
 	r.parked[c.Resource] = append(q, p)
@@ -120,6 +169,86 @@ func (r *Replica) waitDue(p *parkedAcquire) {
 	}
 }
 
+// promotion is an acquire of a queue's head in flight: a promoted
+// acquire's entry, or the end that hands the lock over.
+type promotion struct {
+	index uint64
+	// handed is the waiter the entry at index hands the lock to (nil: a
+	// promoted acquire of its own): parked again if the entry's end does
+	// not take effect.
+	handed *parkedAcquire
+}
+
+// handOver picks the waiter c — a release the leader is about to propose —
+// hands its resource to, and writes its acquire into c: the head of the
+// queue, if nothing of the queue is in flight and the leader's applied
+// table says c will end the lease. It leaves the waiter
+// parked: handing takes it out once c is proposed.
+func (r *Replica) handOver(c *Command) *parkedAcquire {
+	q := r.parked[c.Resource]
+	if len(q) == 0 || r.cfg.Grants != nil {
+		return nil
+	}
+	if _, busy := r.promoting[c.Resource]; busy {
+		return nil
+	}
+	if c.Kind != CmdRelease || !r.table.Releases(lockservice.ReleaseRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request}) {
+		return nil
+	}
+	p := q[0]
+	c.Next = HandOver{Client: p.c.Client, TTL: p.c.TTL, Request: p.c.Request, Key: p.c.Key}
+	if r.cfg.Tokens != nil {
+		c.Next.Token = r.cfg.Tokens.Stamp(r.env)
+	}
+	return p
+}
+
+// handing takes p, whose hand-over the leader proposed at index, out of
+// its queue: it is answered when the entry applies, as a proposed acquire.
+func (r *Replica) handing(p *parkedAcquire, index uint64) {
+	r.unpark(p)
+	r.promoting[p.c.Resource] = promotion{index: index, handed: p}
+	r.inflight++
+	r.pending[index] = append(r.pending[index], waiter{to: p.to, client: p.c.Client, request: p.c.Request, waited: r.waited(p), next: true})
+	r.env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.hand-over", slog.String("client", p.c.Client), slog.Uint64("req", p.c.Request), slog.String("resource", p.c.Resource), slog.Uint64("index", index))
+}
+
+// promotionApplied notes, on the leader, that the entry at index of
+// resource applied: if it was the queue's promotion or hand-over, the
+// next waiter may go (or waits on the new holder); a waiter whose
+// hand-over did not take effect (handed false) is parked again first, at
+// the head.
+func (r *Replica) promotionApplied(resource string, index uint64, handed bool) {
+	pr, ok := r.promoting[resource]
+	if !ok || pr.index != index {
+		return
+	}
+	delete(r.promoting, resource)
+	if pr.handed != nil && !handed {
+		r.repark(pr.handed)
+	}
+	r.leaseEnded(resource)
+}
+
+// repark puts p back at the head of its queue, with what is left of its
+// bound (none left: the timer proposes it at once). A retry of p that
+// parked meanwhile gives p its address and its place. The queue may
+// exceed its depth by this one waiter, which was in it before.
+func (r *Replica) repark(p *parkedAcquire) {
+	for _, o := range r.parked[p.c.Resource] {
+		if o.c.Client == p.c.Client && o.c.Request == p.c.Request {
+			p.to = o.to
+			r.unpark(o)
+			break
+		}
+	}
+	r.cfg.Marks.Hit(coverage.ReplicaHandOverRefused)
+	p.timer = r.env.Clock().AfterFunc(max(p.wait-r.waited(p), 0), p.dueFn)
+	r.parked[p.c.Resource] = slices.Insert(r.parked[p.c.Resource], 0, p)
+	r.parkedN++
+	r.env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.repark", slog.String("client", p.c.Client), slog.Uint64("req", p.c.Request), slog.String("resource", p.c.Resource))
+}
+
 // leaseEnded notes, on the leader, that resource's lease ended or that
 // the acquire promoted for it applied: once the applied entries are done
 // with (flush), the next waiter is promoted.
@@ -147,7 +276,7 @@ func (r *Replica) promoteFreed() {
 		r.unpark(p)
 		r.env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.promote", slog.String("client", p.c.Client), slog.Uint64("req", p.c.Request), slog.String("resource", res))
 		if index, ok := r.propose(p.to, p.c.Client, p.c.Request, p.c, r.waited(p)); ok {
-			r.promoting[res] = index
+			r.promoting[res] = promotion{index: index}
 		}
 	}
 }

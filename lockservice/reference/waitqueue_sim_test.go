@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/internal/simtest"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/sim"
@@ -43,10 +44,11 @@ func replyAt(t *testing.T, p *simtest.Probe, req uint64) (lockservice.LockReply,
 }
 
 // Three waiters on a held lock are parked without a log entry, and are
-// granted in arrival order, each one commit after the previous holder's
-// release applies, through the log: the token is the index of the
-// waiter's own acquire entry.
-func TestWaitQueueGrantsInArrivalOrderWithoutEntriesWhileParked(t *testing.T) {
+// granted in arrival order, each by the previous holder's release entry
+// itself (the hand-over): one commit after the release reaches the
+// leader, with the release entry's index as token, and no acquire entry
+// of their own.
+func TestWaitQueueHandOverGrantsInArrivalOrderInTheReleaseEntry(t *testing.T) {
 	g := newReplicaGroup(t, 3, groupOpts{seed: 3, net: fixedLatency(wd)})
 	p, _ := simtest.AddProbe(t, g.w, "p")
 	lead, _ := g.awaitLeader(t, g.ids, 1, time.Second)
@@ -82,19 +84,22 @@ func TestWaitQueueGrantsInArrivalOrderWithoutEntriesWhileParked(t *testing.T) {
 			t.Fatalf("release by %s: %+v", holder, rep)
 		}
 		rep, when := replyAt(t, p, uint64(10+i))
-		// release reaches the leader at +d, commits at +3d; the waiter's
-		// acquire is proposed then, commits 2d later and its answer
-		// arrives d after that.
-		if rep.Status != lockservice.Granted || when != at+6*wd {
-			t.Fatalf("waiter %s: %+v at %v, want granted at %v", c, rep, when, at+6*wd)
+		// The release reaches the leader at +d carrying the waiter's
+		// acquire, commits and applies at +3d, and both answers arrive d
+		// after that: one commit, not two.
+		if rep.Status != lockservice.Granted || when != at+4*wd {
+			t.Fatalf("waiter %s: %+v at %v, want granted at %v", c, rep, when, at+4*wd)
 		}
-		// It waited from its arrival to the release's apply at the leader.
-		if parked := t0 + time.Duration(10+i)*time.Millisecond + wd; rep.Waited != at+3*wd-parked {
-			t.Fatalf("waiter %s: Waited %v, want %v (parked at %v, promoted at %v)", c, rep.Waited, at+3*wd-parked, parked, at+3*wd)
+		// It waited from its arrival to the release's proposal.
+		if parked := t0 + time.Duration(10+i)*time.Millisecond + wd; rep.Waited != at+wd-parked {
+			t.Fatalf("waiter %s: Waited %v, want %v (parked at %v, handed over at %v)", c, rep.Waited, at+wd-parked, parked, at+wd)
 		}
 		cmd, ok := commandAt(t, g.w.Disk(lead), rep.Token)
-		if !ok || cmd.Kind != CmdAcquire || cmd.Client != c {
-			t.Fatalf("token %d is not %s's acquire entry: %+v", rep.Token, c, cmd)
+		if !ok || cmd.Kind != CmdRelease || cmd.Client != holder || cmd.Next.Client != c {
+			t.Fatalf("token %d is not %s's release handing the lock to %s: %+v", rep.Token, holder, c, cmd)
+		}
+		if e, ok := g.rec.ended(token); !ok || e.Reason != "released" {
+			t.Fatalf("%s's lease %d did not end released: %+v", holder, token, e)
 		}
 		for j, later := range []string{"c", "a", "b"}[i+1:] {
 			if got := p.LockReplies(uint64(10 + i + 1 + j)); len(got) != 0 {
@@ -107,9 +112,10 @@ func TestWaitQueueGrantsInArrivalOrderWithoutEntriesWhileParked(t *testing.T) {
 	if !(tokens[0] < tokens[1] && tokens[1] < tokens[2]) {
 		t.Errorf("tokens %v do not increase in grant order", tokens)
 	}
-	if acq := acquireCommands(t, g.w.Disk(lead)); len(acq) != 4 {
-		t.Errorf("the log holds %d acquires, want 4 (one per grant, none for waiting)", len(acq))
+	if acq := acquireCommands(t, g.w.Disk(lead)); len(acq) != 1 {
+		t.Errorf("the log holds %d acquires, want only the first holder's (the others rode the releases)", len(acq))
 	}
+	checkGrantsFromDistinctRequests(t, g.rec.grants(), g.w.Disk(lead))
 	g.checkTablesAgree(t)
 }
 
@@ -331,4 +337,208 @@ func TestWaitQueueDecidedKeyIsNotParked(t *testing.T) {
 	if rep.Status != lockservice.Granted || rep.Token != grant.Token || when > at+10*wd {
 		t.Errorf("late keyed copy: %+v at %v, want attempt k's grant %d replayed by %v", rep, when, grant.Token, at+10*wd)
 	}
+}
+
+// handOver is a group whose replicas count coverage marks, with a
+// holder h of resource r granted at the leader by at.
+type handOver struct {
+	g     *replicaGroup
+	p     *simtest.Probe
+	probe sim.NodeID
+	lead  sim.NodeID
+	marks *coverage.Counts
+	token uint64 // h's
+	at    time.Duration
+}
+
+func newHandOver(t *testing.T, seed uint64, edit func(*ReplicaConfig)) handOver {
+	t.Helper()
+	h := handOver{marks: &coverage.Counts{}}
+	h.g = newReplicaGroup(t, 3, groupOpts{seed: seed, net: fixedLatency(wd), edit: func(c *ReplicaConfig) {
+		c.Marks = h.marks
+		if edit != nil {
+			edit(c)
+		}
+	}})
+	h.p, h.probe = simtest.AddProbe(t, h.g.w, "p")
+	h.lead, _ = h.g.awaitLeader(t, h.g.ids, 1, time.Second)
+	t0 := h.g.w.Now() + 10*time.Millisecond
+	h.p.SendAt(t0, h.lead, lockservice.AcquireRequest{Resource: "r", Client: "h", TTL: 30 * time.Second, Request: 1})
+	h.at = t0 + 100*time.Millisecond
+	h.g.runTo(t, h.at)
+	rep := h.p.OnlyLockReply(t, 1)
+	if rep.Status != lockservice.Granted {
+		t.Fatalf("holder: %+v", rep)
+	}
+	h.token = rep.Token
+	return h
+}
+
+// A release entry carrying a hand-over whose own release is refused (its
+// owner check fails: an earlier release of the same lease, still in
+// flight when the leader proposed this one, ended it) grants nothing, even
+// though the resource is free when it applies: the waiter is parked again
+// at the head of the queue, ahead of a waiter that arrived while it was in
+// flight, and is granted by an acquire entry of its own. A grant made
+// without the release succeeding would give w the refused release's
+// index as token; this test fails then.
+func TestWaitQueueHandOverRefusedWhenTheReleaseFails(t *testing.T) {
+	ho := newHandOver(t, 17, nil)
+	g, p, lead, marks, token, at := ho.g, ho.p, ho.lead, ho.marks, ho.token, ho.at
+	// The first release is proposed before anyone waits: no hand-over.
+	p.SendAt(at, lead, lockservice.ReleaseRequest{Resource: "r", Client: "h", Token: token, Request: 4})
+	// w parks: the leader's applied table still shows h's lease.
+	p.SendAt(at+100*time.Microsecond, lead, lockservice.AcquireRequest{Resource: "r", Client: "w", TTL: time.Second, Request: 2, Wait: 5 * time.Second})
+	// A second release of the same lease under another request number (a
+	// front end's renumbered retry): the applied table says it would take
+	// effect, so it carries w's acquire.
+	p.SendAt(at+200*time.Microsecond, lead, lockservice.ReleaseRequest{Resource: "r", Client: "h", Token: token, Request: 5})
+	// x parks behind w's hand-over in flight.
+	p.SendAt(at+300*time.Microsecond, lead, lockservice.AcquireRequest{Resource: "r", Client: "x", TTL: time.Second, Request: 3, Wait: 5 * time.Second})
+	g.runTo(t, at+100*time.Millisecond)
+
+	if rep := p.OnlyLockReply(t, 4); rep.Status != lockservice.Released {
+		t.Fatalf("first release: %+v", rep)
+	}
+	if rep := p.OnlyLockReply(t, 5); rep.Status != lockservice.NotHolder {
+		t.Fatalf("second release: %+v, want not-holder (the lease had ended)", rep)
+	}
+	var handOver loggedCommand
+	for _, c := range diskCommands(t, g.w.Disk(lead)) {
+		if c.Kind == CmdRelease && c.Request == 5 {
+			handOver = c
+		}
+	}
+	if handOver.Next.Client != "w" {
+		t.Fatalf("the second release %+v does not carry w's acquire", handOver)
+	}
+	w := p.OnlyLockReply(t, 2)
+	if w.Status != lockservice.Granted || w.Token == handOver.index {
+		t.Fatalf("w: %+v; want granted, not by the refused release at index %d", w, handOver.index)
+	}
+	if c, ok := commandAt(t, g.w.Disk(lead), w.Token); !ok || c.Kind != CmdAcquire || c.Client != "w" {
+		t.Fatalf("w's token %d is not its own acquire entry: %+v", w.Token, c)
+	}
+	for _, gr := range g.rec.grants() {
+		if gr.Token == handOver.index {
+			t.Errorf("the refused hand-over granted %+v", gr)
+		}
+	}
+	if got := p.LockReplies(3); len(got) != 0 {
+		t.Fatalf("x answered %+v while w holds the lock: the queue's order was lost", got)
+	}
+	if marks.Get(coverage.ReplicaHandOverRefused) == 0 {
+		t.Errorf("marks %v: no refused hand-over", marks.Map())
+	}
+
+	// w's release hands the lock to x in one entry.
+	rel := at + 100*time.Millisecond
+	p.SendAt(rel, lead, lockservice.ReleaseRequest{Resource: "r", Client: "w", Token: w.Token, Request: 6})
+	g.runTo(t, rel+50*time.Millisecond)
+	x, when := replyAt(t, p, 3)
+	if c, ok := commandAt(t, g.w.Disk(lead), x.Token); x.Status != lockservice.Granted || when != rel+4*wd || !ok || c.Kind != CmdRelease || c.Next.Client != "x" {
+		t.Fatalf("x: %+v at %v, entry %+v; want granted at %v by w's release", x, when, c, rel+4*wd)
+	}
+	if marks.Get(coverage.ReplicaHandOver) == 0 {
+		t.Errorf("marks %v: no hand-over", marks.Map())
+	}
+	checkGrantOrder(t, g.rec.service())
+	checkGrantsFromDistinctRequests(t, g.rec.grants(), g.w.Disk(lead))
+	g.checkTablesAgree(t)
+}
+
+// The release and the grant of a hand-over are one entry, so no snapshot
+// can fall between them: a snapshot holds the holder's lease (taken before
+// the entry) or the waiter's (after it). Both restart paths stay
+// consistent: a follower that restarts from a snapshot taken before the
+// hand-over and catches up by appends, and one that restarts from a
+// snapshot that covers it, hold the waiter's grant with the entry's index
+// as token, like the leader.
+func TestWaitQueueHandOverAcrossSnapshotRestarts(t *testing.T) {
+	ho := newHandOver(t, 19, func(c *ReplicaConfig) {
+		c.SnapshotEntries, c.SnapshotKeep = 1, 100 // a snapshot after every entry; laggards catch up by appends
+	})
+	g, p, lead, token, at := ho.g, ho.p, ho.lead, ho.token, ho.at
+	early, late := g.others(lead)[0], g.others(lead)[1]
+	p.SendAt(at, lead, lockservice.AcquireRequest{Resource: "r", Client: "w", TTL: 30 * time.Second, Request: 2, Wait: 5 * time.Second})
+	// early goes down before the release: its snapshot holds h's lease.
+	g.w.At(at+10*time.Millisecond, "crash early", func() { g.w.Crash(early) })
+	rel := at + 20*time.Millisecond
+	p.SendAt(rel, lead, lockservice.ReleaseRequest{Resource: "r", Client: "h", Token: token, Request: 4})
+	// late goes down after applying the hand-over (it learns the commit
+	// with the next heartbeat): its snapshot covers it.
+	g.w.At(rel+80*time.Millisecond, "crash late", func() { g.w.Crash(late) })
+	g.w.At(rel+100*time.Millisecond, "restart", func() { g.w.Restart(early); g.w.Restart(late) })
+	g.runTo(t, rel+time.Second)
+
+	w := p.OnlyLockReply(t, 2)
+	c, ok := commandAt(t, g.w.Disk(lead), w.Token)
+	if w.Status != lockservice.Granted || !ok || c.Kind != CmdRelease || c.Next.Client != "w" {
+		t.Fatalf("w: %+v, entry %+v; want granted by h's release", w, c)
+	}
+	if snap, _ := g.replica(early).Loaded(); snap == 0 || snap >= w.Token {
+		t.Errorf("early restarted from the snapshot at %d, want one before the hand-over at %d", snap, w.Token)
+	}
+	if snap, _ := g.replica(late).Loaded(); snap < w.Token {
+		t.Errorf("late restarted from the snapshot at %d, want one covering the hand-over at %d", snap, w.Token)
+	}
+	table := g.checkTablesAgree(t)
+	if len(table.Leases) != 1 || table.Leases[0].Holder != "w" || table.Leases[0].Token != w.Token {
+		t.Fatalf("leases %+v, want w's with token %d", table.Leases, w.Token)
+	}
+	for _, id := range g.ids {
+		if s := g.replica(id).started["r"]; s != w.Token {
+			t.Errorf("replica %d: the lease started at %d, want the hand-over's index %d", id, s, w.Token)
+		}
+	}
+}
+
+// The lead changes while a hand-over is in flight: the followers have the
+// entry, the leader is cut off before it commits. The new leader commits
+// it and it grants the waiter once; the waiter's retry at the new leader,
+// under the same request number, is answered with that grant from the
+// table, and no second entry grants it.
+func TestWaitQueueHandOverAcrossALeaderChange(t *testing.T) {
+	ho := newHandOver(t, 21, nil)
+	g, p, lead, probe, token, at := ho.g, ho.p, ho.lead, ho.probe, ho.token, ho.at
+	w := lockservice.AcquireRequest{Resource: "r", Client: "w", TTL: 30 * time.Second, Request: 2, Wait: 5 * time.Second}
+	p.SendAt(at, lead, w)
+	rel := at + 20*time.Millisecond
+	p.SendAt(rel, lead, lockservice.ReleaseRequest{Resource: "r", Client: "h", Token: token, Request: 4})
+	// The release reaches the leader at +d, its append the followers at
+	// +2d; the leader is cut off before their acknowledgements arrive.
+	cut := rel + 2*wd + wd/2
+	g.w.At(cut, "isolate the leader", func() { g.isolate(lead, probe) })
+	next, _ := g.awaitLeader(t, g.others(lead), 2, cut+2*time.Second)
+	g.runTo(t, g.w.Now()+100*time.Millisecond)
+	if got := p.LockReplies(2); len(got) != 0 {
+		t.Fatalf("w answered %+v by the cut-off leader", got)
+	}
+	retry := g.w.Now()
+	p.SendAt(retry, next, w)
+	g.runTo(t, retry+100*time.Millisecond)
+	rep := p.OnlyLockReply(t, 2)
+	c, ok := commandAt(t, g.w.Disk(next), rep.Token)
+	if rep.Status != lockservice.Granted || !ok || c.Kind != CmdRelease || c.Next.Client != "w" {
+		t.Fatalf("w's retry: %+v, entry %+v; want the hand-over's grant", rep, c)
+	}
+	grants := g.rec.grants()
+	checkGrantsFromDistinctRequests(t, grants, g.w.Disk(next))
+	n := 0
+	for _, gr := range grants {
+		if gr.Client == "w" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("w granted %d times (%+v), want once", n, grants)
+	}
+	g.w.At(g.w.Now(), "heal", func() {
+		for _, id := range g.others(lead) {
+			g.w.Unblock(lead, id)
+			g.w.Unblock(id, lead)
+		}
+	})
+	g.runTo(t, g.w.Now()+time.Second)
+	g.checkTablesAgree(t)
 }
