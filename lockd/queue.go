@@ -23,6 +23,9 @@ type waker struct {
 
 	subMu sync.Mutex    // held while subscribing, so that waiters wait for it
 	ps    *redis.PubSub // under subMu and mu; nil until subscribed
+	// notBefore (under subMu): after a failed subscription, waiters poll
+	// until then instead of each trying again.
+	notBefore time.Time
 
 	mu      sync.Mutex
 	waiters map[string][]chan string // by wake key (scripts.Wake)
@@ -62,14 +65,15 @@ func (w *waker) listen(ctx context.Context, key string) (woken <-chan string, st
 }
 
 // subscribe subscribes to the wake channel unless it is already, waiting
-// (at most a second, or ctx) for Redis to confirm it.
+// (at most a second, or ctx) for Redis to confirm it; after a failure it
+// does not try again for a second.
 func (w *waker) subscribe(ctx context.Context) {
 	w.subMu.Lock()
 	defer w.subMu.Unlock()
 	w.mu.Lock()
 	done := w.ps != nil || w.closed
 	w.mu.Unlock()
-	if done {
+	if done || time.Now().Before(w.notBefore) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -77,6 +81,7 @@ func (w *waker) subscribe(ctx context.Context) {
 	ps := w.rdb.Subscribe(cctx, w.channel)
 	if _, err := ps.Receive(cctx); err != nil {
 		ps.Close()
+		w.notBefore = time.Now().Add(time.Second)
 		w.log.Warn("lockd: cannot subscribe to the wait queue's wake channel; waiters poll", slog.String("channel", w.channel), slog.Any("err", err))
 		return
 	}
