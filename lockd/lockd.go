@@ -5,6 +5,10 @@
 // same resources, and a restarted instance loses nothing.
 //
 // The scripts, and the keys they keep per resource, are lockd/scripts'.
+// Waiting is fair across instances: a waiting acquire queues in Redis, and
+// a release hands the lock to the queue's head in the same script
+// (scripts.Queue); an instance keeps only the routing of those hand-overs
+// to its waiting requests.
 //
 // Fence counters never go backwards only as long as Redis does not lose
 // writes: with appendonly yes + appendfsync always a counter survives a

@@ -278,3 +278,37 @@ func toAny(s []string) []any {
 	}
 	return a
 }
+
+// TestQueueLostWakeCostsARefresh: a waiter that hears nothing (its
+// instance has no subscription: here closed before it waits) still gets
+// the lock handed to it, at its next refresh (a quarter queue lease).
+func TestQueueLostWakeCostsARefresh(t *testing.T) {
+	ctx := context.Background()
+	addr := miniredis.RunT(t).Addr()
+	rdb := newClient(t, addr)
+	deaf := lockd.New(newClient(t, addr), lockd.Options{QueueLease: 400 * time.Millisecond})
+	deaf.Close()
+	b := lockd.New(newClient(t, addr), lockd.Options{})
+	t.Cleanup(func() { b.Close() })
+	held, err := b.Acquire(ctx, "r", "holder", time.Minute, 0, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan grant, 1)
+	go func() {
+		l, err := deaf.Acquire(ctx, "r", "deaf", time.Minute, 10*time.Second, "q")
+		got <- grant{token: l.Token, err: err}
+	}()
+	queued(t, rdb, "r", 1)
+	if err := b.Release(ctx, "r", "holder", held.Token, ""); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g := <-got:
+		if g.err != nil || g.token != held.Token+1 {
+			t.Fatalf("the deaf waiter: token %d, %v; want %d", g.token, g.err, held.Token+1)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("a waiter that missed its hand-over was not granted within 2s (its refresh is 100ms)")
+	}
+}

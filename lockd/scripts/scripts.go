@@ -20,6 +20,9 @@
 //	                      while its client retried elsewhere, was granted and
 //	                      released — answers that grant again, ended, instead
 //	                      of granting the request a second time
+//
+// and the wait queue's two, <prefix>{R}:queue and <prefix>{R}:deadlines
+// (see Queue).
 package scripts
 
 import (
