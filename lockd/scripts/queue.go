@@ -46,6 +46,14 @@ import (
 // expires (its holder died) publishes nothing, and the head asks again
 // when the lease's time is up.
 //
+// Why pub/sub: it costs one connection per instance, needs no server
+// configuration and works on miniredis (the embedded default). Keyspace
+// notifications need notify-keyspace-events set on the server (miniredis
+// has none) and would wake every waiter of a resource; a BLPOP hand-off
+// would hold a pooled connection per waiter. Why the queue is in Redis and
+// not in each instance: an instance's own FIFO orders only its own
+// waiters, and the instances sharing a Redis would still race each other.
+//
 // The simulator's instances (lockservice/lockdsim) do not queue: they run
 // the plain scripts above, so these sources are the real lockd's only.
 
