@@ -52,6 +52,12 @@ func BenchmarkCycles(b *testing.B) {
 	}
 }
 
+// The raw cycle's scripts: the plain ones, without the wait queue.
+var (
+	acquireScript = redis.NewScript(scripts.Acquire)
+	releaseScript = redis.NewScript(scripts.Release)
+)
+
 func runCycles(b *testing.B, addr, sys string, shared bool, workers int) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2 * workers, MaxRetries: -1})
 	b.Cleanup(func() { rdb.Close() })

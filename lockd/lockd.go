@@ -5,6 +5,10 @@
 // same resources, and a restarted instance loses nothing.
 //
 // The scripts, and the keys they keep per resource, are lockd/scripts'.
+// Waiting is fair across instances: a waiting acquire queues in Redis, and
+// a release hands the lock to the queue's head in the same script
+// (scripts.Queue); an instance keeps only the routing of those hand-overs
+// to its waiting requests.
 //
 // Fence counters never go backwards only as long as Redis does not lose
 // writes: with appendonly yes + appendfsync always a counter survives a
@@ -34,11 +38,12 @@ import (
 // The scripts are lockd/scripts': the one definition of each atomic
 // operation, which the simulator's Redis-like process runs too.
 var (
-	acquireScript = redis.NewScript(scripts.Acquire)
-	renewScript   = redis.NewScript(scripts.Renew)
-	releaseScript = redis.NewScript(scripts.Release)
-	getScript     = redis.NewScript(scripts.Get)
-	heldScript    = redis.NewScript(scripts.Held)
+	queuedAcquireScript = redis.NewScript(scripts.QueuedAcquire)
+	renewScript         = redis.NewScript(scripts.Renew)
+	queuedReleaseScript = redis.NewScript(scripts.QueuedRelease)
+	leaveScript         = redis.NewScript(scripts.Leave)
+	getScript           = redis.NewScript(scripts.Get)
+	heldScript          = redis.NewScript(scripts.Held)
 )
 
 // run runs one script call.
@@ -81,6 +86,11 @@ type Options struct {
 	// released elsewhere is granted again. For the planted bug
 	// lockd-forgets-request only.
 	UnsafeForgetRequests bool
+	// QueueLease is how long a waiter's queue entry outlives its last
+	// refresh (0: scripts.QueueLease): how long an instance that died with
+	// waiters queued can hold up the lock's next grant. Its waiters refresh
+	// every quarter of it.
+	QueueLease time.Duration
 }
 
 // ErrFenceLost: Redis lost or rewound the data the fence counters live in,
@@ -91,8 +101,10 @@ var ErrFenceLost = errors.New("lockd: the fence counters are not trustworthy")
 
 // Backend is the Redis lock backend; safe for concurrent use.
 type Backend struct {
-	rdb  redis.UniversalClient
-	opts Options
+	rdb   redis.UniversalClient
+	opts  Options
+	queue scripts.Queue
+	waker *waker
 
 	mu       sync.Mutex
 	warnings []string
@@ -124,7 +136,11 @@ func New(rdb redis.UniversalClient, opts Options) *Backend {
 	if opts.UnsafeForgetRequests {
 		opts.RequestMemory = -1
 	}
-	return &Backend{rdb: rdb, opts: opts, durable: prometheus.NewGauge(prometheus.GaugeOpts{
+	if opts.QueueLease <= 0 {
+		opts.QueueLease = scripts.QueueLease
+	}
+	q := scripts.Queue{Prefix: opts.Prefix}
+	return &Backend{rdb: rdb, opts: opts, queue: q, waker: newWaker(rdb, q.Channel(), opts.Logger), durable: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencesim_lockd_redis_durable",
 		Help: "1 if Redis persists every write before replying (appendonly yes, appendfsync always), so fence tokens survive a Redis restart; 0 if not or unknown.",
 	}), lostGauge: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -258,12 +274,19 @@ func (b *Backend) Watch(ctx context.Context, interval time.Duration) {
 }
 
 // Acquire implements lockapi.Backend. With wait > 0 a held resource is
-// asked for again inside the instance, after a jittered backoff from 1 ms
-// doubling to 32 ms (never past the lease's reported end or the wait's),
-// until it is granted or wait has passed: each attempt is the same atomic
-// script with the same request id, so a grant is never doubled, and a
-// waiter spares its client the round trips. It is not fair (Redis has no
-// queue here): whichever attempt comes first after the release wins.
+// waited for in its wait queue (scripts.Queue), which lives in Redis and
+// so orders the waiters of every instance sharing it: the request takes
+// the queue's tail, and a free lock goes to the queue's head only, woken
+// by the release (pub/sub) and granted by its own next acquire script.
+// Waiters are granted in arrival order, one script run per hand-over, and
+// none is starved by a luckier retry. Each attempt is the same atomic
+// script with the same request id, so a grant is never doubled, and two
+// copies of one request share one place in line. A waiter refreshes its
+// entry every quarter queue lease (Options.QueueLease) and leaves the
+// queue when its wait passes or its request is cancelled; an instance
+// that dies leaves entries that lapse a lease later. An acquire without
+// wait does not queue, but does not jump the queue either: a free lock
+// with waiters in line is theirs.
 //
 // A held answer is settled before it is given (scripts.Held): the request
 // is remembered as answered held, so that a late copy of it cannot be
@@ -294,63 +317,106 @@ func (b *Backend) Acquire(ctx context.Context, resource, client string, ttl, wai
 }
 
 func (b *Backend) acquireWait(ctx context.Context, resource, client string, ttl, wait time.Duration, requestID string) (lockapi.Lease, error) {
-	l, err := b.acquireOnce(ctx, resource, client, ttl, requestID)
-	var held *lockapi.HeldError
-	if wait <= 0 || !errors.As(err, &held) {
+	if wait <= 0 {
+		l, _, err := b.acquireOnce(ctx, resource, client, ttl, requestID, 0, 0)
 		return l, err
 	}
 	start := time.Now()
 	deadline := start.Add(wait)
-	backoff := time.Millisecond
-	for {
+	member := scripts.Member(scripts.AcquireCall(b.opts.Prefix, resource, client, requestID, ttl, b.opts.RequestMemory))
+	woken, stop := b.waker.listen(ctx, scripts.Wake(resource, member))
+	defer stop()
+	for first := true; ; first = false {
 		left := time.Until(deadline)
-		if left <= 0 {
+		// The attempt that grants reaches Redis no sooner than now.
+		sent := time.Since(start)
+		l, a, err := b.acquireOnce(ctx, resource, client, ttl, requestID, b.opts.QueueLease, max(left, time.Millisecond))
+		var held *lockapi.HeldError
+		if !errors.As(err, &held) {
+			if err != nil {
+				b.leave(ctx, resource, member)
+			} else if !first {
+				l.Waited = sent
+			}
 			return l, err
 		}
-		d := min(backoff/2+rand.N(backoff/2+1), held.RetryAfter+time.Millisecond, left)
-		t := time.NewTimer(d)
+		if left <= 0 {
+			b.leave(ctx, resource, member)
+			return l, err
+		}
+		// The head also asks again when the lease's time is up: a lease
+		// that expires publishes nothing.
+		next := min(b.opts.QueueLease/4, left)
+		if a.Place == 1 && held.RetryAfter > 0 {
+			next = min(next, held.RetryAfter+time.Millisecond)
+		}
+		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			b.leave(ctx, resource, member)
 			return lockapi.Lease{}, ctx.Err()
+		case msg := <-woken:
+			t.Stop()
+			if h, ok := scripts.ParseHandOver(msg); ok {
+				return lockapi.Lease{Token: h.Token, TTL: h.TTL, Waited: handedAt(sent, time.Since(start), h.At-a.Now)}, nil
+			}
 		case <-t.C:
-		}
-		backoff = min(2*backoff, 32*time.Millisecond)
-		// The attempt that grants reaches Redis no sooner than now.
-		waited := time.Since(start)
-		if l, err = b.acquireOnce(ctx, resource, client, ttl, requestID); !errors.As(err, &held) {
-			l.Waited = waited
-			return l, err
 		}
 	}
 }
 
-func (b *Backend) acquireOnce(ctx context.Context, resource, client string, ttl time.Duration, requestID string) (lockapi.Lease, error) {
+// handedAt is when, after a waiter's start, a lease handed over to it
+// began, no sooner than it began: its last attempt, sent at sent and
+// answered held at the Redis clock's ms a.Now, was followed after
+// redisMs ms by the grant, which came before it was heard of (heard). The
+// Redis clock is trusted over that span as the lease's own expiry trusts
+// it; a millisecond is taken off for its rounding.
+func handedAt(sent, heard time.Duration, redisMs int64) time.Duration {
+	d := time.Duration(redisMs-1) * time.Millisecond
+	return sent + max(0, min(d, heard-sent))
+}
+
+// leave takes member out of resource's queue, even when ctx has ended
+// (the request was cancelled); if Redis does not answer, the entry lapses
+// by its deadline.
+func (b *Backend) leave(ctx context.Context, resource, member string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := b.run(cctx, leaveScript, b.queue.Leave(resource, member)).Err(); err != nil {
+		b.opts.Logger.Debug("lockd: leaving the wait queue", slog.String("resource", resource), slog.Any("err", err))
+	}
+}
+
+// acquireOnce runs the queued acquire once; lease > 0 queues the request
+// if it is held (left: the wait's time left), and a held answer's
+// scripts.Acquired says its place in line.
+func (b *Backend) acquireOnce(ctx context.Context, resource, client string, ttl time.Duration, requestID string, lease, left time.Duration) (lockapi.Lease, scripts.Acquired, error) {
 	epoch, seq, err := b.fence(ctx)
 	if err != nil {
-		return lockapi.Lease{}, err
+		return lockapi.Lease{}, scripts.Acquired{}, err
 	}
 	c := scripts.AcquireCall(b.opts.Prefix, resource, client, requestID, ttl, b.opts.RequestMemory).WithFence(b.epochKey(), b.seqKey(), epoch, seq)
-	res, err := b.run(ctx, acquireScript, c).Slice()
+	res, err := b.run(ctx, queuedAcquireScript, b.queue.Acquire(c, resource, lease, left)).Slice()
 	if err != nil && strings.Contains(err.Error(), "FENCE_LOST") {
 		b.lose(err.Error())
 		_, _, err = b.fence(ctx)
-		return lockapi.Lease{}, err
+		return lockapi.Lease{}, scripts.Acquired{}, err
 	}
 	if err != nil {
-		return lockapi.Lease{}, b.redisError("acquire", err)
+		return lockapi.Lease{}, scripts.Acquired{}, b.redisError("acquire", err)
 	}
 	a, err := scripts.ParseAcquire(res)
 	if err != nil {
-		return lockapi.Lease{}, err
+		return lockapi.Lease{}, scripts.Acquired{}, err
 	}
 	if a.Seq > 0 {
 		b.saw(a.Seq)
 	}
 	if !a.Granted {
-		return lockapi.Lease{}, &lockapi.HeldError{Holder: a.Holder, RetryAfter: a.Left}
+		return lockapi.Lease{}, a, &lockapi.HeldError{Holder: a.Holder, RetryAfter: a.Left}
 	}
-	return lockapi.Lease{Token: a.Token, TTL: a.TTL}, nil
+	return lockapi.Lease{Token: a.Token, TTL: a.TTL}, a, nil
 }
 
 // Renew implements lockapi.Backend.
@@ -365,9 +431,17 @@ func (b *Backend) Renew(ctx context.Context, resource, client string, token uint
 	return lockapi.Lease{Token: token, TTL: ttl}, nil
 }
 
-// Release implements lockapi.Backend.
+// Release implements lockapi.Backend. A release that leaves the lock free
+// with waiters in line grants it to the first (scripts.QueuedRelease).
 func (b *Backend) Release(ctx context.Context, resource, client string, token uint64, requestID string) error {
-	ok, err := b.run(ctx, releaseScript, scripts.ReleaseCall(b.opts.Prefix, resource, client, token, requestID)).Int()
+	// Without a whole fence the release only wakes the queue's head,
+	// whose own acquire then refuses.
+	epoch, seq, ferr := b.fence(ctx)
+	if ferr != nil {
+		epoch, seq = "", 0
+	}
+	c := b.queue.Release(scripts.ReleaseCall(b.opts.Prefix, resource, client, token, requestID), resource, b.epochKey(), b.seqKey(), epoch, seq)
+	ok, err := b.run(ctx, queuedReleaseScript, c).Int()
 	if err != nil {
 		return b.redisError("release", err)
 	}
@@ -386,6 +460,10 @@ func (b *Backend) Get(ctx context.Context, resource string) (lockapi.LockState, 
 	st, err := scripts.ParseGet(res)
 	return lockapi.LockState{Held: st.Held, Holder: st.Holder, Token: st.Token, TTL: st.TTL, LastToken: st.LastToken}, err
 }
+
+// Close ends the wait queue's subscription; the Redis client is the
+// caller's to close.
+func (b *Backend) Close() error { return b.waker.close() }
 
 // Ping reports whether Redis answers.
 func (b *Backend) Ping(ctx context.Context) error { return b.rdb.Ping(ctx).Err() }

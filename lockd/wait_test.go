@@ -31,9 +31,13 @@ func TestAcquireWaits(t *testing.T) {
 		t.Fatalf("answered held after %v, before its 50ms wait passed", took)
 	}
 	released := make(chan error, 1)
+	var releasedBy time.Duration // after the waiting acquire's call
+	start = time.Now()
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		released <- b.Release(ctx, "r", "a", held.Token, "")
+		err := b.Release(ctx, "r", "a", held.Token, "")
+		releasedBy = time.Since(start)
+		released <- err
 	}()
 	l, err := b.Acquire(ctx, "r", "b", time.Minute, 10*time.Second, "q3")
 	if err != nil {
@@ -41,6 +45,11 @@ func TestAcquireWaits(t *testing.T) {
 	}
 	if err := <-released; err != nil {
 		t.Fatal(err)
+	}
+	// The release handed the lock over before it returned: a Waited past
+	// that would let the client count its lease as later than it is.
+	if l.Waited > releasedBy {
+		t.Fatalf("Waited %v, but the lease was granted by the release, done %v after the call", l.Waited, releasedBy)
 	}
 	if l.Token <= held.Token {
 		t.Fatalf("token %d after %d", l.Token, held.Token)

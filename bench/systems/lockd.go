@@ -57,10 +57,11 @@ func (r *Redis) Close() { r.child.stop() }
 
 // Lockd is one fencesim-lockd instance in this process over the Redis at
 // an address, configured as the command's defaults configure it (a pool
-// of 64 connections, the API's default adaptive limit).
+// of 64 connections, the adaptive limit between the pool's size and 256).
 type Lockd struct {
-	rdb    *redis.Client
-	server *lockapi.Server
+	rdb     *redis.Client
+	backend *lockd.Backend
+	server  *lockapi.Server
 	// Endpoint is the instance's HTTP base URL.
 	Endpoint string
 }
@@ -79,12 +80,13 @@ func StartLockd(addr string, log *slog.Logger) (*Lockd, error) {
 		rdb.Close()
 		return nil, err
 	}
-	s := lockapi.NewServer(lockd.New(rdb, lockd.Options{Logger: log}), lockapi.Config{
-		Limiter:        lockapi.LimiterConfig{Min: 16, Max: 256, Target: 50 * time.Millisecond},
+	b := lockd.New(rdb, lockd.Options{Logger: log})
+	s := lockapi.NewServer(b, lockapi.Config{
+		Limiter:        lockapi.LimiterConfig{Min: 64, Max: 256, Target: 50 * time.Millisecond},
 		RequestTimeout: 2 * time.Second, Logger: log,
 	})
 	go s.Serve(l)
-	return &Lockd{rdb: rdb, server: s, Endpoint: "http://" + l.Addr().String()}, nil
+	return &Lockd{rdb: rdb, backend: b, server: s, Endpoint: "http://" + l.Addr().String()}, nil
 }
 
 // Close drains the instance and closes its Redis pool.
@@ -92,6 +94,7 @@ func (d *Lockd) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	d.server.Shutdown(ctx)
+	d.backend.Close()
 	d.rdb.Close()
 }
 
@@ -150,4 +153,7 @@ func (r *RawRedis) Cycle(workers int, held string) bench.Cycle {
 }
 
 // Close closes the pool.
-func (r *RawRedis) Close() { r.rdb.Close() }
+func (r *RawRedis) Close() {
+	r.backend.Close()
+	r.rdb.Close()
+}

@@ -46,7 +46,7 @@ type config struct {
 	TTLMax         time.Duration `env:"FENCESIM_TTL_MAX" envDefault:"5m" help:"longest lease a client may ask for, FENCESIM_TTL_MIN..24h"`
 	Admission      string        `env:"FENCESIM_ADMISSION" envDefault:"gradient" help:"how the concurrency limit adapts: gradient (follows the ratio of long- to short-term latency, no target to set), aimd (shrinks when a request exceeds FENCESIM_LATENCY_TARGET) or static (FENCESIM_MAX_INFLIGHT always)"`
 	MaxInFlight    int           `env:"FENCESIM_MAX_INFLIGHT" envDefault:"256" help:"upper bound of the adaptive concurrency limit (where it starts), 1..100000; requests over the limit get 429 at once"`
-	MinInFlight    int           `env:"FENCESIM_MIN_INFLIGHT" envDefault:"16" help:"lower bound of the adaptive concurrency limit, 1..FENCESIM_MAX_INFLIGHT (equal: a static limit)"`
+	MinInFlight    int           `env:"FENCESIM_MIN_INFLIGHT" envDefault:"0" help:"lower bound of the adaptive concurrency limit, 1..FENCESIM_MAX_INFLIGHT (equal: a static limit); 0: FENCESIM_REDIS_POOL_SIZE (at most FENCESIM_MAX_INFLIGHT), what the instance can have in Redis at once"`
 	LatencyTarget  time.Duration `env:"FENCESIM_LATENCY_TARGET" envDefault:"50ms" help:"aimd only: request latency above which the concurrency limit shrinks, 1ms..10s"`
 	MaxBodyBytes   int64         `env:"FENCESIM_MAX_BODY_BYTES" envDefault:"4096" help:"largest request body, 512..1048576; larger gets 413"`
 	RetryAfter     time.Duration `env:"FENCESIM_RETRY_AFTER" envDefault:"100ms" help:"retry hint sent with 429/503, 1ms..1m"`
@@ -148,8 +148,8 @@ func (c config) validate() []string {
 	if c.MaxInFlight < 1 || c.MaxInFlight > 100000 {
 		bad("FENCESIM_MAX_INFLIGHT", c.MaxInFlight, "must be 1..100000")
 	}
-	if c.MinInFlight < 1 || c.MinInFlight > c.MaxInFlight {
-		bad("FENCESIM_MIN_INFLIGHT", c.MinInFlight, fmt.Sprintf("must be 1..FENCESIM_MAX_INFLIGHT (%d)", c.MaxInFlight))
+	if c.MinInFlight < 0 || c.MinInFlight > c.MaxInFlight {
+		bad("FENCESIM_MIN_INFLIGHT", c.MinInFlight, fmt.Sprintf("must be 1..FENCESIM_MAX_INFLIGHT (%d), or 0 for FENCESIM_REDIS_POOL_SIZE", c.MaxInFlight))
 	}
 	if !slices.Contains(lockapi.Algorithms, c.Admission) {
 		bad("FENCESIM_ADMISSION", c.Admission, "must be one of "+strings.Join(lockapi.Algorithms, ", "))
@@ -195,11 +195,26 @@ func (c config) testHooks() bool {
 	return on
 }
 
+// minInFlight is the admission limit's floor: FENCESIM_MIN_INFLIGHT, or by
+// default the Redis pool's size (at most the maximum). Below what the pool
+// carries a latency gradient throttles Redis's group commit: with
+// appendfsync always, more scripts in flight make each slower (one fsync
+// per event loop serves them all) while throughput rises, which the
+// gradient reads as queueing. With a floor of 16, 64 clients on locks of
+// their own were shed (941 429s in 3 s) for a p99 of 314 ms, where raw
+// Redis's was 23 ms (fencesim-bench, per-worker 64; docs/performance.md).
+func (c config) minInFlight() int {
+	if c.MinInFlight > 0 {
+		return c.MinInFlight
+	}
+	return min(c.RedisPoolSize, c.MaxInFlight)
+}
+
 // serverConfig is the lock API's policy from c.
 func (c config) serverConfig() lockapi.Config {
 	return lockapi.Config{
 		MinTTL: c.TTLMin, MaxTTL: c.TTLMax, MaxBodyBytes: c.MaxBodyBytes,
-		Limiter:    lockapi.LimiterConfig{Algorithm: c.Admission, Min: c.MinInFlight, Max: c.MaxInFlight, Target: c.LatencyTarget},
+		Limiter:    lockapi.LimiterConfig{Algorithm: c.Admission, Min: c.minInFlight(), Max: c.MaxInFlight, Target: c.LatencyTarget},
 		RetryAfter: c.RetryAfter, RequestTimeout: 4 * c.RedisTimeout, DrainDelay: c.DrainDelay,
 		TokenKey: c.tokenKey(),
 	}

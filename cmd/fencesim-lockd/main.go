@@ -76,6 +76,7 @@ func run(ctx context.Context, args []string, env map[string]string, stderr io.Wr
 	defer rdb.Close()
 	backend := lockd.New(rdb, lockd.Options{Prefix: cfg.KeyPrefix, RetryAfter: cfg.RetryAfter, Logger: log,
 		RequireDurable: cfg.RequireDurable, RequireEpoch: cfg.RequireDurable && !cfg.RedisInit, TokenFloor: cfg.TokenFloor})
+	defer backend.Close()
 
 	if code := checkRedis(ctx, cfg, backend, log); code != 0 {
 		return code

@@ -76,6 +76,29 @@ func TestAdmissionReachesTheLimiter(t *testing.T) {
 	}
 }
 
+// TestAdmissionFloorIsThePool: the admission limit's floor is the Redis
+// pool's size unless FENCESIM_MIN_INFLIGHT sets it, and never above the
+// maximum.
+func TestAdmissionFloorIsThePool(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want int
+	}{
+		{map[string]string{}, 64},
+		{map[string]string{"FENCESIM_REDIS_POOL_SIZE": "100"}, 100},
+		{map[string]string{"FENCESIM_REDIS_POOL_SIZE": "500"}, 256},
+		{map[string]string{"FENCESIM_MIN_INFLIGHT": "16"}, 16},
+	} {
+		cfg, err := loadConfig(c.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.serverConfig().Limiter.Min; got != c.want {
+			t.Errorf("%v: admission floor %d, want %d", c.env, got, c.want)
+		}
+	}
+}
+
 func TestHelpListsEveryVariable(t *testing.T) {
 	var out bytes.Buffer
 	if code := run(context.Background(), []string{"-h"}, nil, &out, nil); code != 0 {

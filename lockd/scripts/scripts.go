@@ -20,6 +20,9 @@
 //	                      while its client retried elsewhere, was granted and
 //	                      released — answers that grant again, ended, instead
 //	                      of granting the request a second time
+//
+// and the wait queue's two, <prefix>{R}:queue and <prefix>{R}:deadlines
+// (see Queue).
 package scripts
 
 import (
@@ -203,6 +206,12 @@ func Name(src string) string {
 		return "held"
 	case Get:
 		return "get"
+	case QueuedAcquire:
+		return "queued acquire"
+	case QueuedRelease:
+		return "queued release"
+	case Leave:
+		return "leave"
 	}
 	return "script"
 }
@@ -337,19 +346,29 @@ type Acquired struct {
 	// Seq is the namespace's grant sequence the script saw (bumped by a
 	// grant): 0 without the fence (Call.WithFence).
 	Seq uint64
+	// Place is a held request's place in its resource's wait queue (1:
+	// next; 0: not queued), and Now the Redis clock's ms when it was
+	// answered: QueuedAcquire's fifth and sixth elements.
+	Place int
+	Now   int64
 }
 
 // ParseAcquire reads an acquire script's reply, as a Redis client hands it
 // over: integers as int64, strings as string.
 func ParseAcquire(res []any) (Acquired, error) {
-	if len(res) != 4 {
+	if len(res) != 4 && len(res) != 6 {
 		return Acquired{}, fmt.Errorf("lockd: acquire script replied %v", res)
 	}
 	ms, _ := res[2].(int64)
 	seq, _ := res[3].(int64)
 	if granted, _ := res[0].(int64); granted == 0 {
 		holder, _ := res[1].(string)
-		return Acquired{Holder: holder, Left: time.Duration(max(ms, 0)) * time.Millisecond, Seq: uint64(max(seq, 0))}, nil
+		var place, now int64
+		if len(res) == 6 {
+			place, _ = res[4].(int64)
+			now, _ = res[5].(int64)
+		}
+		return Acquired{Holder: holder, Left: time.Duration(max(ms, 0)) * time.Millisecond, Seq: uint64(max(seq, 0)), Place: int(max(place, 0)), Now: now}, nil
 	}
 	ts, _ := res[1].(string)
 	tok, err := strconv.ParseUint(ts, 10, 64)
