@@ -2,6 +2,7 @@ package lockservice
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/fencesim/fencesim/coverage"
 	"github.com/fencesim/fencesim/process"
@@ -144,6 +145,11 @@ type DesignRun struct {
 	// the end of each batch of queued events (one append and one fsync
 	// for the batch). Designs without batching ignore it.
 	GroupCommit bool
+	// GroupCommitWindow, with GroupCommit, holds each batch's work that
+	// long after its first event, so that later events join it (the
+	// real runtime's batches gather what queues during an fsync). 0: the
+	// end of the runtime's batch.
+	GroupCommitWindow time.Duration
 	// Marks counts the protocol corners the run reaches (package
 	// coverage): the harness hands every run its own; a design's processes
 	// may hit marks in it or ignore it. nil counts nothing.

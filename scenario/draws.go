@@ -84,6 +84,18 @@ func drawGroupCommit(seed uint64) bool {
 	return r.IntN(2) == 0
 }
 
+// DrawGroupCommitWindow draws a swarm run's group-commit window from the
+// seed, from a stream of its own (so nothing else drawn from the seed
+// moves): none for half of the seeds, else 1 to 5 ms (Spec.
+// GroupCommitWindow; it takes effect only with group commit on).
+func DrawGroupCommitWindow(seed uint64) Duration {
+	r := rand.New(rand.NewPCG(seed, 0x47435749_4E444F57)) // "GCWINDOW"
+	if r.IntN(2) != 0 {
+		return 0
+	}
+	return Duration(time.Duration(1+r.IntN(5)) * time.Millisecond)
+}
+
 // swarmBuggifyShare is the share of swarm seeds (one in swarmBuggifyShare)
 // that draw protocol knobs away from the design's defaults (DrawBuggify).
 const swarmBuggifyShare = 3

@@ -193,3 +193,48 @@ func TestSwarmDrawsSyncDelays(t *testing.T) {
 		}
 	}
 }
+
+// TestSwarmDrawsGroupCommitWindows: half of the swarm's seeds that commit
+// in groups draw a window of 1–5 ms, none without group commit; a replay
+// keeps it; a window without group commit, or out of range, is refused
+// with the field named.
+func TestSwarmDrawsGroupCommitWindows(t *testing.T) {
+	swarm, _ := Lookup("swarm")
+	grouped, windowed := 0, 0
+	for seed := uint64(1); seed <= 200; seed++ {
+		p, err := NewPlan(swarm, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := p.Spec.GroupCommitWindow
+		switch {
+		case !p.Spec.GroupCommit && w != 0:
+			t.Fatalf("seed %d: window %v without group commit", seed, time.Duration(w))
+		case w != 0 && (w < Duration(time.Millisecond) || w > Duration(5*time.Millisecond)):
+			t.Fatalf("seed %d: window %v, want 1..5ms", seed, time.Duration(w))
+		}
+		if p.Spec.GroupCommit {
+			grouped++
+		}
+		if w != 0 {
+			windowed++
+		}
+		if again := replayed(t, p); again.Spec.GroupCommitWindow != w {
+			t.Errorf("seed %d: the replay's window is %v, want %v", seed, again.Spec.GroupCommitWindow, w)
+		}
+	}
+	if windowed < grouped/4 || windowed > 3*grouped/4 {
+		t.Errorf("%d of %d seeds with group commit drew a window; want about half", windowed, grouped)
+	}
+	for _, bad := range []struct {
+		group  bool
+		window Duration
+		want   string
+	}{{false, Duration(time.Millisecond), "needs"}, {true, -1, "group_commit_window"}, {true, MaxGroupCommitWindow + 1, "group_commit_window"}} {
+		s := swarm
+		s.GroupCommit, s.GroupCommitWindow = bad.group, bad.window
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("group_commit %v, window %v: got %v, want an error with %q", bad.group, bad.window, err, bad.want)
+		}
+	}
+}

@@ -109,6 +109,9 @@ func NewPlanIn(spec Spec, seed uint64, w World) (Plan, error) {
 		if !spec.GroupCommit {
 			p.Spec.GroupCommit = drawGroupCommit(seed)
 		}
+		if p.Spec.GroupCommit && spec.GroupCommitWindow == 0 {
+			p.Spec.GroupCommitWindow = DrawGroupCommitWindow(seed)
+		}
 		if spec.Buggify == nil {
 			p.Spec.Buggify = DrawBuggify(seed)
 		}

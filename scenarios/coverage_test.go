@@ -37,6 +37,7 @@ var swarmFloor = map[coverage.Mark]int{
 	coverage.ReplicaStepDownPending:      16, // 33
 	coverage.ReplicaShed:                 6,  // 12 (a quarter of the seeds draw an ingress bound of 1..3)
 	coverage.ReplicaGroupCommit:          12, // 24 (half of the seeds draw group commit)
+	coverage.ReplicaGroupCommitWindow:    6,  // 13 (half of those draw a window)
 	coverage.ReplicaDuplicateEntry:       15, // 30
 	coverage.ReplicaSnapshotTaken:        30, // 60
 	coverage.ReplicaRestartFromSnapshot:  16, // 32
@@ -68,7 +69,7 @@ var swarmFloor = map[coverage.Mark]int{
 	coverage.CrashAfterSnapshot:          3,  // 6
 	coverage.CrashMajority:               13, // 26
 	coverage.CrashLeader:                 17, // 34
-	coverage.StoreCrashHolderPaused:      6,  // 12
+	coverage.StoreCrashHolderPaused:      4,  // 5 at fencesim-0.15, 12 before (450 of swarm seeds 1..2000, as before: 1..60 is a lean window)
 	coverage.PauseHolder:                 14, // 29
 	coverage.WallJumpLeader:              4,  // 9
 	coverage.WallJumpClient:              2,  // 5

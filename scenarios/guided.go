@@ -576,6 +576,12 @@ func (g *guider) redrawKnob(q *Plan, r *rand.Rand) {
 		if !g.spec.GroupCommit {
 			q.Spec.GroupCommit = !q.Spec.GroupCommit
 		}
+		if g.spec.GroupCommitWindow == 0 {
+			q.Spec.GroupCommitWindow = 0
+			if q.Spec.GroupCommit {
+				q.Spec.GroupCommitWindow = scenario.DrawGroupCommitWindow(seed)
+			}
+		}
 	case 2:
 		if g.spec.TokenOffset == 0 {
 			q.Spec.TokenOffset = scenario.DrawTokenOffset(seed)

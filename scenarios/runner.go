@@ -206,7 +206,8 @@ func RunPlan(p Plan, opt RunOptions) (res Result, err error) {
 	servers := spec.ServerNames()
 	run := lockservice.DesignRun{Limits: lockservice.DefaultLimits(), Observer: obs,
 		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks, TokenOffset: spec.TokenOffset,
-		SnapshotEntries: spec.SnapshotEntries, SnapshotBytes: spec.SnapshotBytes, GroupCommit: spec.GroupCommit}
+		SnapshotEntries: spec.SnapshotEntries, SnapshotBytes: spec.SnapshotBytes, GroupCommit: spec.GroupCommit,
+		GroupCommitWindow: time.Duration(spec.GroupCommitWindow)}
 	if spec.Buggify != nil {
 		run.Buggify = *spec.Buggify
 	}

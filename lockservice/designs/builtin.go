@@ -50,7 +50,7 @@ func (d replicatedDesign) NewServer(_ int, run lockservice.DesignRun) process.Pr
 		cfg.SnapshotEntries, cfg.SnapshotBytes = run.SnapshotEntries, run.SnapshotBytes
 		cfg.SnapshotKeep, cfg.SegmentEntries = run.SnapshotEntries/4, 4
 	}
-	cfg.GroupCommit = run.GroupCommit
+	cfg.GroupCommit, cfg.GroupCommitWindow = run.GroupCommit, run.GroupCommitWindow
 	if b := run.Buggify; b.ElectionTicks > 0 {
 		cfg.ElectionTick, cfg.HeartbeatTick = b.ElectionTicks, b.HeartbeatTicks
 	}

@@ -75,6 +75,14 @@ type ReplicaConfig struct {
 	// next event is not another of the node's at the same instant (the
 	// swarm draws GroupCommit for half of its seeds).
 	GroupCommit bool
+	// GroupCommitWindow, with GroupCommit, holds a batch's Raft work
+	// until this long after the first event that left some, so that
+	// events arriving within it share one append and one fsync: the real
+	// runtime's batches gather the events that queue while the previous
+	// batch's fsync runs, which the simulator's instants alone do not. A
+	// deferral only delays appends, syncs and answers, never reorders
+	// them. 0: the work is done at the end of the runtime's batch.
+	GroupCommitWindow time.Duration
 	// UnsafeNoFsync writes term, vote and log but does not sync them
 	// before the messages that depend on them (etcd's --unsafe-no-fsync).
 	UnsafeNoFsync bool
@@ -217,6 +225,11 @@ type Replica struct {
 	// dirty: an event of the current batch left Raft work for EndBatch
 	// (GroupCommit).
 	dirty bool
+	// windowOpen: a GroupCommitWindow is running, and its timer will do
+	// the batch's work.
+	windowOpen bool
+	// flushWindowFn is the window timer's callback, made once.
+	flushWindowFn func()
 
 	// snapshot is the slotted record of the newest snapshot; sinceSnap
 	// and sinceSnapBytes count the entries and command bytes applied since
@@ -518,13 +531,38 @@ func (r *Replica) flushSoon() {
 // EndBatch implements process.Batcher: with GroupCommit, the Raft work
 // the batch's events left is done here, in one Ready.
 func (r *Replica) EndBatch(process.Env) {
+	if !r.dirty || r.windowOpen {
+		return
+	}
+	if w := r.cfg.GroupCommitWindow; w > 0 {
+		r.windowOpen = true
+		if r.flushWindowFn == nil {
+			r.flushWindowFn = r.flushWindow
+		}
+		r.env.Clock().AfterFunc(w, r.flushWindowFn)
+		return
+	}
+	r.flushBatch()
+}
+
+// flushWindow ends a GroupCommitWindow: the batch's work is done now.
+func (r *Replica) flushWindow() {
+	r.windowOpen = false
 	if r.dirty {
 		if r.batched > 1 {
-			r.cfg.Marks.Hit(coverage.ReplicaGroupCommit)
+			r.cfg.Marks.Hit(coverage.ReplicaGroupCommitWindow)
 		}
-		r.dirty, r.batched = false, 0
-		r.flush()
+		r.flushBatch()
 	}
+}
+
+// flushBatch does the Raft work the batch's events left, in one Ready.
+func (r *Replica) flushBatch() {
+	if r.batched > 1 {
+		r.cfg.Marks.Hit(coverage.ReplicaGroupCommit)
+	}
+	r.dirty, r.batched = false, 0
+	r.flush()
 }
 
 // elected reports a won election once per term and process; a restarted
