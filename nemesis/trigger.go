@@ -148,16 +148,16 @@ const (
 	// for them (raft.log-truncated). The other times the follower stays
 	// in, and may win the election with its longer log, taking over with
 	// an uncommitted tail (raft.leader-uncommitted-tail). Drawn by
-	// DrawRaftAims, as AimCrashRecovering is.
+	// RaftStrikes, on top of a generated schedule.
 	AimMinorityTail = "minority-tail"
 	// AimStaleAppend holds the leader's appends back and lets newer ones
-	// overtake them: messages are reordered (held up to a few election
-	// timeouts) and, half of the time, duplicated, and the leader is
+	// overtake them: messages are reordered (held up to half a TTL)
+	// and, half of the time, duplicated, and the leader is
 	// paused a moment later, so that a new leader is elected while the
 	// old leader's appends are still in flight and they arrive after the
 	// new leader's (raft.append-stale-term, raft.append-duplicate,
 	// raft.append-behind-commit); when the old leader wakes, it sends
-	// appends of a term that ended. Drawn by DrawRaftAims.
+	// appends of a term that ended. Drawn by RaftStrikes.
 	AimStaleAppend = "stale-append"
 )
 
