@@ -186,6 +186,12 @@ const (
 	// LockdHeldSettled: a held answer was settled, and a copy of the
 	// request turned out granted meanwhile: the answer is that grant.
 	LockdHeldSettled
+	// LockdQueueHandOver: a waiting acquire was answered from the grant a
+	// release handed it in lockd's wait queue (scripts.QueuedRelease).
+	LockdQueueHandOver
+	// LockdQueueKeptFree: an acquire found the lock free but kept for
+	// the wait queue's head, and was answered held (as overloaded).
+	LockdQueueKeptFree
 
 	// The reference's front end (lockservice/frontend).
 
@@ -315,6 +321,8 @@ var info = [numMarks]struct{ name, where, doc string }{
 
 	LockdRequestRemembered: {"lockd.request-remembered", "lockd", "a late copy of a granted acquire answered from its request's memory"},
 	LockdHeldSettled:       {"lockd.held-settled-granted", "lockd", "a held answer settled as the grant a copy of the request got meanwhile"},
+	LockdQueueHandOver:     {"lockd.queue-hand-over", "lockd", "a waiting acquire answered from the grant a release handed it in the wait queue"},
+	LockdQueueKeptFree:     {"lockd.queue-kept-free", "lockd", "an acquire answered held while the lock was free, kept for the wait queue's head"},
 
 	FrontendDedupHit:        {"frontend.dedup-hit", "frontend", "a keyed acquire taken again under a new number answered from the table's memory"},
 	FrontendRetryOtherNode:  {"frontend.retry-other-node", "client", "an acquire answered after its request id went to more than one node"},

@@ -26,7 +26,10 @@
 //	40 redlock.RedlockSet      41 RedlockExtend     42 RedlockDel
 //	43 redlock.RedlockReply
 //	50 lockdsim.Eval           51 lockdsim.EvalReply (a script reply: a kind
-//	   byte — 0 nil, 1 integer, 2 string, 3 array — then its value)
+//	   byte — 0 nil, 1 integer, 2 string, 3 array — then its value; then
+//	   the error and the Redis run)
+//	52 lockdsim.Subscribe      53 lockdsim.Subscribed
+//	54 lockdsim.Published
 //
 // Decoding never panics and never allocates more than the input's length
 // justifies, whatever the bytes (FuzzDecode checks it): a peer that sends
@@ -64,6 +67,9 @@ const (
 	TagRedlockReply   = 43
 	TagEval           = 50
 	TagEvalReply      = 51
+	TagSubscribe      = 52
+	TagSubscribed     = 53
+	TagPublished      = 54
 )
 
 // maxValueDepth bounds the nesting of a script reply's arrays.
@@ -158,6 +164,21 @@ func (Codec) AppendMessage(b []byte, m process.Message) ([]byte, error) {
 			return b, err
 		}
 		b = appendString(b, m.Err)
+		b = binary.AppendUvarint(b, m.Run)
+	case lockdsim.Subscribe:
+		b = append(b, TagSubscribe)
+		b = appendString(b, m.Channel)
+		b = binary.AppendUvarint(b, m.Session)
+	case lockdsim.Subscribed:
+		b = append(b, TagSubscribed)
+		b = appendString(b, m.Channel)
+		b = binary.AppendUvarint(b, m.Session)
+		b = binary.AppendUvarint(b, m.Run)
+	case lockdsim.Published:
+		b = append(b, TagPublished)
+		b = appendString(b, m.Channel)
+		b = appendString(b, m.Payload)
+		b = binary.AppendUvarint(b, m.Session)
 	default:
 		return b, fmt.Errorf("%w: %T", ErrUnknownType, m)
 	}
@@ -307,7 +328,13 @@ func (Codec) DecodeMessage(b []byte) (process.Message, error) {
 	case TagEval:
 		m = lockdsim.Eval{ID: r.uvarint(), Script: r.string(), Keys: r.strings(), Args: r.strings()}
 	case TagEvalReply:
-		m = lockdsim.EvalReply{ID: r.uvarint(), Value: r.value(0), Err: r.string()}
+		m = lockdsim.EvalReply{ID: r.uvarint(), Value: r.value(0), Err: r.string(), Run: r.uvarint()}
+	case TagSubscribe:
+		m = lockdsim.Subscribe{Channel: r.string(), Session: r.uvarint()}
+	case TagSubscribed:
+		m = lockdsim.Subscribed{Channel: r.string(), Session: r.uvarint(), Run: r.uvarint()}
+	case TagPublished:
+		m = lockdsim.Published{Channel: r.string(), Payload: r.string(), Session: r.uvarint()}
 	default:
 		return nil, fmt.Errorf("%w: unknown type tag %d", errCorrupt, tag)
 	}

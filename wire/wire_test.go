@@ -72,7 +72,10 @@ func samples() []process.Message {
 		lockdsim.Eval{ID: 1},
 		lockdsim.EvalReply{ID: 2, Value: []any{int64(1), "18446744073709551615", int64(-2), nil, []any{"x"}}},
 		lockdsim.EvalReply{ID: 3, Value: int64(math.MinInt64)},
-		lockdsim.EvalReply{ID: 4, Err: "ERR fence counter exhausted"},
+		lockdsim.EvalReply{ID: 4, Err: "ERR fence counter exhausted", Run: max64},
+		lockdsim.Subscribe{Channel: "fencesim:wake", Session: max64},
+		lockdsim.Subscribed{Channel: "fencesim:wake", Session: 1, Run: max64},
+		lockdsim.Published{Channel: "fencesim:wake", Payload: "r\na 1 500 60000\n3 500 1733318400000", Session: 7},
 	}
 }
 
@@ -130,7 +133,8 @@ func TestDecodedDataIsCopied(t *testing.T) {
 func TestTagsAreStable(t *testing.T) {
 	want := map[string]byte{"AcquireRequest": 1, "RenewRequest": 2, "ReleaseRequest": 3, "LockReply": 4,
 		"WriteRequest": 5, "WriteReply": 6, "ReadRequest": 7, "ReadReply": 8, "RaftMessage": 9,
-		"RedlockSet": 40, "RedlockExtend": 41, "RedlockDel": 42, "RedlockReply": 43, "Eval": 50, "EvalReply": 51}
+		"RedlockSet": 40, "RedlockExtend": 41, "RedlockDel": 42, "RedlockReply": 43, "Eval": 50, "EvalReply": 51,
+		"Subscribe": 52, "Subscribed": 53, "Published": 54}
 	for _, m := range samples() {
 		b, _ := Codec{}.AppendMessage(nil, m)
 		name := reflect.TypeOf(m).Name()

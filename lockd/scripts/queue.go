@@ -54,8 +54,9 @@ import (
 // not in each instance: an instance's own FIFO orders only its own
 // waiters, and the instances sharing a Redis would still race each other.
 //
-// The simulator's instances (lockservice/lockdsim) do not queue: they run
-// the plain scripts above, so these sources are the real lockd's only.
+// The simulator's instances (lockservice/lockdsim) queue the same way,
+// with these sources on the simulated Redis, so the hand-over is searched
+// under the simulator's faults too.
 
 // queueLib is the Lua the queue's scripts share: Acquire as a function of
 // its keys and arguments, the Redis clock in ms and the queue's live head.

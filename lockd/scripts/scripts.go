@@ -46,9 +46,10 @@ import (
 // KEYS: lock, fence, request memory[, epoch, grant sequence]. ARGV:
 // client, request id, ttl ms, memory ms[, epoch, grant sequence seen].
 //
-// With the fence's arguments (Call.WithFence, the real lockd's), before
-// anything the script checks the namespace's epoch (KEYS[4], "<id>
-// <floor>") against the one the instance knows (ARGV[5]), and the
+// With the fence's arguments (Call.WithFence: lockd's, and the simulated
+// instances'), before anything the script checks the namespace's epoch
+// (KEYS[4], "<id> <floor>") against the one the instance knows (ARGV[5]),
+// and the
 // namespace's grant sequence (KEYS[5], bumped at each grant) against the
 // highest the instance saw (ARGV[6]): a Redis that lost its data
 // (restarted without AOF, flushed) has no epoch, and one that rewound
@@ -56,7 +57,7 @@ import (
 // the script refuses with FENCE_LOST and writes nothing, so no token is
 // ever issued twice. A resource with no counter starts at the epoch's
 // floor (0 unless an operator re-initialised the namespace above every
-// token issued before). Without them (the simulated instances) there is no
+// token issued before). Without them (tests' calls) there is no
 // epoch and the sequence is 0.
 //
 // Reply: {1, token, ttl_ms, seq} granted (ttl 0: granted earlier, ended

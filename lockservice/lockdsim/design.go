@@ -4,8 +4,11 @@
 // Lua scripts — the sources the real lockd sends to a real Redis — and the
 // Redis process runs them in an embedded Lua interpreter
 // (github.com/yuin/gopher-lua), so each atomic operation has one
-// definition in both worlds. Pauses, crashes (the AOF synced always or
-// every second) and partitions reach the instances and Redis alike.
+// definition in both worlds — lockd's fair wait queue included: its
+// sorted sets live in the simulated Redis, and a release's hand-over
+// reaches the waiting instance by a publication, as in lockd. Pauses,
+// crashes (the AOF synced always or every second) and partitions reach
+// the instances and Redis alike.
 package lockdsim
 
 import (

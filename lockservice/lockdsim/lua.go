@@ -10,23 +10,28 @@ import (
 )
 
 // newLua returns the interpreter the Redis process runs scripts in: the
-// base, table and string libraries (no math: its random numbers are not
-// the seed's; no io, os or package), without the functions that reach
-// files or standard output, and the redis table (call, pcall,
-// error_reply, status_reply). The scripts lockd runs iterate no table, so
-// no map order of the interpreter reaches their result.
+// base, table, string and math libraries (math without random and
+// randomseed: their numbers are not the seed's; no io, os or package),
+// without the functions that reach files or standard output, and the
+// redis table (call, pcall, error_reply, status_reply). The scripts lockd
+// runs iterate tables only with ipairs, so no map order of the interpreter
+// reaches their result.
 func newLua(r *Redis) *lua.LState {
 	L := lua.NewState(lua.Options{SkipOpenLibs: true})
 	for _, lib := range []struct {
 		name string
 		open lua.LGFunction
-	}{{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}} {
+	}{{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}, {lua.MathLibName, lua.OpenMath}} {
 		L.Push(L.NewFunction(lib.open))
 		L.Push(lua.LString(lib.name))
 		L.Call(1, 0)
 	}
 	for _, f := range []string{"dofile", "loadfile", "load", "loadstring", "print", "collectgarbage", "module", "require"} {
 		L.SetGlobal(f, lua.LNil)
+	}
+	if m, ok := L.GetGlobal("math").(*lua.LTable); ok {
+		m.RawSetString("random", lua.LNil)
+		m.RawSetString("randomseed", lua.LNil)
 	}
 	red := L.NewTable()
 	L.SetField(red, "call", L.NewFunction(func(L *lua.LState) int { return r.luaCall(L, false) }))

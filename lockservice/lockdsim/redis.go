@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,10 +18,15 @@ import (
 	"github.com/fencesim/fencesim/process"
 )
 
-// The Redis-like process: a key space of strings with expiry, scripted in
-// Lua by EVAL, made durable by an append-only file on the node's disk.
+// The Redis-like process: a key space of strings and sorted sets with
+// expiry, scripted in Lua by EVAL, made durable by an append-only file on
+// the node's disk, with pub/sub for lockd's wait queue.
 //
-// Inside its model: GET, SET (NX, XX, PX, EX), PEXPIRE, PTTL and DEL, called
+// Inside its model: GET, SET (NX, XX, PX, EX), INCR, PEXPIRE, PTTL, DEL,
+// EXISTS, TIME (the node's wall clock), the sorted-set commands the wait
+// queue uses (ZADD without flags, ZREM, ZRANGE by index [WITHSCORES],
+// ZRANGEBYSCORE [WITHSCORES], ZRANK, ZSCORE; members of equal score in
+// byte order, an emptied set deleted) and PUBLISH, called
 // from scripts by redis.call and redis.pcall, with Redis's conversions
 // between Lua and replies (numbers truncate to integers, false is nil, a
 // table is an array up to its first nil, {err=…} is an error); a script
@@ -30,9 +36,14 @@ import (
 // script's writes are one AOF record, appended after it runs and, with
 // appendfsync always, synced before its reply — everysec syncs once a
 // second, so a crash loses the last second of acknowledged writes; a torn
-// last record is dropped at load (aof-load-truncated).
+// last record is dropped at load (aof-load-truncated). A node SUBSCRIBEs
+// (Subscribe) to channels; a script's publications go out once its writes
+// are as durable as the policy makes them, one Published message to each
+// subscribed node. Subscriptions are the connection's: a restarted Redis
+// has none (its replies carry a new Run, by which an instance knows to
+// subscribe again), and a node's new session replaces its old one.
 //
-// Outside it: every other command, Redis's Lua sandbox beyond dropping the
+// Outside it: every other command (and options), Redis's Lua sandbox beyond dropping the
 // file and print functions, replication, eviction, the script cache
 // (EVALSHA is EVAL with the source), and AOF rewriting.
 
@@ -47,10 +58,49 @@ type Eval struct {
 
 // EvalReply answers an Eval: Value is the script's reply as a Redis client
 // hands it over (int64, string, nil or []any of those), or Err its error.
+// Run names the Redis process's run (a new one at every start): a client
+// that sees it change knows its subscriptions are gone, as a real client
+// knows from its connection breaking.
 type EvalReply struct {
 	ID    uint64
 	Value any
 	Err   string
+	Run   uint64
+}
+
+// Subscribe subscribes the sending node's session to a channel. A session
+// other than the node's current one replaces it (the node restarted: its
+// old connection is gone).
+type Subscribe struct {
+	Channel string
+	Session uint64
+}
+
+// Subscribed confirms a Subscribe, naming the Redis run it holds in.
+type Subscribed struct {
+	Channel      string
+	Session, Run uint64
+}
+
+// Published is one publication to a subscribed session.
+type Published struct {
+	Channel, Payload string
+	Session          uint64
+}
+
+// Fingerprint implements process.Message.
+func (m Subscribe) Fingerprint() uint64 {
+	return process.Mix(process.Mix(52, process.HashString(m.Channel)), m.Session)
+}
+
+// Fingerprint implements process.Message.
+func (m Subscribed) Fingerprint() uint64 {
+	return process.Mix(process.Mix(process.Mix(53, process.HashString(m.Channel)), m.Session), m.Run)
+}
+
+// Fingerprint implements process.Message.
+func (m Published) Fingerprint() uint64 {
+	return process.Mix(process.Mix(process.Mix(54, process.HashString(m.Channel)), process.HashString(m.Payload)), m.Session)
 }
 
 // String shows the script by name, not its source, in traces.
@@ -72,7 +122,7 @@ func (m Eval) Fingerprint() uint64 {
 
 // Fingerprint implements process.Message.
 func (m EvalReply) Fingerprint() uint64 {
-	return process.Mix(process.Mix(process.Mix(51, m.ID), hashValue(m.Value)), process.HashString(m.Err))
+	return process.Mix(process.Mix(process.Mix(process.Mix(51, m.ID), hashValue(m.Value)), process.HashString(m.Err)), m.Run)
 }
 
 func hashValue(v any) uint64 {
@@ -119,19 +169,46 @@ type RedisConfig struct {
 	Watch func(Change)
 }
 
-// entry is a key's value and its deadline (Unix ms by the wall clock, 0:
-// none).
+// entry is a key's value — a string, or a sorted set (z non-nil) — and
+// its deadline (Unix ms by the wall clock, 0: none).
 type entry struct {
 	val string
+	z   map[string]float64 // member → score
 	at  int64
 }
 
-// aofOp is one write in the append-only file.
+// zmember is a sorted set's member and score.
+type zmember struct {
+	M string  `json:"m"`
+	S float64 `json:"s"`
+}
+
+// sorted is a sorted set's members in Redis's order: by score, then by
+// member bytes.
+func (e entry) sorted() []zmember {
+	out := make([]zmember, 0, len(e.z))
+	for m, sc := range e.z { //detlint:sorted
+		out = append(out, zmember{m, sc})
+	}
+	slices.SortFunc(out, func(a, b zmember) int {
+		if a.S != b.S {
+			if a.S < b.S {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.M, b.M)
+	})
+	return out
+}
+
+// aofOp is one write in the append-only file: a key's whole new value.
 type aofOp struct {
-	Op  string `json:"op"` // "set" or "del"
-	Key string `json:"k"`
-	Val string `json:"v,omitempty"`
-	At  int64  `json:"at,omitempty"`
+	Op  string    `json:"op"` // "set", "zset" or "del"
+	Key string    `json:"k"`
+	Val string    `json:"v,omitempty"`
+	Z   []zmember `json:"z,omitempty"`
+	At  int64     `json:"at,omitempty"`
 }
 
 const aofKey = "appendonly.aof"
@@ -150,7 +227,24 @@ type Redis struct {
 	now     int64
 	writes  []aofOp
 	changes []Change
+	pubs    []publication
 	dirty   bool // everysec: writes not yet synced
+	// run names this start (EvalReply.Run); subs are the sessions
+	// subscribed since.
+	run  uint64
+	subs map[process.NodeID]*subscriber
+}
+
+// subscriber is a node's subscribed session.
+type subscriber struct {
+	session  uint64
+	channels []string
+}
+
+// publication is one message a script published, sent after its commit.
+type publication struct {
+	to process.NodeID
+	m  Published
 }
 
 // NewRedis returns a Redis process; every restart needs a new one.
@@ -163,6 +257,7 @@ func (r *Redis) Start(env process.Env) {
 	r.env = env
 	r.data, r.timers, r.protos = map[string]entry{}, map[string]clockwork.Timer{}, map[string]*lua.FunctionProto{}
 	r.L = newLua(r)
+	r.run, r.subs = env.Rand().Uint64()|1, map[process.NodeID]*subscriber{}
 	r.load(env)
 	keys := make([]string, 0, len(r.data))
 	for k := range r.data { //detlint:sorted
@@ -200,9 +295,16 @@ func (r *Redis) load(env process.Env) {
 			break
 		}
 		for _, op := range ops {
-			if op.Op == "set" {
+			switch op.Op {
+			case "set":
 				r.data[op.Key] = entry{val: op.Val, at: op.At}
-			} else {
+			case "zset":
+				z := make(map[string]float64, len(op.Z))
+				for _, m := range op.Z {
+					z[m.M] = m.S
+				}
+				r.data[op.Key] = entry{z: z, at: op.At}
+			default:
 				delete(r.data, op.Key)
 			}
 		}
@@ -217,21 +319,47 @@ func (r *Redis) load(env process.Env) {
 	}
 }
 
-// Receive runs an Eval and answers it.
+// Receive runs an Eval and answers it, or subscribes.
 func (r *Redis) Receive(env process.Env, from process.NodeID, msg process.Message) {
-	m, ok := msg.(Eval)
-	if !ok {
-		env.Log().Warn("redis.unknown-message", slog.String("type", fmt.Sprintf("%T", msg)))
-		return
-	}
 	r.env = env
-	v, err := r.eval(m)
-	r.commit()
-	rep := EvalReply{ID: m.ID, Value: v}
-	if err != nil {
-		rep.Value, rep.Err = nil, err.Error()
+	switch m := msg.(type) {
+	case Eval:
+		v, err := r.eval(m)
+		r.commit()
+		rep := EvalReply{ID: m.ID, Value: v, Run: r.run}
+		if err != nil {
+			rep.Value, rep.Err = nil, err.Error()
+		}
+		env.Send(from, rep)
+	case Subscribe:
+		s := r.subs[from]
+		if s == nil || s.session != m.Session {
+			s = &subscriber{session: m.Session}
+			r.subs[from] = s
+		}
+		if !slices.Contains(s.channels, m.Channel) {
+			s.channels = append(s.channels, m.Channel)
+		}
+		env.Send(from, Subscribed{Channel: m.Channel, Session: m.Session, Run: r.run})
+	default:
+		env.Log().Warn("redis.unknown-message", slog.String("type", fmt.Sprintf("%T", msg)))
 	}
-	env.Send(from, rep)
+}
+
+// publish is PUBLISH: the message goes to every session subscribed to
+// channel, in node order, once the script commits; it returns how many.
+func (r *Redis) publish(channel, payload string) int64 {
+	nodes := make([]process.NodeID, 0, len(r.subs))
+	for n, s := range r.subs { //detlint:sorted
+		if slices.Contains(s.channels, channel) {
+			nodes = append(nodes, n)
+		}
+	}
+	slices.Sort(nodes)
+	for _, n := range nodes {
+		r.pubs = append(r.pubs, publication{n, Published{Channel: channel, Payload: payload, Session: r.subs[n].session}})
+	}
+	return int64(len(nodes))
 }
 
 // commit writes the script's writes to the AOF as one record, syncs them
@@ -254,7 +382,10 @@ func (r *Redis) commit() {
 			r.cfg.Watch(c)
 		}
 	}
-	r.writes, r.changes = r.writes[:0], r.changes[:0]
+	for _, p := range r.pubs {
+		r.env.Send(p.to, p.m)
+	}
+	r.writes, r.changes, r.pubs = r.writes[:0], r.changes[:0], r.pubs[:0]
 }
 
 // clock is the node's wall clock in Unix ms.
@@ -272,7 +403,11 @@ func (r *Redis) get(key string) (entry, bool) {
 
 func (r *Redis) set(key string, e entry) {
 	r.data[key] = e
-	r.writes = append(r.writes, aofOp{Op: "set", Key: key, Val: e.val, At: e.at})
+	if e.z != nil {
+		r.writes = append(r.writes, aofOp{Op: "zset", Key: key, Z: e.sorted(), At: e.at})
+	} else {
+		r.writes = append(r.writes, aofOp{Op: "set", Key: key, Val: e.val, At: e.at})
+	}
 	r.arm(key)
 }
 
@@ -345,6 +480,9 @@ func (r *Redis) command(args []string) (any, error) {
 			return nil, err
 		}
 		if e, ok := r.get(args[1]); ok {
+			if e.z != nil {
+				return nil, errWrongType
+			}
 			return e.val, nil
 		}
 		return nil, nil
@@ -370,6 +508,51 @@ func (r *Redis) command(args []string) (any, error) {
 		r.set(args[1], e)
 		r.changes = append(r.changes, Change{Op: "pexpire", Key: args[1], Value: e.val})
 		return int64(1), nil
+	case "INCR":
+		if err := argc(2); err != nil {
+			return nil, err
+		}
+		e, ok := r.get(args[1])
+		if e.z != nil {
+			return nil, errWrongType
+		}
+		n := int64(0)
+		if ok {
+			var err error
+			if n, err = strconv.ParseInt(e.val, 10, 64); err != nil {
+				return nil, errReply("ERR value is not an integer or out of range")
+			}
+		}
+		if n == math.MaxInt64 {
+			return nil, errReply("ERR increment or decrement would overflow")
+		}
+		e.val = strconv.FormatInt(n+1, 10)
+		r.set(args[1], e)
+		r.changes = append(r.changes, Change{Op: "set", Key: args[1], Value: e.val})
+		return n + 1, nil
+	case "EXISTS":
+		if len(args) < 2 {
+			return nil, argc(2)
+		}
+		n := int64(0)
+		for _, k := range args[1:] {
+			if _, ok := r.get(k); ok {
+				n++
+			}
+		}
+		return n, nil
+	case "TIME":
+		if err := argc(1); err != nil {
+			return nil, err
+		}
+		return []any{strconv.FormatInt(r.now/1000, 10), strconv.FormatInt(r.now%1000*1000, 10)}, nil
+	case "PUBLISH":
+		if err := argc(3); err != nil {
+			return nil, err
+		}
+		return r.publish(args[1], args[2]), nil
+	case "ZADD", "ZREM", "ZRANGE", "ZRANGEBYSCORE", "ZRANK", "ZSCORE":
+		return r.zcommand(args)
 	case "PTTL":
 		if err := argc(2); err != nil {
 			return nil, err
@@ -396,6 +579,147 @@ func (r *Redis) command(args []string) (any, error) {
 		return n, nil
 	}
 	return nil, errReply(fmt.Sprintf("ERR unknown command '%s'", args[0]))
+}
+
+// errWrongType is Redis's reply to a command on a key of another type.
+var errWrongType = errReply("WRONGTYPE Operation against a key holding the wrong kind of value")
+
+// zcommand runs a sorted-set command.
+func (r *Redis) zcommand(args []string) (any, error) {
+	cmd := strings.ToUpper(args[0])
+	arity := map[string]int{"ZADD": 4, "ZREM": 3, "ZRANGE": 4, "ZRANGEBYSCORE": 4, "ZRANK": 3, "ZSCORE": 3}[cmd]
+	if len(args) < arity || (cmd == "ZRANK" || cmd == "ZSCORE") && len(args) != arity || cmd == "ZADD" && len(args)%2 != 0 {
+		return nil, errReply(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(cmd)))
+	}
+	e, ok := r.get(args[1])
+	if ok && e.z == nil {
+		return nil, errWrongType
+	}
+	switch cmd {
+	case "ZADD":
+		if !ok {
+			e = entry{z: map[string]float64{}}
+		}
+		for i := 2; i < len(args); i += 2 {
+			if _, err := parseScore(args[i]); err != nil {
+				return nil, err
+			}
+		}
+		added := int64(0)
+		for i := 2; i < len(args); i += 2 {
+			sc, _ := parseScore(args[i])
+			if _, in := e.z[args[i+1]]; !in {
+				added++
+			}
+			e.z[args[i+1]] = sc
+		}
+		r.set(args[1], e)
+		return added, nil
+	case "ZREM":
+		n := int64(0)
+		for _, m := range args[2:] {
+			if _, in := e.z[m]; in {
+				delete(e.z, m)
+				n++
+			}
+		}
+		switch {
+		case n > 0 && len(e.z) == 0:
+			r.remove(args[1], "del")
+		case n > 0:
+			r.set(args[1], e)
+		}
+		return n, nil
+	case "ZRANK":
+		for i, m := range e.sorted() {
+			if m.M == args[2] {
+				return int64(i), nil
+			}
+		}
+		return nil, nil
+	case "ZSCORE":
+		if sc, in := e.z[args[2]]; in {
+			return formatScore(sc), nil
+		}
+		return nil, nil
+	}
+	withScores := false
+	if len(args) > 4 {
+		if len(args) != 5 || !strings.EqualFold(args[4], "WITHSCORES") {
+			return nil, errReply("ERR syntax error")
+		}
+		withScores = true
+	}
+	all := e.sorted()
+	var sel []zmember
+	if cmd == "ZRANGE" {
+		start, err1 := strconv.ParseInt(args[2], 10, 64)
+		stop, err2 := strconv.ParseInt(args[3], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, errReply("ERR value is not an integer or out of range")
+		}
+		n := int64(len(all))
+		if start < 0 {
+			start = max(n+start, 0)
+		}
+		if stop < 0 {
+			stop = n + stop
+		}
+		stop = min(stop, n-1)
+		if start <= stop {
+			sel = all[start : stop+1]
+		}
+	} else {
+		lo, loEx, err1 := parseBound(args[2])
+		hi, hiEx, err2 := parseBound(args[3])
+		if err1 != nil || err2 != nil {
+			return nil, errReply("ERR min or max is not a float")
+		}
+		for _, m := range all {
+			if (m.S > lo || !loEx && m.S == lo) && (m.S < hi || !hiEx && m.S == hi) {
+				sel = append(sel, m)
+			}
+		}
+	}
+	out := []any{}
+	for _, m := range sel {
+		out = append(out, m.M)
+		if withScores {
+			out = append(out, formatScore(m.S))
+		}
+	}
+	return out, nil
+}
+
+// parseScore reads a ZADD score.
+func parseScore(s string) (float64, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) {
+		return 0, errReply("ERR value is not a valid float")
+	}
+	return f, nil
+}
+
+// parseBound reads a ZRANGEBYSCORE bound: a float, ±inf, or "(" and one
+// (exclusive).
+func parseBound(s string) (f float64, exclusive bool, err error) {
+	if rest, ok := strings.CutPrefix(s, "("); ok {
+		s, exclusive = rest, true
+	}
+	f, err = strconv.ParseFloat(s, 64)
+	if err == nil && math.IsNaN(f) {
+		err = errReply("nan")
+	}
+	return f, exclusive, err
+}
+
+// formatScore renders a score as Redis replies it: an integral one as an
+// integer, any other with 17 significant digits.
+func formatScore(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return strconv.FormatFloat(f, 'g', 17, 64)
 }
 
 // cmdSet is SET key value [NX|XX] [PX ms|EX s].

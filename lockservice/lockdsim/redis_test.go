@@ -172,8 +172,11 @@ func runReal(t *testing.T, steps []step) []any {
 // TestScriptsAgreeWithRealRedis runs lockd's scripts — and a few of the
 // test's own, for Redis's conversions — on a real redis-server and on the
 // simulated Redis: every reply is the same (times left only as "ms").
-func TestScriptsAgreeWithRealRedis(t *testing.T) {
-	steps := story()
+func TestScriptsAgreeWithRealRedis(t *testing.T) { agree(t, story()) }
+
+// agree runs steps on the simulated Redis and on a real one and compares
+// every reply.
+func agree(t *testing.T, steps []step) {
 	got := runSim(t, steps)
 	want := runReal(t, steps)
 	for i := range steps {
@@ -309,5 +312,134 @@ func TestAOFCutSurvivesATornCrash(t *testing.T) {
 		if r, _ := x.call(scripts.GetCall(p, "r")).Value.([]any); r[2] != "1" {
 			t.Fatalf("keep %v: after a torn crash during the AOF cut: r %v, want its synced grant kept", keep, r)
 		}
+	}
+}
+
+// queueStory exercises lockd's wait-queue scripts (scripts.Queue) and the
+// commands they call: sorted sets, TIME, EXISTS, INCR, PUBLISH.
+func queueStory() []step {
+	mem := scripts.Memory
+	q := scripts.Queue{Prefix: p}
+	acq := func(client, id string, lease, left time.Duration) scripts.Call {
+		c := scripts.AcquireCall(p, "q", client, id, ttl, mem).WithFence(p+"epoch", p+"grants", "e1 0", 0)
+		return q.Acquire(c, "q", lease, left)
+	}
+	rel := func(client string, token uint64) scripts.Call {
+		return q.Release(scripts.ReleaseCall(p, "q", client, token, ""), "q", p+"epoch", p+"grants", "e1 0", 0)
+	}
+	queue := []string{p + "{q}:queue"}
+	wait := 2 * time.Second
+	return []step{
+		{0, raw("return redis.call('SET', KEYS[1], 'e1 0')", []string{p + "epoch"})}, // OK
+		{0, acq("alice", "a1", 0, 0)},                                                 // granted 1, not queued
+		{0, acq("bob", "b1", wait, time.Second)},                                      // held, place 1
+		{0, acq("carol", "c1", wait, time.Second)},                                    // held, place 2
+		{0, acq("dave", "d1", 0, 0)},                                                  // held, not queued
+		{0, acq("bob", "b1", wait, time.Second)},                                      // keeps place 1
+		{0, raw("return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')", queue)},  // bob 1, carol 2
+		{0, raw("return redis.call('ZSCORE', KEYS[1], 'carol c1 200 60000')", queue)}, // "2"
+		{0, raw("return {redis.call('ZRANK', KEYS[1], 'carol c1 200 60000'), redis.call('ZRANK', KEYS[1], 'x')}", queue)}, // 1, cut at nil
+		{0, rel("alice", 1)},                     // 1, handed to bob
+		{0, scripts.GetCall(p, "q")},             // bob b1 2
+		{0, acq("bob", "b1", wait, time.Second)}, // granted 2 (the hand-over)
+		{0, q.Leave("q", "carol c1 200 60000")},  // 1
+		{0, raw("return redis.call('EXISTS', KEYS[1], KEYS[2])", append(queue, p+"{q}:deadlines"))}, // 0: emptied sets are deleted
+		{0, acq("erin", "e1", wait, time.Millisecond)},                                              // held, place 1, dead in 1 ms
+		{20 * time.Millisecond, rel("bob", 2)},                                                      // 1; erin's entry dropped, nobody handed
+		{0, scripts.GetCall(p, "q")},                                                                // free
+		{0, raw("return redis.call('INCR', KEYS[1])", []string{p + "grants"})},                      // 3
+		{0, raw("local t = redis.call('TIME') return {#t, tonumber(t[2]) < 1000000}", nil)},
+		{0, raw("redis.call('ZADD', KEYS[1], 1, 'a', 2, 'c', 2, 'b', 3, 'd') return redis.call('ZRANGEBYSCORE', KEYS[1], '(1', '+inf')", []string{"t:z"})}, // b c d
+		{0, raw("return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', 2, 'WITHSCORES')", []string{"t:z"})},
+		{0, raw("return redis.call('ZRANGE', KEYS[1], -2, 10)", []string{"t:z"})},                         // c d
+		{0, raw("return redis.call('ZADD', KEYS[1], 5, 'a', 6, 'e')", []string{"t:z"})},                   // 1 added
+		{0, raw("local r = redis.pcall('GET', KEYS[1]) return string.sub(r.err, 1, 9)", []string{"t:z"})}, // WRONGTYPE
+		{0, raw("redis.call('PEXPIRE', KEYS[1], 5000) return redis.call('PTTL', KEYS[1])", []string{"t:z"})},
+		{0, raw("return {redis.call('ZREM', KEYS[1], 'a', 'b', 'c', 'd', 'e', 'x'), redis.call('EXISTS', KEYS[1])}", []string{"t:z"})}, // 5, 0
+		{0, raw("return redis.call('PUBLISH', 'nobody', 'x')", nil)},                                                                   // 0 subscribers
+	}
+}
+
+// TestQueueScriptsAgreeWithRealRedis runs the wait queue's scripts on a
+// real redis-server and on the simulated Redis: every reply is the same.
+func TestQueueScriptsAgreeWithRealRedis(t *testing.T) { agree(t, queueStory()) }
+
+// subscriber is a driver that also hears the Redis process's
+// publications.
+type subscriber struct {
+	driver
+	pubs []lockdsim.Published
+	runs []uint64
+}
+
+func (s *subscriber) Receive(env sim.Env, from sim.NodeID, msg sim.Message) {
+	switch m := msg.(type) {
+	case lockdsim.Published:
+		s.pubs = append(s.pubs, m)
+	case lockdsim.Subscribed:
+		s.runs = append(s.runs, m.Run)
+	default:
+		s.driver.Receive(env, from, msg)
+	}
+}
+
+// TestQueueSurvivesACrashAndPublishes: a release hands the lock to the
+// queue's head and publishes the grant to the subscribed session; the
+// queue's sorted sets are in the AOF, so a crash keeps the line, and the
+// restarted Redis has no subscribers (PUBLISH reaches nobody, replies
+// name a new run) until the session subscribes again.
+func TestQueueSurvivesACrashAndPublishes(t *testing.T) {
+	w := simtest.NewTestWorld(t, nil)
+	redisNode := simtest.AddNode(t, w, "redis", func() sim.Process { return lockdsim.NewRedis(lockdsim.RedisConfig{}) }, fakeclock.Config{})
+	s := &subscriber{driver: driver{replies: map[uint64]lockdsim.EvalReply{}}}
+	simtest.AddNode(t, w, "sub", func() sim.Process { return s }, fakeclock.Config{})
+	var next uint64
+	run := func(c scripts.Call) lockdsim.EvalReply {
+		next++
+		id, at := next, w.Now()
+		w.At(at, "send", func() { s.env.Send(redisNode, lockdsim.Eval{ID: id, Script: c.Script, Keys: c.Keys, Args: c.Args}) })
+		w.Run(at+20*time.Millisecond, 1_000_000)
+		return s.replies[id]
+	}
+	subscribe := func() {
+		at := w.Now()
+		w.At(at, "subscribe", func() { s.env.Send(redisNode, lockdsim.Subscribe{Channel: p + "wake", Session: 7}) })
+		w.Run(at+20*time.Millisecond, 1_000_000)
+	}
+	q := scripts.Queue{Prefix: p}
+	acq := func(client, id string, lease time.Duration) scripts.Call {
+		c := scripts.AcquireCall(p, "q", client, id, time.Minute, scripts.Memory).WithFence(p+"epoch", p+"grants", "e1 0", 0)
+		return q.Acquire(c, "q", lease, 10*time.Second)
+	}
+	subscribe()
+	run(raw("return redis.call('SET', KEYS[1], 'e1 0')", []string{p + "epoch"}))
+	run(acq("alice", "a1", 0))
+	run(acq("bob", "b1", 10*time.Second))
+	run(acq("carol", "c1", 10*time.Second))
+	before := run(raw("return redis.call('ZRANGE', KEYS[1], 0, -1)", []string{p + "{q}:queue"}))
+	w.Crash(redisNode)
+	w.Restart(redisNode)
+	w.Run(w.Now()+time.Millisecond, 1000)
+	after := run(raw("return redis.call('ZRANGE', KEYS[1], 0, -1)", []string{p + "{q}:queue"}))
+	if want := []any{"bob b1 60000 60000", "carol c1 60000 60000"}; !reflect.DeepEqual(before.Value, want) || !reflect.DeepEqual(after.Value, before.Value) {
+		t.Fatalf("queue before the crash %v, after %v; want %v both", before.Value, after.Value, want)
+	}
+	if before.Run == after.Run || before.Run == 0 {
+		t.Fatalf("runs %d before and %d after a restart: want two different ones", before.Run, after.Run)
+	}
+	if n := run(raw("return redis.call('PUBLISH', KEYS[1], 'x')", []string{p + "wake"})).Value; n != int64(0) {
+		t.Fatalf("PUBLISH after a restart reached %v subscribers, want 0", n)
+	}
+	subscribe()
+	if r := run(q.Release(scripts.ReleaseCall(p, "q", "alice", 1, ""), "q", p+"epoch", p+"grants", "e1 0", 0)); r.Value != int64(1) {
+		t.Fatalf("release: %+v", r)
+	}
+	if len(s.pubs) != 1 || len(s.runs) != 2 || s.runs[1] != after.Run {
+		t.Fatalf("publications %+v, subscriptions in runs %v: want one grant, after subscribing in run %d", s.pubs, s.runs, after.Run)
+	}
+	key, rest := scripts.SplitWake(s.pubs[0].Payload)
+	h, ok := scripts.ParseHandOver(rest)
+	if key != scripts.Wake("q", "bob b1 60000 60000") || !ok || h.Token != 2 || h.TTL != time.Minute || s.pubs[0].Session != 7 {
+		t.Fatalf("publication %+v: want bob's grant of token 2 to session 7", s.pubs[0])
 	}
 }
