@@ -187,10 +187,14 @@ const (
 	// request turned out granted meanwhile: the answer is that grant.
 	LockdHeldSettled
 	// LockdQueueHandOver: a waiting acquire was answered from the grant a
-	// release handed it in lockd's wait queue (scripts.QueuedRelease).
+	// release, or an acquire that found the lock free, handed it in
+	// lockd's wait queue (scripts.QueuedRelease, QueuedAcquire).
 	LockdQueueHandOver
 	// LockdQueueKeptFree: an acquire found the lock free but kept for
-	// the wait queue's head, and was answered held (as overloaded).
+	// the wait queue's head, which it could not hand the lock to (the
+	// head's request answered already, or no fence), and was answered
+	// held (as overloaded). Most such acquires hand the head the lock
+	// (scripts.QueuedAcquire) and are answered held truly.
 	LockdQueueKeptFree
 
 	// The reference's front end (lockservice/frontend).

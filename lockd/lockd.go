@@ -285,8 +285,11 @@ func (b *Backend) Watch(ctx context.Context, interval time.Duration) {
 // entry every quarter queue lease (Options.QueueLease) and leaves the
 // queue when its wait passes or its request is cancelled; an instance
 // that dies leaves entries that lapse a lease later. An acquire without
-// wait does not queue, but does not jump the queue either: a free lock
-// with waiters in line is theirs.
+// wait does not queue, but does not jump the queue either: a free lock it
+// finds with waiters in line is handed to the head there and then, as a
+// release hands it, and the answer is held by the head, which then holds
+// the lease (a held answer about a lock nobody holds is not one a mutex
+// gives).
 //
 // A held answer is settled before it is given (scripts.Held): the request
 // is remembered as answered held, so that a late copy of it cannot be

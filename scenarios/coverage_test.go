@@ -86,7 +86,6 @@ var byScenario = map[coverage.Mark]string{
 	// The wait queue: hundreds of hand-overs per lockd-swarm seed, and a
 	// few acquires meeting a free lock kept for the head (seeds 1..3).
 	coverage.LockdQueueHandOver: "lockd-swarm",
-	coverage.LockdQueueKeptFree: "lockd-swarm",
 }
 
 // byUnitTest names, for each mark the swarm cannot reach, the unit test
@@ -137,6 +136,10 @@ var uncovered = []coverage.Mark{
 	// decided in the log: the unkeyed re-grant this marks is left to
 	// clients without request ids, which no built-in scenario runs.
 	coverage.LockHolderReacquired,
+	// A lock kept free for a queue head that could not be handed it (its
+	// request answered already): 36 of lockd-swarm seeds 1..1500, since
+	// an acquire that finds the lock free hands it to the head.
+	coverage.LockdQueueKeptFree,
 }
 
 // TestCoverageMarksAreReached runs the swarm on seeds 1..coverageSeeds and

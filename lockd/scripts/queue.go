@@ -84,19 +84,44 @@ end
 local function qwake(chan, resource, h)
   redis.call('PUBLISH', chan, resource .. '\n' .. h)
 end
+-- qhand hands a free lock to the queue's live head h: Acquire with the
+-- head's own ttl and request memory, fenced with the caller's fence, then
+-- the grant published on the wake channel for the head's instance.
+-- Where it cannot grant (no fence, the head's request answered already)
+-- it publishes a wake, and the head's own acquire answers; false then.
+local function qhand(lock, fence, epochKey, seqKey, q, d, h, epoch, seen, chan, resource)
+  local c, r, ttl, mem = string.match(h, '^(%S+) (%S+) (%d+) (%d+)$')
+  local g = false
+  if c and epoch ~= '' then
+    local mk = string.sub(lock, 1, -5) .. 'req:' .. c .. ' ' .. r
+    if mem == '0' or redis.call('EXISTS', mk) == 0 then
+      g = acquire({lock, fence, mk, epochKey, seqKey}, {c, r, ttl, mem, epoch, seen})
+    end
+  end
+  if g and g[1] == 1 and g[3] > 0 then
+    qout(q, d, h)
+    redis.call('PUBLISH', chan, resource .. '\n' .. h .. '\n' .. g[2] .. ' ' .. g[3] .. ' ' .. qnow())
+    return true
+  end
+  qwake(chan, resource, h)
+  return false
+end
 `
 
 // QueuedAcquire is Acquire behind the wait queue. A request the lease or
 // the request memory already answers (a retry of a granted request, one
 // handed the lock by a release, a late copy) is answered as Acquire
 // answers it, and leaves the queue. Otherwise a free lock is granted only
-// if the queue's live head is this request or the queue is empty; else the
-// answer is held ({0, head's client, 0, 0, place, time}). A held request with a
-// queue lease (ARGV[7] > 0, a waiting acquire) joins the queue's tail, or
-// keeps its place and refreshes its deadline; one without (wait 0) is
-// answered without queueing, and never jumps the line. A grant leaves the
-// queue. Having dropped dead entries with the lock free, the script wakes
-// the new head.
+// if the queue's live head is this request or the queue is empty; else it
+// is handed to the head there and then (qhand, as a release hands it) and
+// the answer is held by the head, which holds the lease now: a held
+// answer names a holder. Only where the head cannot be handed it (its
+// request answered already) is the answer held by the head's client with
+// the lock free ({0, head's client, 0, 0, place, time}), and the head is
+// woken. A held request with a queue lease (ARGV[7] > 0, a waiting
+// acquire) joins the queue's tail, or keeps its place and refreshes its
+// deadline; one without (wait 0) is answered without queueing, and never
+// jumps the line. A grant leaves the queue.
 //
 // KEYS: Acquire's five (WithFence), queue, deadlines. ARGV: Acquire's six,
 // queue lease ms (0: not waiting), wait left ms, wake channel, resource.
@@ -128,9 +153,14 @@ local res
 if v then
   res = acquire(KEYS, ARGV)
   if res[1] ~= 0 then return res end
+elseif qhand(KEYS[1], KEYS[2], KEYS[4], KEYS[5], q, d, h, ARGV[5], ARGV[6], ARGV[9], ARGV[10]) then
+  -- Free, and the line's: the head was handed it now, as a release
+  -- hands it, so the held answer names a client that holds the lease
+  -- (a lock kept free for a head would answer held with no holder).
+  res = acquire(KEYS, ARGV)
+  if res[1] ~= 0 then return res end
 else
   res = {0, string.match(h, '^(%S+)') or '', 0, 0}
-  if dropped > 0 and h ~= me then qwake(ARGV[9], ARGV[10], h) end
 end
 local place = 0
 if lease > 0 then
@@ -164,21 +194,7 @@ local res = release()
 if res == 1 and redis.call('EXISTS', KEYS[1]) == 0 then
   local h = qhead(KEYS[3], KEYS[4])
   if h then
-    local c, r, ttl, mem = string.match(h, '^(%S+) (%S+) (%d+) (%d+)$')
-    local g = false
-    if c and ARGV[7] ~= '' then
-      local mk = string.sub(KEYS[1], 1, -5) .. 'req:' .. c .. ' ' .. r
-      if mem == '0' or redis.call('EXISTS', mk) == 0 then
-        g = acquire({KEYS[1], KEYS[5], mk, KEYS[6], KEYS[7]}, {c, r, ttl, mem, ARGV[7], ARGV[8]})
-      end
-    end
-    if g and g[1] == 1 and g[3] > 0 then
-      redis.call('ZREM', KEYS[3], h)
-      redis.call('ZREM', KEYS[4], h)
-      redis.call('PUBLISH', ARGV[5], ARGV[6] .. '\n' .. h .. '\n' .. g[2] .. ' ' .. g[3] .. ' ' .. qnow())
-    else
-      qwake(ARGV[5], ARGV[6], h)
-    end
+    qhand(KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[3], KEYS[4], h, ARGV[7], ARGV[8], ARGV[5], ARGV[6])
   end
 end
 return res

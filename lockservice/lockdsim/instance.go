@@ -473,10 +473,11 @@ func (in *Instance) acquired(o *op, a scripts.Acquired) {
 	}
 	if a.Left == 0 {
 		// No lease is running. Either the lock is free but kept for the
-		// queue's head (a lease that expired, a head whose wake was lost,
-		// one whose instance died), and lockd answers held by the head's
-		// client, which a fenced mutex (S7) does not do — a free lock
-		// grants; or the request was answered held before and is
+		// queue's head and the script could not hand it the lock (its
+		// request answered already: QueuedAcquire hands a free lock to a
+		// head it can grant, and then answers held truly), and lockd
+		// answers held by the head's client, which a fenced mutex (S7)
+		// does not do — a free lock grants; or the request was answered held before and is
 		// remembered so (a copy retried), which says nothing of the lock
 		// now. The client hears an answer of unknown outcome and backs
 		// off as for busy; the answer is settled as held all the same.
