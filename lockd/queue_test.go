@@ -193,13 +193,7 @@ func TestQueueAbandonedEntryLapses(t *testing.T) {
 		// The dead instance's waiter: queued with a 300 ms lease, as
 		// its instance's acquire queued it, and never heard of again.
 		const lease = 300 * time.Millisecond
-		ghost := scripts.Queue{Prefix: "fencesim:"}.Acquire(
-			scripts.AcquireCall("fencesim:", "r", "ghost", "q", time.Minute, scripts.Memory).WithFence("fencesim:epoch", "fencesim:grants", rdb.Get(ctx, "fencesim:epoch").Val(), 0),
-			"r", lease, time.Minute)
-		if err := rdb.Eval(ctx, ghost.Script, ghost.Keys, toAny(ghost.Args)...).Err(); err != nil {
-			t.Fatal(err)
-		}
-		queued(t, rdb, "r", 1)
+		queueGhost(t, rdb, time.Minute, lease)
 		// The lock freed by its lease's end, not by a release (which
 		// would hand it to the ghost): nobody is told, and nobody asks
 		// until the ghost's entry has lapsed.
@@ -228,13 +222,7 @@ func TestQueueFreeLockGoesToTheHead(t *testing.T) {
 		b := instance(t, addr, lockd.Options{QueueLease: time.Minute})
 		held := hold(t, b)
 		const ttl = 300 * time.Millisecond
-		ghost := scripts.Queue{Prefix: "fencesim:"}.Acquire(
-			scripts.AcquireCall("fencesim:", "r", "ghost", "q", ttl, scripts.Memory).WithFence("fencesim:epoch", "fencesim:grants", rdb.Get(ctx, "fencesim:epoch").Val(), 0),
-			"r", time.Minute, time.Minute)
-		if err := rdb.Eval(ctx, ghost.Script, ghost.Keys, toAny(ghost.Args)...).Err(); err != nil {
-			t.Fatal(err)
-		}
-		queued(t, rdb, "r", 1)
+		queueGhost(t, rdb, ttl, time.Minute)
 		if err := rdb.Del(ctx, "fencesim:{r}:lock").Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -255,6 +243,21 @@ func TestQueueFreeLockGoesToTheHead(t *testing.T) {
 			t.Fatalf("once ghost's lease ended: token %d, %v; want granted above ghost's %d", l.Token, err, held.Token+1)
 		}
 	})
+}
+
+// queueGhost queues, for resource "r", the waiter of an instance that
+// died: client ghost's request q for a lease of ttl, its entry's queue
+// lease given, as its instance's acquire queued it.
+func queueGhost(t *testing.T, rdb *redis.Client, ttl, lease time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	ghost := scripts.Queue{Prefix: "fencesim:"}.Acquire(
+		scripts.AcquireCall("fencesim:", "r", "ghost", "q", ttl, scripts.Memory).WithFence("fencesim:epoch", "fencesim:grants", rdb.Get(ctx, "fencesim:epoch").Val(), 0),
+		"r", lease, time.Minute)
+	if err := rdb.Eval(ctx, ghost.Script, ghost.Keys, toAny(ghost.Args)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	queued(t, rdb, "r", 1)
 }
 
 // TestQueueCopiesOfOneRequestShareAGrant: two copies of one request (its
