@@ -998,6 +998,11 @@ func lockByTokensAt(ops []typedOp[lockInput, lockOutput], calls, rets []int64, e
 			latest[k] = &anon{at: at, until: at, owner: ops[a].In.Client}
 			if k > 0 {
 				holds[k-1].anons++
+				// The unseen hold begins once the hold before it has
+				// ended: that hold's tail explains no busy answer after
+				// this point (one placed there would meet the unseen
+				// holder, who may be the one answered busy).
+				tailEnd[k-1] = min(tailEnd[k-1], at)
 			}
 			placed = true
 		}
