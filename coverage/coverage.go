@@ -148,6 +148,10 @@ const (
 	// ReplicaGroupCommitWindow: a group-commit window ended with work to
 	// do: events that came after the batch's first joined its append.
 	ReplicaGroupCommitWindow
+	// ReplicaHolderFirst: a renewal or a release was admitted past the
+	// ingress bound that sheds acquires (holders come first, up to twice
+	// the bound).
+	ReplicaHolderFirst
 	// LockExpireRaced: an expiry entry applied after a renewal or a new
 	// grant restarted the lease it meant to end, so it ended nothing
 	// (renew racing expiry).
@@ -310,6 +314,7 @@ var info = [numMarks]struct{ name, where, doc string }{
 	ReplicaHandOver:             {"replica.hand-over", "reference", "a release entry granted the head waiter in the same entry"},
 	ReplicaHandOverRefused:      {"replica.hand-over-refused", "reference", "a hand-over entry ended no lease: its waiter was parked again"},
 	ReplicaGroupCommitWindow:    {"replica.group-commit-window", "reference", "a group-commit window gathered a batch's work and did it when it ended"},
+	ReplicaHolderFirst:          {"replica.holder-first", "reference", "a renewal or release admitted past the bound that sheds acquires"},
 	LockExpireRaced:             {"lock.expire-raced", "reference", "an expiry applied after a renewal restarted the lease (renew racing expiry)"},
 	LockRenewAfterExpiry:        {"lock.renew-after-expiry", "reference", "a renewal applied after its lease ended"},
 	LockReleaseAfterRegrant:     {"lock.release-after-regrant", "reference", "a release applied after the resource was granted again"},

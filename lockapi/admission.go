@@ -129,6 +129,21 @@ func (l *Limiter) TryAcquire() bool {
 	return true
 }
 
+// TryAcquireHolder admits a holder's request (a renewal or a release) if
+// fewer than twice Limit() are in flight: holders come first. Shedding a
+// release keeps a lock held that its holder is done with, and shedding a
+// renewal takes the lease of a holder at work; either lengthens the
+// contention that filled the limit (the replica's ingress sheds the same
+// way: reference.Replica.shed). Twice the limit keeps it a limit. On true
+// the caller must call Done exactly once.
+func (l *Limiter) TryAcquireHolder() bool {
+	if l.inflight.Add(1) > 2*l.limit.Load() {
+		l.inflight.Add(-1)
+		return false
+	}
+	return true
+}
+
 // Done ends an admitted request that took latency; overloaded says the
 // backend itself pushed back.
 func (l *Limiter) Done(latency time.Duration, overloaded bool) {

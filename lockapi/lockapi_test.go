@@ -222,6 +222,61 @@ func TestOverloadShedsImmediately(t *testing.T) {
 	}
 }
 
+// TestHoldersFirst: with the limit reached by acquires, an acquire is
+// shed but a holder's release and renewal are admitted, up to twice the
+// limit; past it a holder's request is shed too.
+func TestHoldersFirst(t *testing.T) {
+	m := lockapitest.NewMem()
+	arrived, release := make(chan string, 10), make(chan struct{})
+	m.SetHook(func(ctx context.Context, op string) error { // every op waits in the backend
+		arrived <- op
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	s, base := lockapitest.Serve(t, m, lockapi.Config{Limiter: lockapi.LimiterConfig{Min: 2, Max: 2}})
+	var wg sync.WaitGroup
+	send := func(path, body string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lockapitest.Do(t, "POST", base+path, body)
+		}()
+	}
+	await := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case <-arrived:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("requests did not reach the backend (in flight %d)", s.Limiter().InFlight())
+			}
+		}
+	}
+	send("/v1/locks/r0/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q0"}`)
+	send("/v1/locks/r1/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q1"}`)
+	await(2)
+	if r := lockapitest.Do(t, "POST", base+"/v1/locks/x/acquire", `{"client":"a","ttl_ms":1000,"request_id":"q2"}`); r.Status != 429 {
+		t.Fatalf("an acquire over the limit: %d %s, want 429", r.Status, r.Body)
+	}
+	send("/v1/locks/r0/release", `{"client":"a","token":"1","request_id":"h"}`)
+	send("/v1/locks/r1/renew", `{"client":"a","token":"2","ttl_ms":1000}`)
+	await(2) // both reached the backend: admitted past the limit
+	if got := s.Limiter().InFlight(); got != 4 {
+		t.Fatalf("in flight %d, want 4", got)
+	}
+	if r := lockapitest.Do(t, "POST", base+"/v1/locks/r1/release", `{"client":"a","token":"2","request_id":"h2"}`); r.Status != 429 {
+		t.Fatalf("a release at twice the limit: %d %s, want 429", r.Status, r.Body)
+	}
+	close(release)
+	wg.Wait()
+	if got := s.Limiter().InFlight(); got != 0 {
+		t.Fatalf("in flight %d after every request ended", got)
+	}
+}
+
 // TestLimiterAdapts: with aimd, slow requests shrink the limit toward Min,
 // fast ones under load grow it back toward Max.
 func TestLimiterAdapts(t *testing.T) {

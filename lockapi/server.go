@@ -308,7 +308,11 @@ func (s *Server) lockOp(op string, h opFunc) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(raw))
-		if !s.limiter.TryAcquire() {
+		admitted := s.limiter.TryAcquire
+		if op == "renew" || op == "release" {
+			admitted = s.limiter.TryAcquireHolder // holders first
+		}
+		if !admitted() {
 			s.m.shed.Inc()
 			s.writeError(w, s.retryLater(429, "shed", CodeOverloaded, "too many requests in flight; retry later"))
 			return

@@ -195,8 +195,7 @@ func TestSwarmDrawsSyncDelays(t *testing.T) {
 }
 
 // TestSwarmDrawsGroupCommitWindows: half of the swarm's seeds that commit
-// in groups with the default ingress bound draw a window of 1–5 ms, none
-// without group commit or with a drawn bound; a replay
+// in groups draw a window of 1–5 ms, none without group commit; a replay
 // keeps it; a window without group commit, or out of range, is refused
 // with the field named.
 func TestSwarmDrawsGroupCommitWindows(t *testing.T) {
@@ -211,12 +210,10 @@ func TestSwarmDrawsGroupCommitWindows(t *testing.T) {
 		switch {
 		case !p.Spec.GroupCommit && w != 0:
 			t.Fatalf("seed %d: window %v without group commit", seed, time.Duration(w))
-		case p.Spec.IngressDepth != 0 && w != 0:
-			t.Fatalf("seed %d: window %v in front of ingress bound %d", seed, time.Duration(w), p.Spec.IngressDepth)
 		case w != 0 && (w < Duration(time.Millisecond) || w > Duration(5*time.Millisecond)):
 			t.Fatalf("seed %d: window %v, want 1..5ms", seed, time.Duration(w))
 		}
-		if p.Spec.GroupCommit && p.Spec.IngressDepth == 0 {
+		if p.Spec.GroupCommit {
 			grouped++
 		}
 		if w != 0 {

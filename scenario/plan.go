@@ -109,11 +109,7 @@ func NewPlanIn(spec Spec, seed uint64, w World) (Plan, error) {
 		if !spec.GroupCommit {
 			p.Spec.GroupCommit = drawGroupCommit(seed)
 		}
-		if p.Spec.GroupCommit && spec.GroupCommitWindow == 0 && p.Spec.IngressDepth == 0 {
-			// Not in front of a drawn ingress bound of 1..3: a window of
-			// milliseconds there shed a holder's release past the
-			// liveness bound (3 of swarm seeds 115001..175000, all with
-			// a bound of 1 and a window of 4–5 ms).
+		if p.Spec.GroupCommit && spec.GroupCommitWindow == 0 {
 			p.Spec.GroupCommitWindow = DrawGroupCommitWindow(seed)
 		}
 		if spec.Buggify == nil {

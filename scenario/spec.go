@@ -83,9 +83,8 @@ type Spec struct {
 	// join the batch, as the real runtime's batches gather what queues
 	// during an fsync (reference.ReplicaConfig.GroupCommitWindow). 0: a
 	// batch ends with its instant; a swarm scenario without one draws 1
-	// to 5 ms for half of the seeds that commit in groups and keep the
-	// default ingress bound (DrawGroupCommitWindow). At most
-	// MaxGroupCommitWindow.
+	// to 5 ms for half of the seeds that commit in groups
+	// (DrawGroupCommitWindow). At most MaxGroupCommitWindow.
 	GroupCommitWindow Duration `json:"group_commit_window,omitempty"`
 	// TokenOffset starts the service's fencing tokens above it (the
 	// reference's token is the granting log index plus the offset), so a

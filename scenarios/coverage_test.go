@@ -38,6 +38,7 @@ var swarmFloor = map[coverage.Mark]int{
 	coverage.ReplicaShed:                 6,  // 12 (a quarter of the seeds draw an ingress bound of 1..3)
 	coverage.ReplicaGroupCommit:          12, // 24 (half of the seeds draw group commit)
 	coverage.ReplicaGroupCommitWindow:    6,  // 13 (half of those draw a window)
+	coverage.ReplicaHolderFirst:          6,  // 13 (a renewal or release past a drawn ingress bound, fencesim-0.16)
 	coverage.ReplicaDuplicateEntry:       15, // 30
 	coverage.ReplicaSnapshotTaken:        30, // 60
 	coverage.ReplicaRestartFromSnapshot:  16, // 32

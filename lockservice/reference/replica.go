@@ -29,7 +29,9 @@ type ReplicaConfig struct {
 	// MaxInflightMsgs; 0: Raft's defaults, 64 and 32).
 	MaxAppendEntries, MaxInflight int
 	// IngressDepth bounds the client requests a replica has proposed and
-	// not yet answered; beyond it requests are shed at once as Overloaded.
+	// not yet answered; beyond it acquires are shed at once as Overloaded,
+	// and beyond twice it renewals and releases too (holders first: see
+	// Replica.shed).
 	IngressDepth int
 	Limits       lockservice.Limits
 	Observer     lockservice.Observer
@@ -401,7 +403,7 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 		env.Send(from, rep) // applied already: a retry or a duplicate
 		return
 	}
-	if r.inflight >= r.cfg.IngressDepth {
+	if r.shed(c.Kind) {
 		r.cfg.Marks.Hit(coverage.ReplicaShed)
 		env.Log().LogAttrs(context.Background(), slog.LevelInfo, "replica.shed", slog.String("client", client), slog.Uint64("req", request), slog.Int("inflight", r.inflight))
 		env.Send(from, lockservice.LockReply{Request: request, Status: lockservice.Overloaded})
@@ -417,6 +419,27 @@ func (r *Replica) serve(from process.NodeID, client string, request uint64, c Co
 			env.Send(from, rep)
 		}
 	}
+}
+
+// shed says whether a request of kind k is shed at the ingress bound.
+// Holders come first: a renewal or a release is shed only at twice the
+// bound, an acquire at the bound. A holder's request shed keeps a lock
+// held that its holder is done with, or takes the lease of a holder at
+// work, and either prolongs the contention that filled the bound: under a
+// bound of one request and a group-commit window of a few ms, a holder's
+// release lost the one slot to the waiters' retried acquires again and
+// again, for seconds (swarm seeds 129217, 158223 and 172132 at
+// fencesim-0.15 failed liveness so). Twice the bound keeps it a bound: a
+// flood of renewals and releases is shed too.
+func (r *Replica) shed(k CommandKind) bool {
+	bound := r.cfg.IngressDepth
+	if k == CmdAcquire {
+		return r.inflight >= bound
+	}
+	if r.inflight >= bound && r.inflight < 2*bound {
+		r.cfg.Marks.Hit(coverage.ReplicaHolderFirst)
+	}
+	return r.inflight >= 2*bound
 }
 
 // propose proposes c for the client at from, to be answered when it

@@ -821,6 +821,54 @@ func TestReplicaDivergentLogIsRepaired(t *testing.T) {
 	}
 }
 
+// Holders come first at the ingress bound: with IngressDepth 2 and two
+// acquires in flight, a holder's release and renewal sent in the same
+// instant are proposed (up to twice the bound) while a third acquire is
+// shed; with both in flight too, a third holder's request is shed. The
+// release frees the lock it names.
+func TestReplicaIngressAdmitsHoldersFirst(t *testing.T) {
+	g := newReplicaGroup(t, 3, groupOpts{seed: 3, net: fixedLatency(time.Millisecond),
+		edit: func(c *ReplicaConfig) { c.IngressDepth = 2 }})
+	p, _ := simtest.AddProbe(t, g.w, "p")
+	g.awaitLeader(t, g.ids, 1, time.Second)
+	t0 := g.w.Now() + 10*time.Millisecond
+	for i, r := range []string{"h1", "h2", "h3"} {
+		g.sendToLeader(p, t0+time.Duration(i)*50*time.Millisecond, lockservice.AcquireRequest{Resource: r, Client: "p", TTL: 30 * time.Second, Request: uint64(1 + i)})
+	}
+	g.runTo(t, t0+300*time.Millisecond)
+	var tokens []uint64
+	for req := uint64(1); req <= 3; req++ {
+		reps := p.LockReplies(req)
+		if len(reps) == 0 || reps[0].Status != lockservice.Granted {
+			t.Fatalf("acquire %d got %+v, want granted", req, reps)
+		}
+		tokens = append(tokens, reps[0].Token)
+	}
+	// One instant: two acquires (they fill the bound), a release, a
+	// renewal (both past it), another acquire (shed), a second release (at
+	// twice the bound: shed).
+	t1 := g.w.Now() + 10*time.Millisecond
+	g.sendToLeader(p, t1, lockservice.AcquireRequest{Resource: "x", Client: "p", TTL: 30 * time.Second, Request: 9})
+	g.sendToLeader(p, t1, lockservice.AcquireRequest{Resource: "z", Client: "p", TTL: 30 * time.Second, Request: 10})
+	g.sendToLeader(p, t1, lockservice.ReleaseRequest{Resource: "h1", Client: "p", Token: tokens[0], Request: 11})
+	g.sendToLeader(p, t1, lockservice.RenewRequest{Resource: "h2", Client: "p", Token: tokens[1], TTL: 30 * time.Second, Request: 12})
+	g.sendToLeader(p, t1, lockservice.AcquireRequest{Resource: "y", Client: "p", TTL: 30 * time.Second, Request: 13})
+	g.sendToLeader(p, t1, lockservice.ReleaseRequest{Resource: "h3", Client: "p", Token: tokens[2], Request: 14})
+	g.runTo(t, t1+300*time.Millisecond)
+	want := map[uint64]lockservice.Status{9: lockservice.Granted, 10: lockservice.Granted, 11: lockservice.Released, 12: lockservice.Renewed,
+		13: lockservice.Overloaded, 14: lockservice.Overloaded}
+	for req := uint64(9); req <= 14; req++ {
+		reps := p.LockReplies(req)
+		if len(reps) != 1 || reps[0].Status != want[req] {
+			t.Errorf("request %d got %+v, want one reply %v", req, reps, want[req])
+		}
+	}
+	lead, _, _ := g.soleLeader(g.ids, 1)
+	if _, held := g.replica(lead).Table().Lease("h1"); held {
+		t.Errorf("h1 is still held after its release was admitted")
+	}
+}
+
 // With IngressDepth 2, a burst of 20 acquires (20 clients, 20 resources)
 // reaches the leader in one instant: it proposes 2 and sheds exactly 18 at
 // once as Overloaded, never holding more than 2 in flight. The clients
