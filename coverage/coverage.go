@@ -195,10 +195,11 @@ const (
 	// lockd's wait queue (scripts.QueuedRelease, QueuedAcquire).
 	LockdQueueHandOver
 	// LockdQueueKeptFree: an acquire found the lock free but kept for
-	// the wait queue's head, which it could not hand the lock to (the
-	// head's request answered already, or no fence), and was answered
-	// held (as overloaded). Most such acquires hand the head the lock
-	// (scripts.QueuedAcquire) and are answered held truly.
+	// the wait queue's head, which it could not hand the lock to (no
+	// fence, or the fence refused), and was answered held (as
+	// overloaded). Most such acquires hand the head the lock
+	// (scripts.QueuedAcquire) and are answered held truly; heads whose
+	// requests were answered already leave the line (fencesim-0.16).
 	LockdQueueKeptFree
 
 	// The reference's front end (lockservice/frontend).

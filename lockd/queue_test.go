@@ -245,6 +245,31 @@ func TestQueueFreeLockGoesToTheHead(t *testing.T) {
 	})
 }
 
+// TestQueueAnsweredHeadLeavesTheLine: the queue's head is a request
+// answered already (a copy of it granted outside the line: its memory
+// holds the answer). An acquire finding the lock free drops it from the
+// line and, the line empty, is granted, instead of answering held with
+// the lock free for a head that can never take it.
+func TestQueueAnsweredHeadLeavesTheLine(t *testing.T) {
+	onEachServer(t, func(t *testing.T, addr string, rdb *redis.Client) {
+		ctx := context.Background()
+		b := instance(t, addr, lockd.Options{QueueLease: time.Minute})
+		held := hold(t, b)
+		queueGhost(t, rdb, 300*time.Millisecond, time.Minute)
+		if err := rdb.Set(ctx, "fencesim:{r}:req:ghost q", "7", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Del(ctx, "fencesim:{r}:lock").Err(); err != nil {
+			t.Fatal(err)
+		}
+		l, err := b.Acquire(ctx, "r", "barger", time.Minute, 0, "b1")
+		if err != nil || l.Token <= held.Token {
+			t.Fatalf("an acquire of a free lock behind an answered head: token %d, %v; want granted above %d", l.Token, err, held.Token)
+		}
+		queued(t, rdb, "r", 0)
+	})
+}
+
 // queueGhost queues, for resource "r", the waiter of an instance that
 // died: client ghost's request q for a lease of ttl, its entry's queue
 // lease given, as its instance's acquire queued it.

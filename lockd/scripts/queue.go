@@ -86,25 +86,36 @@ local function qwake(chan, resource, h)
 end
 -- qhand hands a free lock to the queue's live head h: Acquire with the
 -- head's own ttl and request memory, fenced with the caller's fence, then
--- the grant published on the wake channel for the head's instance.
--- Where it cannot grant (no fence, the head's request answered already)
--- it publishes a wake, and the head's own acquire answers; false then.
-local function qhand(lock, fence, epochKey, seqKey, q, d, h, epoch, seen, chan, resource)
-  local c, r, ttl, mem = string.match(h, '^(%S+) (%S+) (%d+) (%d+)$')
-  local g = false
-  if c and epoch ~= '' then
+-- the grant published on the wake channel for the head's instance. A head
+-- whose request is answered already (its memory holds the answer: a copy
+-- granted outside the line) holds the line no more: it leaves, its
+-- instance is woken (a waiting copy is answered from the memory) and the
+-- next live head is tried. Where it cannot grant (no fence, the fence
+-- refused) it publishes a wake, and the head's own acquire answers. It
+-- stops, handing nothing, at the caller's own entry me (''), which the
+-- caller grants itself. Returns whether it handed the lock, and the head
+-- it stopped at (false: the line is empty).
+local function qhand(lock, fence, epochKey, seqKey, q, d, h, epoch, seen, chan, resource, me)
+  while h and h ~= me do
+    local c, r, ttl, mem = string.match(h, '^(%S+) (%S+) (%d+) (%d+)$')
+    if not c or epoch == '' then break end
     local mk = string.sub(lock, 1, -5) .. 'req:' .. c .. ' ' .. r
-    if mem == '0' or redis.call('EXISTS', mk) == 0 then
-      g = acquire({lock, fence, mk, epochKey, seqKey}, {c, r, ttl, mem, epoch, seen})
+    if mem ~= '0' and redis.call('EXISTS', mk) == 1 then
+      qout(q, d, h)
+      qwake(chan, resource, h)
+      h = qhead(q, d)
+    else
+      local g = acquire({lock, fence, mk, epochKey, seqKey}, {c, r, ttl, mem, epoch, seen})
+      if g[1] == 1 and g[3] > 0 then
+        qout(q, d, h)
+        redis.call('PUBLISH', chan, resource .. '\n' .. h .. '\n' .. g[2] .. ' ' .. g[3] .. ' ' .. qnow())
+        return true, h
+      end
+      break
     end
   end
-  if g and g[1] == 1 and g[3] > 0 then
-    qout(q, d, h)
-    redis.call('PUBLISH', chan, resource .. '\n' .. h .. '\n' .. g[2] .. ' ' .. g[3] .. ' ' .. qnow())
-    return true
-  end
-  qwake(chan, resource, h)
-  return false
+  if h and h ~= me then qwake(chan, resource, h) end
+  return false, h
 end
 `
 
@@ -115,10 +126,12 @@ end
 // if the queue's live head is this request or the queue is empty; else it
 // is handed to the head there and then (qhand, as a release hands it) and
 // the answer is held by the head, which holds the lease now: a held
-// answer names a holder. Only where the head cannot be handed it (its
-// request answered already) is the answer held by the head's client with
-// the lock free ({0, head's client, 0, 0, place, time}), and the head is
-// woken. A held request with a queue lease (ARGV[7] > 0, a waiting
+// answer names a holder. Heads whose requests are answered already leave
+// the line on the way (qhand), and if that brings this request to the
+// front, or empties the line, it is granted. Only where the head cannot
+// be handed it (no fence, or the fence refused) is the answer held by the
+// head's client with the lock free ({0, head's client, 0, 0, place,
+// time}), and the head is woken. A held request with a queue lease (ARGV[7] > 0, a waiting
 // acquire) joins the queue's tail, or keeps its place and refreshes its
 // deadline; one without (wait 0) is answered without queueing, and never
 // jumps the line. A grant leaves the queue.
@@ -153,14 +166,20 @@ local res
 if v then
   res = acquire(KEYS, ARGV)
   if res[1] ~= 0 then return res end
-elseif qhand(KEYS[1], KEYS[2], KEYS[4], KEYS[5], q, d, h, ARGV[5], ARGV[6], ARGV[9], ARGV[10]) then
-  -- Free, and the line's: the head was handed it now, as a release
-  -- hands it, so the held answer names a client that holds the lease
-  -- (a lock kept free for a head would answer held with no holder).
-  res = acquire(KEYS, ARGV)
-  if res[1] ~= 0 then return res end
 else
-  res = {0, string.match(h, '^(%S+)') or '', 0, 0}
+  local handed, nh = qhand(KEYS[1], KEYS[2], KEYS[4], KEYS[5], q, d, h, ARGV[5], ARGV[6], ARGV[9], ARGV[10], me)
+  if handed or not nh or nh == me then
+    -- Free, and the line's: the head was handed it now, as a release
+    -- hands it, so the held answer names a client that holds the lease
+    -- (a lock kept free for a head would answer held with no holder);
+    -- or the heads before this request were answered already and left,
+    -- and it is this request's turn.
+    res = acquire(KEYS, ARGV)
+    if res[1] == 1 then qout(q, d, me) end
+    if res[1] ~= 0 then return res end
+  else
+    res = {0, string.match(nh, '^(%S+)') or '', 0, 0}
+  end
 end
 local place = 0
 if lease > 0 then
@@ -194,7 +213,7 @@ local res = release()
 if res == 1 and redis.call('EXISTS', KEYS[1]) == 0 then
   local h = qhead(KEYS[3], KEYS[4])
   if h then
-    qhand(KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[3], KEYS[4], h, ARGV[7], ARGV[8], ARGV[5], ARGV[6])
+    qhand(KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[3], KEYS[4], h, ARGV[7], ARGV[8], ARGV[5], ARGV[6], '')
   end
 end
 return res
