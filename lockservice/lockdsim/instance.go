@@ -97,6 +97,9 @@ type op struct {
 	done   bool
 	answer lockservice.LockReply
 	settle bool
+	// silent: a waiter whose call to Redis timed out leaves the line and
+	// answers nothing.
+	silent bool
 }
 
 // step is what a script call is for.
@@ -275,8 +278,9 @@ func (in *Instance) script(o *op, s step) scripts.Call {
 }
 
 // eval sends the script of o's step to Redis and gives it up after the
-// timeout: the client hears nothing, except that a leave that times out
-// goes on to its answer (lockd logs it; the entry lapses by its deadline).
+// timeout: the client hears nothing (a queued waiter leaves the line
+// first), except that a leave that times out goes on to its answer (lockd
+// logs it; the entry lapses by its deadline).
 func (in *Instance) eval(o *op, s step) {
 	in.next++
 	id := in.next
@@ -295,6 +299,12 @@ func (in *Instance) eval(o *op, s step) {
 			return
 		}
 		in.unlisten(o) // the client hears nothing
+		if s == stepAcquire && o.member != "" {
+			// A queued waiter leaves the line, as lockd leaves it when a
+			// call fails (lockd.Backend.leave), and answers nothing.
+			o.silent = true
+			in.eval(o, stepLeave)
+		}
 	})
 }
 
@@ -548,6 +558,9 @@ func (in *Instance) finish(o *op, rep lockservice.LockReply, settle bool) {
 
 // afterLeave settles o's held answer, or gives its answer.
 func (in *Instance) afterLeave(o *op) {
+	if o.silent {
+		return // gave up on Redis: the client hears nothing
+	}
 	req := o.msg.(lockservice.AcquireRequest)
 	if o.settle {
 		o.settle = false

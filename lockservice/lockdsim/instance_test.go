@@ -104,3 +104,27 @@ func TestWaiterLeavesWhenItsWaitPasses(t *testing.T) {
 		t.Fatalf("c's acquire %+v, want token 2", r)
 	}
 }
+
+// TestWaiterWhoseCallTimesOutLeaves: a queued waiter whose refresh of
+// its entry gets no answer from Redis within the timeout leaves the line
+// (as lockd leaves it when a call fails) and answers nothing; the entry
+// does not hold the line up for its lease.
+func TestWaiterWhoseCallTimesOutLeaves(t *testing.T) {
+	x := newQueueWorld(t)
+	x.send(acquire("a", 1, 0))
+	x.send(acquire("b", 2, 30*time.Second))
+	if _, ok := x.rdb.Get(lockdsim.Prefix + "{r}:queue"); !ok {
+		t.Fatal("b is not in the queue")
+	}
+	x.w.Block(x.redis, x.instance) // Redis's replies are lost; the instance's calls arrive
+	// A refresh every quarter queue lease (0.5 s), given up after the
+	// 1 s timeout; the entry itself would lapse 2 s after the last
+	// refresh that reached Redis.
+	x.w.Run(x.w.Now()+1700*time.Millisecond, 1_000_000)
+	if got := x.probe.LockReplies(2); len(got) != 0 {
+		t.Fatalf("b answered %+v, want nothing", got)
+	}
+	if _, ok := x.rdb.Get(lockdsim.Prefix + "{r}:queue"); ok {
+		t.Fatal("b's entry is still queued after its call to Redis timed out")
+	}
+}
