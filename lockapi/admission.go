@@ -9,8 +9,9 @@ import (
 	"github.com/fencesim/fencesim/admission"
 )
 
-// Limiter is bounded ingress: at most Limit() requests in flight, and a
-// request over the limit is shed at once (never queued: a queue in front of
+// Limiter is bounded ingress: at most Limit() requests in flight (a
+// holder's renewal or release may go up to twice that: TryAcquireHolder),
+// and a request over the limit is shed at once (never queued: a queue in front of
 // a lock service only turns overload into timeouts that look like lost
 // leases). The shedding decision is one atomic add and one atomic load,
 // whatever the algorithm; only an admitted request's completion (Done)
