@@ -169,6 +169,8 @@ type RunLimits struct {
 	DiskBytes int `json:"disk_bytes,omitempty"`
 	// Reports bounds the events the processes report to the history's
 	// recorder: what the history, and the checker's work, grow with.
+	// Default: 1,000 per client per simulated second, at least 500,000
+	// (scenarios.ReportsPerClientSecond, DefaultReports).
 	Reports int `json:"reports,omitempty"`
 	// TraceBytes bounds the readable trace (sim.Limits.TraceBytes); the
 	// run goes on past it, untraced.

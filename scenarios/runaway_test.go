@@ -300,6 +300,39 @@ func TestDefaultLimitsBoundARunaway(t *testing.T) {
 	}
 }
 
+// TestDefaultReportsScaleWithTheSpec: the default bound on reports is
+// ReportsPerClientSecond per client-second of a spec (its safety and
+// liveness phases), never below DefaultReports, and a spec's own bound
+// stands. Forty clients over 300 s reported up to ~700,000 events when
+// healthy, and a fixed 500,000 cut them.
+func TestDefaultReportsScaleWithTheSpec(t *testing.T) {
+	small, ok := Lookup("kleppmann-gc-pause")
+	if !ok {
+		t.Fatal("no kleppmann-gc-pause")
+	}
+	if _, got := limitsOf(small); got != DefaultReports {
+		t.Errorf("kleppmann-gc-pause: %d, want the floor %d", got, DefaultReports)
+	}
+	std := StandardSpec() // 10 clients, 50 s + 10 s of liveness
+	if _, got := limitsOf(std); got != 600_000 {
+		t.Errorf("the standard run: %d, want 600,000", got)
+	}
+	big := StandardSpec()
+	big.Duration = Duration(290 * time.Second)
+	for len(big.Clients) < 40 {
+		c := big.Clients[len(big.Clients)%10]
+		c.Name = fmt.Sprintf("x%d", len(big.Clients))
+		big.Clients = append(big.Clients, c)
+	}
+	if _, got := limitsOf(big); got != 12_000_000 {
+		t.Errorf("40 clients × 300 s: %d, want 12,000,000", got)
+	}
+	big.Limits = &RunLimits{Reports: 1234}
+	if _, got := limitsOf(big); got != 1234 {
+		t.Errorf("a spec's own bound: %d, want 1234", got)
+	}
+}
+
 // TestUnansweredCallsAreCheckedCheaply: a client retrying without end
 // against a livelocked service stops at the default limit on reports,
 // with a quarter of a million calls never answered on each of S7's and

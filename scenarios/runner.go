@@ -3,6 +3,7 @@ package scenarios
 import (
 	"fmt"
 	"io"
+	"math"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -93,11 +94,30 @@ func newCrash(r any, step uint64, at time.Duration) *Crash {
 	return &Crash{Value: fmt.Sprint(r), Step: step, At: at, Stack: string(debug.Stack())}
 }
 
-// DefaultReports is RunLimits.Reports' default. simrun bench's standard
-// run reports at most 62,448 events over its 60 simulated seconds (seeds
-// 1..5), so this is eight times as many; the history it bounds stays under
-// about 150 MB.
+// DefaultReports is the least of RunLimits.Reports' default. simrun
+// bench's standard run reports at most 62,448 events over its 60 simulated
+// seconds (seeds 1..5), so this is eight times as many; the history it
+// bounds stays under about 150 MB.
 const DefaultReports = 500_000
+
+// ReportsPerClientSecond scales RunLimits.Reports' default with a spec's
+// size: its clients times its simulated seconds (safety and liveness
+// phases), this many reports each. The standard run reports about 104 per
+// client-second, so a healthy run of any shape stays near a tenth of its
+// bound, while a fixed bound cut healthy large runs: 12 of 60 runs with 20
+// and 40 clients over 300 s stopped at 500,000 reports.
+const ReportsPerClientSecond = 1_000
+
+// defaultReports is RunLimits.Reports' default for s: DefaultReports, or
+// ReportsPerClientSecond per client-second of s if that is more.
+func defaultReports(s Spec) int {
+	simulated := time.Duration(s.Duration)
+	if s.Liveness != nil {
+		simulated += time.Duration(s.Liveness.Bound)
+	}
+	clientSeconds := int64(len(s.Clients)) * int64((simulated+time.Second-1)/time.Second)
+	return int(max(DefaultReports, min(clientSeconds*ReportsPerClientSecond, math.MaxInt32)))
+}
 
 // limitsOf returns the spec's run limits with the defaults filled in.
 func limitsOf(s Spec) (sim.Limits, int) {
@@ -106,7 +126,7 @@ func limitsOf(s Spec) (sim.Limits, int) {
 		l = *s.Limits
 	}
 	if l.Reports <= 0 {
-		l.Reports = DefaultReports
+		l.Reports = defaultReports(s)
 	}
 	return sim.Limits{Pending: l.Pending, DiskBytes: l.DiskBytes, TraceBytes: l.TraceBytes}, l.Reports
 }
