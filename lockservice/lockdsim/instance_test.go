@@ -36,6 +36,17 @@ func (x *queueWorld) send(m sim.Message) {
 	x.w.Run(x.w.Now()+50*time.Millisecond, 1_000_000)
 }
 
+// holdAndQueue has a hold r (request 1, token 1) and b wait for it up to
+// wait (request 2), and checks that b is in the queue.
+func (x *queueWorld) holdAndQueue(t *testing.T, wait time.Duration) {
+	t.Helper()
+	x.send(acquire("a", 1, 0))
+	x.send(acquire("b", 2, wait))
+	if _, ok := x.rdb.Get(lockdsim.Prefix + "{r}:queue"); !ok {
+		t.Fatal("b is not in the queue")
+	}
+}
+
 func acquire(client string, req uint64, wait time.Duration) lockservice.AcquireRequest {
 	return lockservice.AcquireRequest{Resource: "r", Client: client, TTL: time.Minute, Request: req, Wait: wait}
 }
@@ -86,11 +97,7 @@ func TestWaiterIsHandedTheLock(t *testing.T) {
 // answered busy; the next acquire is not kept out by it.
 func TestWaiterLeavesWhenItsWaitPasses(t *testing.T) {
 	x := newQueueWorld(t)
-	x.send(acquire("a", 1, 0))
-	x.send(acquire("b", 2, 200*time.Millisecond))
-	if _, ok := x.rdb.Get(lockdsim.Prefix + "{r}:queue"); !ok {
-		t.Fatal("b is not in the queue")
-	}
+	x.holdAndQueue(t, 200*time.Millisecond)
 	x.w.Run(x.w.Now()+400*time.Millisecond, 1_000_000)
 	if r := x.probe.OnlyLockReply(t, 2); r.Status != lockservice.Busy {
 		t.Fatalf("b's wait answered %+v, want busy", r)
@@ -111,11 +118,7 @@ func TestWaiterLeavesWhenItsWaitPasses(t *testing.T) {
 // does not hold the line up for its lease.
 func TestWaiterWhoseCallTimesOutLeaves(t *testing.T) {
 	x := newQueueWorld(t)
-	x.send(acquire("a", 1, 0))
-	x.send(acquire("b", 2, 30*time.Second))
-	if _, ok := x.rdb.Get(lockdsim.Prefix + "{r}:queue"); !ok {
-		t.Fatal("b is not in the queue")
-	}
+	x.holdAndQueue(t, 30*time.Second)
 	x.w.Block(x.redis, x.instance) // Redis's replies are lost; the instance's calls arrive
 	// A refresh every quarter queue lease (0.5 s), given up after the
 	// 1 s timeout; the entry itself would lapse 2 s after the last
