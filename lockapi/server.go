@@ -275,6 +275,10 @@ func (c *opCall) wait(d time.Duration) (ctx context.Context, done func(), ok boo
 // deadline, metrics and the JSON answer.
 func (s *Server) lockOp(op string, h opFunc) http.Handler {
 	om := s.m.op(op)
+	admit := s.limiter.TryAcquire
+	if op == "renew" || op == "release" {
+		admit = s.limiter.TryAcquireHolder // holders first
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.draining.Load() {
 			om.rejected("draining")
@@ -308,11 +312,7 @@ func (s *Server) lockOp(op string, h opFunc) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(raw))
-		admitted := s.limiter.TryAcquire
-		if op == "renew" || op == "release" {
-			admitted = s.limiter.TryAcquireHolder // holders first
-		}
-		if !admitted() {
+		if !admit() {
 			s.m.shed.Inc()
 			s.writeError(w, s.retryLater(429, "shed", CodeOverloaded, "too many requests in flight; retry later"))
 			return
