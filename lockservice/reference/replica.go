@@ -455,10 +455,7 @@ func (r *Replica) propose(from process.NodeID, client string, request uint64, c 
 	if decision == LeaderExpires {
 		r.expireHolder(c)
 	}
-	var next *parkedAcquire
-	if c.Kind == CmdRelease {
-		next = r.handOver(&c)
-	}
+	next := r.handOver(&c) // a release may carry the head waiter's acquire
 	index, term, err := r.node.Propose(encodeCommand(c))
 	if err != nil {
 		lead := lockservice.NoLeader

@@ -179,20 +179,23 @@ type promotion struct {
 	handed *parkedAcquire
 }
 
-// handOver picks the waiter c — a release the leader is about to propose —
-// hands its resource to, and writes its acquire into c: the head of the
-// queue, if nothing of the queue is in flight and the leader's applied
-// table says c will end the lease. It leaves the waiter
-// parked: handing takes it out once c is proposed.
+// handOver picks, for a command c the leader is about to propose, the
+// waiter it hands its resource to, and writes that acquire into c: the
+// head of the queue, if c is a release the leader's applied table says
+// will end the lease and nothing of the queue is in flight; else nil. It
+// leaves the waiter parked: handing takes it out once c is proposed.
 func (r *Replica) handOver(c *Command) *parkedAcquire {
+	if c.Kind != CmdRelease || r.cfg.Grants != nil {
+		return nil
+	}
 	q := r.parked[c.Resource]
-	if len(q) == 0 || r.cfg.Grants != nil {
+	if len(q) == 0 {
 		return nil
 	}
 	if _, busy := r.promoting[c.Resource]; busy {
 		return nil
 	}
-	if c.Kind != CmdRelease || !r.table.Releases(lockservice.ReleaseRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request}) {
+	if !r.table.Releases(lockservice.ReleaseRequest{Resource: c.Resource, Client: c.Client, Token: c.Token, Request: c.Request}) {
 		return nil
 	}
 	p := q[0]
