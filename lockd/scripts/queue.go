@@ -131,10 +131,10 @@ end
 // front, or empties the line, it is granted. Only where the head cannot
 // be handed it (no fence, or the fence refused) is the answer held by the
 // head's client with the lock free ({0, head's client, 0, 0, place,
-// time}), and the head is woken. A held request with a queue lease (ARGV[7] > 0, a waiting
-// acquire) joins the queue's tail, or keeps its place and refreshes its
-// deadline; one without (wait 0) is answered without queueing, and never
-// jumps the line. A grant leaves the queue.
+// time}), and the head is woken. A held request with a queue lease
+// (ARGV[7] > 0, a waiting acquire) joins the queue's tail, or keeps its
+// place and refreshes its deadline; one without (wait 0) is answered
+// without queueing, and never jumps the line. A grant leaves the queue.
 //
 // KEYS: Acquire's five (WithFence), queue, deadlines. ARGV: Acquire's six,
 // queue lease ms (0: not waiting), wait left ms, wake channel, resource.
