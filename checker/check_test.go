@@ -238,6 +238,14 @@ func TestCanaries(t *testing.T) {
 		{"S8 valid write rejected", History{Ops: []StoreOp{
 			write(1, "A", "x", 1, 10, 0, ms(1), OutcomeRejected),
 		}}, "S8"},
+		{"S11 one acquire request granted twice", History{Grants: []Grant{
+			{Resource: "x", Client: "A", Token: 1, Request: 7, Start: 0, End: ms(10), Step: 1, Reason: EndReleased},
+			{Resource: "x", Client: "A", Token: 2, Request: 7, Start: ms(12), Open: true, Step: 2},
+		}}, "S11"},
+		{"S11 one keyed attempt granted twice under two request numbers", History{Grants: []Grant{
+			{Resource: "x", Client: "A", Token: 1, Request: 7, Key: "A/1", Start: 0, End: ms(10), Step: 1, Reason: EndReleased},
+			{Resource: "x", Client: "A", Token: 2, Request: 9, Key: "A/1", Start: ms(12), Open: true, Step: 2},
+		}}, "S11"},
 		{"S8 read goes back in time", History{Ops: []StoreOp{
 			write(1, "A", "x", 1, 10, 0, ms(1), OutcomeAccepted),
 			write(2, "A", "x", 1, 11, ms(2), ms(3), OutcomeAccepted),
@@ -279,6 +287,17 @@ func TestPassing(t *testing.T) {
 	}{
 		{"empty", History{}},
 		{"kleppmann stale write rejected", kleppmann(false)},
+		{"each request granted once; unnamed and lost grants aside", History{Grants: []Grant{
+			{Resource: "x", Client: "A", Token: 1, Request: 7, Start: 0, End: ms(10), Step: 1, Reason: EndReleased},
+			{Resource: "x", Client: "B", Token: 2, Request: 7, Start: ms(10), End: ms(20), Step: 2, Reason: EndReleased}, // another client's 7
+			{Resource: "x", Client: "A", Token: 3, Request: 8, Start: ms(20), End: ms(30), Step: 3, Reason: EndReleased},
+			{Resource: "x", Client: "A", Token: 4, Start: ms(30), End: ms(40), Step: 4, Reason: EndReleased},
+			{Resource: "x", Client: "A", Token: 5, Start: ms(40), End: ms(50), Step: 5, Reason: EndReleased},
+			{Resource: "y", Client: "C", Token: 6, Request: 9, Start: ms(50), Step: 6, Lost: true},
+			{Resource: "y", Client: "C", Token: 7, Request: 9, Start: ms(60), End: ms(70), Step: 7, Reason: EndReleased},             // the lost one's token taken back
+			{Resource: "y", Client: "C", Token: 8, Request: 9, Key: "C/2", Start: ms(70), End: ms(80), Step: 8, Reason: EndReleased}, // keyed: another attempt
+			{Resource: "y", Client: "C", Token: 9, Request: 10, Key: "C/3", Start: ms(80), Open: true, Step: 9},
+		}}},
 		{"grant ends exactly when the next starts", History{Grants: []Grant{
 			grant("x", "A", 1, 0, ms(10), 1),
 			grant("x", "B", 2, ms(10), ms(20), 2),

@@ -45,7 +45,7 @@
 // fault outside that model (a client's pause, clock drift beyond the
 // bound) was active, so the caller passes those faults' windows; Check does
 // not judge it. Its canary is the Kleppmann history with a fenced store,
-// which passes S1–S10.
+// which passes S1–S11.
 package checker
 
 import (
@@ -206,6 +206,13 @@ type Grant struct {
 	// Reason says how the grant ended: "released" or "expired"; it is empty
 	// while the grant is open.
 	Reason string `json:"reason,omitempty"`
+	// Request and Key name the client's acquire the grant answers, if the
+	// service said: its request number, and the client's own name for the
+	// attempt (which a front end may submit under several numbers). S11
+	// holds a service to granting each at most once: by Key when it is
+	// set, else by Request when that is not 0.
+	Request uint64 `json:"request,omitempty"`
+	Key     string `json:"key,omitempty"`
 	// Lost: a crash took the grant back before it was durable (a
 	// single-node server's slow sync never completed), so it was never
 	// answered and its token may be issued again; the checker ignores it.

@@ -11,7 +11,7 @@ import (
 // propLeaseSafety is L1, lease safety inside the lease fault model: a client
 // never believes it holds a lock after the service has ended its grant.
 //
-// Unlike S1–S10 it does not hold under every fault, which is why Check does
+// Unlike S1–S11 it does not hold under every fault, which is why Check does
 // not judge it and the caller must say which faults to excuse. A lease
 // lock's promise to its holder is only as good as the lease's timing
 // assumptions: a client whose process stops (a GC pause) or whose clock
@@ -29,7 +29,7 @@ import (
 // L1 catches what fencing makes harmless to the store: a service that ends
 // leases early (a wall-clock expiry, a lease check skipped, a release by
 // someone else), or a client library that trusts its lease too long (no
-// drift margin, the lease measured from the reply). S1–S10 pass for those,
+// drift margin, the lease measured from the reply). S1–S11 pass for those,
 // by design: that is what fencing is for; but such a lock is not a lease
 // lock any more, and a store without fences would be corrupted by it.
 //

@@ -84,10 +84,10 @@ func (k *VerdictKind) UnmarshalText(b []byte) error {
 }
 
 // SafetyProperties are the names of the safety properties a violation
-// may refute, in order: Check's S1–S10 and CheckLeaseSafety's L1.
+// may refute, in order: Check's S1–S11 and CheckLeaseSafety's L1.
 func SafetyProperties() []string {
 	return []string{propTokens, propGrantOverlap, propStoreMonotonic, propStoreGrantee, propDurable,
-		propCurrentGrant, propLockLinearizable, propLinearizable, propElection, propStateMachine, propLeaseSafety}
+		propCurrentGrant, propLockLinearizable, propLinearizable, propElection, propStateMachine, propRequestOnce, propLeaseSafety}
 }
 
 // LivenessProperty is the property of the violation CheckLiveness reports.
@@ -96,7 +96,7 @@ const LivenessProperty = propLiveness
 // Violation is one refutation of a property, with enough context (time, step,
 // a one-sentence detail and the operations involved) to find it in a trace.
 type Violation struct {
-	// Property is the property refuted, "S1".."S10", or "liveness" for the
+	// Property is the property refuted, "S1".."S11", or "liveness" for the
 	// violation CheckLiveness reports.
 	Property string `json:"property"`
 	// At is the true time of the offending event.
@@ -208,7 +208,7 @@ func (o Options) steps() int64 {
 	return o.Steps
 }
 
-// Check judges a history against every safety property (S1–S10) and returns
+// Check judges a history against every safety property (S1–S11) and returns
 // the verdict: VerdictViolation if any property is refuted, else
 // VerdictUnknown if a linearizability search ran out of steps or bytes, else
 // VerdictPass. It never judges liveness (see CheckLiveness and Combine), but
@@ -232,6 +232,7 @@ func Check(h History, opt Options) Verdict {
 			vs = append(vs, checkCurrentGrant(h, byToken)...)
 			vs = append(vs, checkElections(h.Elections)...)
 			vs = append(vs, checkEntryApplies(h.EntryApplies)...)
+			vs = append(vs, checkRequestsOnce(h.Grants)...)
 			metrics.BeliefOverlap = BeliefOverlap(h)
 		},
 	)

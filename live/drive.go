@@ -1,6 +1,7 @@
 package live
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
 	"sync"
@@ -150,14 +151,15 @@ func machineConfig(c scenario.ClientSpec, rng *rand.Rand) cycle.Config {
 	ttl := time.Duration(c.TTL)
 	return cycle.Config{
 		StartDelay: time.Duration(c.StartDelay), Cycles: c.Cycles, WritesPerHold: c.WritesPerHold,
-		WorkDuration: time.Duration(c.WorkDuration), ThinkTime: thinkTime,
+		WorkDuration: time.Duration(c.WorkDuration), ThinkTime: cmp.Or(time.Duration(c.ThinkTime), thinkTime),
 		ThinkJitter: ttl / 4, Backoff: ttl / 10, BackoffJitter: ttl / 4, Rand: rng,
 		Renew: ttl / 3, Safe: ttl - ttl*time.Duration(c.DriftBoundPPM)/1_000_000 - watchdogMargin,
 		WorkAhead: true, ReleaseAfterLoss: true,
 	}
 }
 
-// thinkTime is the pause between cycles (workload.Config's default).
+// thinkTime is the pause between cycles when the spec's client leaves it
+// 0 (workload.Config's default).
 const thinkTime = 50 * time.Millisecond
 
 // watchdogMargin is the harness's watchdog's margin below the lease's

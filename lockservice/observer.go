@@ -5,7 +5,10 @@ type EventKind uint8
 
 const (
 	// EvGranted: the service granted Resource to Client with Token (a
-	// decision of the service itself, the first time it is applied).
+	// decision of the service itself, the first time it is applied). A
+	// service that knows which of the client's requests the grant answers
+	// sets Request (or RequestID, the acquire's key), and the checker holds
+	// it to granting each request at most once (S11).
 	EvGranted EventKind = iota + 1
 	// EvRenewed: the service restarted the lease of Token.
 	EvRenewed
@@ -79,14 +82,17 @@ type Event struct {
 	Op       Op // EvCall, EvReturn
 	Client   string
 	Resource string
-	Request  uint64 // EvCall, EvReturn: the client's request id
+	Request  uint64 // EvCall, EvReturn: the client's request id; EvGranted: the acquire granted (0: not said)
 	Token    uint64
 	Value    int64  // writes: the value written; reads: the value read
 	Status   Status // EvReturn of a lock operation
 	Accepted bool   // EvApplied; EvReturn of a write
 	Reason   string // EvEnded, EvBeliefEnd
 	// RequestID is, for EvEnded by a release, the release's RequestID
-	// (ReleaseRequest.RequestID; empty in the simulator).
+	// (ReleaseRequest.RequestID; empty in the simulator); for EvGranted,
+	// the acquire's key (AcquireRequest.Key: the client's own name for the
+	// attempt, which a front end may submit under several request numbers),
+	// if it has one.
 	RequestID string
 	// Node is the replica reporting EvEntryApplied or EvElected. For a
 	// design with SyncedDecisions, the harness also stamps the service node

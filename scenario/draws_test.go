@@ -238,3 +238,73 @@ func TestSwarmDrawsGroupCommitWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestSwarmDrawsThinkTimes: about half of the swarm's seeds draw think
+// times, each a whole number of 1 to 4 of its client's TTLs or 0 (the
+// workload's default), for some clients or all; the plan carries them (so
+// a replay file keeps them); the draw moves no other knob; a spec whose
+// client sets its own keeps every client's as written, and a scripted
+// scenario draws none.
+func TestSwarmDrawsThinkTimes(t *testing.T) {
+	swarm, _ := Lookup("swarm")
+	drew, allOf, someOf := 0, 0, 0
+	for seed := uint64(1); seed <= 200; seed++ {
+		p, err := NewPlan(swarm, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle := 0
+		for i, c := range p.Spec.Clients {
+			k := c.ThinkTime / c.TTL
+			if c.ThinkTime%c.TTL != 0 || k < 0 || k > 4 {
+				t.Fatalf("seed %d: client %s thinks %v, want 0 or 1..4 TTLs of %v", seed, c.Name, time.Duration(c.ThinkTime), time.Duration(c.TTL))
+			}
+			if k > 0 {
+				idle++
+			}
+			if swarm.Clients[i].ThinkTime != 0 {
+				t.Fatalf("the built-in spec's client %s changed: %v", c.Name, time.Duration(swarm.Clients[i].ThinkTime))
+			}
+		}
+		switch {
+		case idle == len(p.Spec.Clients):
+			allOf++
+		case idle > 0:
+			someOf++
+		}
+		if DrawThinkTimes(seed, swarm.Clients) != nil {
+			drew++
+		}
+		if again := replayed(t, p); !reflect.DeepEqual(again.Spec.Clients, p.Spec.Clients) {
+			t.Errorf("seed %d: the replay's clients %+v, want %+v", seed, again.Spec.Clients, p.Spec.Clients)
+		}
+		busy := swarm
+		busy.Clients = append([]ClientSpec(nil), swarm.Clients...)
+		busy.Clients[0].ThinkTime = Duration(time.Millisecond)
+		q, err := NewPlan(busy, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(q.Spec.Clients, busy.Clients) {
+			t.Fatalf("seed %d: a spec's own think time drew others: %+v", seed, q.Spec.Clients)
+		}
+		// Nothing else moves: the plans differ in their clients only.
+		q.Spec.Clients = p.Spec.Clients
+		if !reflect.DeepEqual(q.Spec, p.Spec) || !reflect.DeepEqual(q.Schedule, p.Schedule) {
+			t.Fatalf("seed %d: drawing think times moved another draw", seed)
+		}
+	}
+	if drew < 70 || drew > 130 || allOf == 0 || someOf == 0 {
+		t.Errorf("seeds 1..200: %d drew think times (%d for every client, %d for some), want about half, both kinds", drew, allOf, someOf)
+	}
+	scripted, _ := Lookup("kleppmann-gc-pause")
+	if p, _ := NewPlan(scripted, 3); !reflect.DeepEqual(p.Spec.Clients, scripted.Clients) {
+		t.Errorf("a scripted scenario drew think times: %+v", p.Spec.Clients)
+	}
+	bad := swarm
+	bad.Clients = append([]ClientSpec(nil), swarm.Clients...)
+	bad.Clients[1].ThinkTime = -1
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "think_time") {
+		t.Errorf("a negative think time: %v, want an error naming think_time", err)
+	}
+}

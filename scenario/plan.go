@@ -115,6 +115,7 @@ func NewPlanIn(spec Spec, seed uint64, w World) (Plan, error) {
 		if spec.Buggify == nil {
 			p.Spec.Buggify = DrawBuggify(seed)
 		}
+		p.Spec.Clients = WithThinkTimes(spec.Clients, seed)
 	}
 	if spec.SnapshotEntries == 0 && spec.SnapshotBytes == 0 {
 		// Every run, swarm or scripted: written into the plan's spec, so
@@ -126,6 +127,25 @@ func NewPlanIn(spec Spec, seed uint64, w World) (Plan, error) {
 	}
 	p.Schedule = p.Schedule.Sorted()
 	return p, p.Validate()
+}
+
+// WithThinkTimes returns clients with the think times drawn from seed
+// (DrawThinkTimes), written into a copy so that a replay file and a
+// shrink keep what the seed drew; clients as they are if any of them
+// sets its own.
+func WithThinkTimes(clients []ClientSpec, seed uint64) []ClientSpec {
+	if slices.ContainsFunc(clients, func(c ClientSpec) bool { return c.ThinkTime != 0 }) {
+		return clients
+	}
+	drawn := DrawThinkTimes(seed, clients)
+	if drawn == nil {
+		return clients
+	}
+	out := slices.Clone(clients)
+	for i := range out {
+		out[i].ThinkTime = drawn[i]
+	}
+	return out
 }
 
 // Validate checks the plan's schedule against its spec's nodes.

@@ -245,6 +245,11 @@ type ClientSpec struct {
 	// it waits in the service's queue for a held lock instead of polling.
 	// 0: it polls.
 	Wait Duration `json:"wait,omitempty"`
+	// ThinkTime is the client's pause between cycles. 0: the workload's
+	// default (50 ms), a busy client that contends for its resource
+	// again at once; a swarm run draws longer ones for some clients
+	// (DrawThinkTimes), so that a lease can lapse with nobody waiting.
+	ThinkTime Duration `json:"think_time,omitempty"`
 }
 
 // StoreNode is the fenced store's node name: the harness's own node, the
@@ -412,8 +417,8 @@ func (s *Spec) Validate() error {
 			return fail("client %s: resource is empty", c.Name)
 		case c.TTL <= 0:
 			return fail("client %s: ttl must be positive", c.Name)
-		case c.Cycles < 0 || c.WritesPerHold < 0 || c.WorkDuration < 0 || c.StartDelay < 0:
-			return fail("client %s: cycles, writes_per_hold, work_duration and start_delay must be ≥ 0", c.Name)
+		case c.Cycles < 0 || c.WritesPerHold < 0 || c.WorkDuration < 0 || c.StartDelay < 0 || c.ThinkTime < 0:
+			return fail("client %s: cycles, writes_per_hold, work_duration, start_delay and think_time must be ≥ 0", c.Name)
 		case c.DriftBoundPPM < 0 || c.DriftBoundPPM >= 1_000_000:
 			return fail("client %s: drift_bound_ppm must be in [0, 1000000)", c.Name)
 		case c.Wait < 0 || time.Duration(c.Wait) > lockservice.DefaultLimits().MaxWait:

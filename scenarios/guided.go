@@ -559,7 +559,11 @@ func faultOf(o *nemesis.Options, i int) *nemesis.Fault {
 // ones the spec leaves to the draw).
 func (g *guider) redrawKnob(q *Plan, r *rand.Rand) {
 	seed := r.Uint64()
-	switch r.IntN(6) {
+	switch r.IntN(7) {
+	case 6:
+		// From the spec's clients, so that a plan that drew none gets
+		// them and one that drew some may lose them.
+		q.Spec.Clients = scenario.WithThinkTimes(g.spec.Clients, seed)
 	case 5:
 		if g.spec.ServerSyncDelay == 0 && g.spec.StoreSyncDelay == 0 {
 			q.Spec.ServerSyncDelay, q.Spec.StoreSyncDelay = scenario.DrawSyncDelays(seed)

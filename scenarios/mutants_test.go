@@ -72,7 +72,9 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	// Caught by 7 of swarm seeds 1..100 at fencesim-0.14 and with the
 	// one-entry hand-over alike, the first at seed 7, then 33 (the
 	// hand-over reorders them).
-	mutants.MutNoRetryDedup:        {[]hunt{{"swarm", 55}, {"message-storm", 10}}, []string{"S7", "S2", "S5"}},
+	// Since fencesim-0.17 a grant names its attempt's key and S11 holds
+	// the service to granting each once: most catches are S11's.
+	mutants.MutNoRetryDedup:        {[]hunt{{"swarm", 55}, {"message-storm", 10}}, []string{"S11", "S7", "S2", "S5"}},
 	mutants.MutQuorumOffByOne:      {[]hunt{{"swarm", 10}}, []string{"S1", "S2", "S4", "S5", "S7", "S9", "S10", "L1"}},
 	mutants.MutReleaseNoOwnerCheck: {[]hunt{{"swarm", 35}, {"late-release", 3}}, []string{"S7", "L1"}},
 	// At fencesim-0.15 a quarter of the swarm's seeds draw strikes at
@@ -94,7 +96,10 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	// lockd's: the swarm on lockd ("swarm" is switched to the mutant's
 	// design, as simrun hunt does), and lockd-swarm, the same mix.
 	mutants.MutLockdForgetsRequest: {[]hunt{{"swarm", 25}, {"lockd-swarm", 25}, {"lockd-paused-instance", 3}}, []string{"S7", "S2", "S1", "L1"}},
-	mutants.MutLockdAOFEverySec:    {[]hunt{{"swarm", 10}, {"lockd-swarm", 10}}, []string{"S1", "S2", "S5", "S7"}},
+	// A Redis crash that loses the fence stops the instances granting
+	// (fail closed): with the long think times of fencesim-0.17's draw,
+	// seed 4 shows it as liveness before any client meets a lost grant.
+	mutants.MutLockdAOFEverySec: {[]hunt{{"swarm", 10}, {"lockd-swarm", 10}}, []string{"S1", "S2", "S5", "S7", "liveness"}},
 	// fencesim-node's front end as the live runner found it
 	// (lockservice/frontend runs in front of every simulated replica).
 	mutants.MutBusyFromLocalTable: {[]hunt{{"swarm", 5}, {"message-storm", 3}}, []string{"S7"}},

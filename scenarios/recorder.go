@@ -213,7 +213,7 @@ func (r *recorder) granted(e lockservice.Event) {
 		return
 	}
 	i := history.Push(&r.h.Grants, checker.Grant{Resource: e.Resource, Client: e.Client, Token: e.Token,
-		Start: r.w.Now(), Open: true, Step: r.w.Step()})
+		Request: e.Request, Key: e.RequestID, Start: r.w.Now(), Open: true, Step: r.w.Step()})
 	r.open[hold] = i
 	// A new grant with an old token: its ends are new too.
 	delete(r.ended, endKey{hold, checker.EndReleased})

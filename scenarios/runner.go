@@ -267,6 +267,9 @@ func RunPlan(p Plan, opt RunOptions) (res Result, err error) {
 		cfg := workload.DefaultConfig(c.Name, frontEnds, run.Store, c.Resource)
 		cfg.TTL, cfg.StartDelay, cfg.WorkDuration = time.Duration(c.TTL), time.Duration(c.StartDelay), time.Duration(c.WorkDuration)
 		cfg.Cycles, cfg.WritesPerHold, cfg.DriftBoundPPM, cfg.Wait = c.Cycles, c.WritesPerHold, c.DriftBoundPPM, time.Duration(c.Wait)
+		if c.ThinkTime > 0 {
+			cfg.ThinkTime = time.Duration(c.ThinkTime)
+		}
 		cfg.Observer, cfg.Marks = obs, marks
 		mutants.InjectClient(run.Mutant, &cfg.ClientConfig)
 		if err := add(c.Name, func() sim.Process { return workload.New(cfg, design.ClientProtocol(cfg.ClientConfig, run)) }); err != nil {

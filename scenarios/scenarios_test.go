@@ -196,7 +196,7 @@ func TestParseRejectsBadSpecs(t *testing.T) {
 		{"design", strings.Replace(base, `"design":"replicated"`, `"design":"paxos"`, 1), "unknown design"},
 		{"expect", strings.Replace(base, `"verdict":"pass"`, `"verdict":"maybe"`, 1), "expect.verdict"},
 		{"no such property", strings.Replace(base, `"verdict":"pass"`, `"verdict":"violation","property":"S99"`, 1),
-			`scenario "kleppmann-gc-pause": expect.property "S99" is no property of verdict "violation"; use one of S1, S2, S3, S4, S5, S6, S7, S8, S9, S10, L1 (or none)`},
+			`scenario "kleppmann-gc-pause": expect.property "S99" is no property of verdict "violation"; use one of S1, S2, S3, S4, S5, S6, S7, S8, S9, S10, S11, L1 (or none)`},
 		{"lower-case property", strings.Replace(base, `"verdict":"pass"`, `"verdict":"violation","property":"s3"`, 1), `expect.property "s3" is no property`},
 		{"property of a pass", strings.Replace(base, `"verdict":"pass"`, `"verdict":"pass","property":"S3"`, 1), `expect.property "S3": a run expected to pass violates no property`},
 		{"property of liveness", strings.Replace(base, `"verdict":"pass"`, `"verdict":"liveness","property":"S3"`, 1), `use one of liveness`},

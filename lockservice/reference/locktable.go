@@ -77,7 +77,9 @@ type clientMemory struct {
 	dedup     []dedupEntry // the last dedupDepth replies, oldest first
 	highest   uint64       // the highest request id applied
 	forgotten uint64       // the highest request id pushed out of dedup
-	keys      []keyEntry   // the last dedupDepth keyed acquires' grants, oldest first
+	// keys are the keyed acquires' answers, oldest first: the last
+	// dedupDepth granted and the last dedupDepth busy (rememberAcquire).
+	keys []keyEntry
 }
 
 // client returns the memory of client, making it if asked to.
@@ -223,16 +225,41 @@ func (t *LockTable) remember(client string, request uint64, r lockservice.LockRe
 // granting that copy once the lock is free would grant a lock nobody
 // waits for, to an attempt its client was told was busy. A client asks
 // again under a new request id after busy (the shipped client does).
+//
+// Granted and busy keys are kept in windows of their own (dedupDepth
+// each): a polling client is told busy many times a second, and in one
+// window its busy answers pushed the key of its last grant out within a
+// few polls, so a late copy of that attempt was granted a second time —
+// a lease its client never asked for again (swarm seed 67, caught by
+// S11 once grants named their keys). A client is granted at most once
+// per hold, so a late copy would now have to outlive dedupDepth of its
+// client's holds.
 func (t *LockTable) rememberAcquire(r lockservice.AcquireRequest, rep lockservice.LockReply) lockservice.LockReply {
 	t.remember(r.Client, r.Request, rep)
 	if r.Key != "" && (rep.Status == lockservice.Granted || rep.Status == lockservice.Busy) {
 		m := t.client(r.Client, false)
 		m.keys = append(m.keys, keyEntry{Key: r.Key, Resource: r.Resource, Reply: rep})
-		if len(m.keys) > dedupDepth {
-			m.keys = slices.Delete(m.keys, 0, len(m.keys)-dedupDepth)
-		}
+		m.keys = dropOldestPastDepth(m.keys, rep.Status)
 	}
 	return rep
+}
+
+// dropOldestPastDepth drops the oldest key answered status once keys hold
+// more than dedupDepth of them; keys answered otherwise stay.
+func dropOldestPastDepth(keys []keyEntry, status lockservice.Status) []keyEntry {
+	n, first := 0, -1
+	for i := range keys {
+		if keys[i].Reply.Status == status {
+			if first < 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	if n <= dedupDepth {
+		return keys
+	}
+	return slices.Delete(keys, first, first+1)
 }
 
 // ExpireDue removes the lease on resource if its deadline has passed at

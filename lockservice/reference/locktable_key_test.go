@@ -2,6 +2,7 @@ package reference
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -63,6 +64,44 @@ func TestKeyedAcquireAppliesOncePerKey(t *testing.T) {
 	}
 	want("bob's late copy once free", acq("bob", "k2", 3<<32|6, 15), lockservice.Busy, 0, 3<<32|6)
 	want("bob's new attempt once free", acq("bob", "k4", 3<<32|7, 15), lockservice.Granted, 15, 3<<32|7)
+}
+
+// TestGrantedKeyOutlivesBusyPolls: a polling client's busy answers do not
+// push the key of its last grant out of the table's memory. Swarm seed 67:
+// c4 was granted under one key, its grant came too late to use, and it
+// polled on, told busy (by its own lease) a dozen times; a late copy of the
+// granted attempt then reached the leader and, its key forgotten, was
+// granted a second time (S11). Busy keys are still remembered, each window
+// to its own depth.
+func TestGrantedKeyOutlivesBusyPolls(t *testing.T) {
+	tb := NewLockTable()
+	acq := func(key string, req, token uint64) lockservice.LockReply {
+		return tb.Acquire(lockservice.AcquireRequest{Resource: "r", Client: "c4", TTL: time.Second, Request: req, Key: key}, 0, token)
+	}
+	if rep := acq("g", 1<<32|1, 5); rep.Status != lockservice.Granted || rep.Token != 5 {
+		t.Fatalf("the first acquire: %+v", rep)
+	}
+	polls := 3 * dedupDepth
+	for i := range polls {
+		if rep := acq(fmt.Sprintf("p%d", i), 1<<32|uint64(2+i), 6); rep.Status != lockservice.Busy {
+			t.Fatalf("poll %d: %+v, want busy (held by its own earlier attempt)", i, rep)
+		}
+	}
+	tb.ExpireToken("r", 5)
+	if rep := acq("g", 2<<32|1, 7); rep.Status != lockservice.Granted || rep.Token != 5 {
+		t.Fatalf("a late copy of the granted attempt: %+v, want its first grant (token 5) from memory", rep)
+	}
+	if l, held := tb.Lease("r"); held {
+		t.Fatalf("the late copy took the free lock again: %+v", l)
+	}
+	// The latest busy keys are remembered (settled busy), the oldest gone.
+	last := fmt.Sprintf("p%d", polls-1)
+	if rep := acq(last, 2<<32|2, 7); rep.Status != lockservice.Busy {
+		t.Fatalf("a late copy of the last poll: %+v, want busy from memory", rep)
+	}
+	if _, ok := tb.SeenKey("c4", "r", "p0"); ok {
+		t.Fatalf("the first of %d polls is still remembered: the busy window is unbounded", polls)
+	}
 }
 
 // TestUnkeyedSnapshotUnchanged: a table that never saw a key snapshots

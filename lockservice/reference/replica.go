@@ -808,7 +808,7 @@ func (r *Replica) applyAcquire(c Command, e raft.Entry) (lockservice.LockReply, 
 	rep := r.table.Acquire(acq, 0, token)
 	if rep.Status == lockservice.Granted && !replay {
 		if !held || prev.Token != rep.Token { // not the holder's own grant standing
-			r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvGranted, Resource: c.Resource, Client: c.Client, Token: rep.Token, Index: e.Index})
+			r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvGranted, Resource: c.Resource, Client: c.Client, Token: rep.Token, Index: e.Index, Request: c.Request, RequestID: c.Key})
 			r.markToken(rep.Token)
 		} else {
 			r.cfg.Marks.Hit(coverage.LockHolderReacquired)

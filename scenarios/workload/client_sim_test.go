@@ -9,6 +9,9 @@ import (
 
 	"github.com/fencesim/fencesim/fakeclock"
 	"github.com/fencesim/fencesim/internal/simtest"
+	"github.com/fencesim/fencesim/lockservice"
+	"github.com/fencesim/fencesim/lockservice/reference"
+	"github.com/fencesim/fencesim/process"
 	"github.com/fencesim/fencesim/sim"
 )
 
@@ -307,5 +310,53 @@ func TestClientActionsLogClientAndRequest(t *testing.T) {
 	}
 	if strings.Contains(cw.trace.String(), "level=WARN") {
 		t.Errorf("warnings in the trace:\n%s", cw.trace)
+	}
+}
+
+// shedsReleases is a single-node server that sheds the first n releases
+// it receives (answered Overloaded, not applied), as a replica at its
+// ingress bound does.
+type shedsReleases struct {
+	*reference.Server
+	n int
+}
+
+func (s *shedsReleases) Receive(env process.Env, from process.NodeID, msg process.Message) {
+	if m, ok := msg.(lockservice.ReleaseRequest); ok && s.n > 0 {
+		s.n--
+		env.Send(from, lockservice.LockReply{Request: m.Request, Status: lockservice.Overloaded})
+		return
+	}
+	s.Server.Receive(env, from, msg)
+}
+
+// TestClientRetriesShedRelease: a release answered Overloaded is sent
+// again after a backoff, as the shipped HTTP client sends it, and the
+// lock is released then, not left to expire a TTL later (swarm seed 8803
+// failed liveness when the simulated client gave its release up).
+func TestClientRetriesShedRelease(t *testing.T) {
+	trace := &bytes.Buffer{}
+	w := simtest.NewTestWorld(t, trace)
+	rec := simtest.NewRecorder(w)
+	server := simtest.AddNode(t, w, "server", func() sim.Process {
+		return &shedsReleases{Server: reference.NewServer(reference.ServerConfig{Limits: lockservice.DefaultLimits(), Observer: rec}), n: 2}
+	}, fakeclock.Config{})
+	store := addStore(t, w, rec)
+	cfg := DefaultConfig("c1", []sim.NodeID{server}, store, "r")
+	cfg.Observer = rec
+	simtest.AddNode(t, w, "c1", func() sim.Process { return New(cfg, nil) }, fakeclock.Config{})
+	simtest.RunToQuiescence(t, w)
+
+	released := 0
+	for _, c := range rec.Calls {
+		if c.Kind == "ended" {
+			if c.Reason != "released" {
+				t.Errorf("the grant ended %q, want released by the client's third send", c.Reason)
+			}
+			released++
+		}
+	}
+	if released != 1 {
+		t.Fatalf("%d grants ended, want 1: %+v", released, rec.Calls)
 	}
 }

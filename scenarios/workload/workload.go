@@ -96,6 +96,12 @@ func New(cfg Config, p lockservice.Protocol) *Client {
 	}
 	c := &Client{cfg: cfg, m: m}
 	c.lock = lockclient.NewLock(cfg.ClientConfig, p, c)
+	// A release shed at an ingress bound is sent again, as the shipped
+	// HTTP client sends it (lockapi/lockclient): given up, it holds the
+	// lock a whole TTL, and a client that thinks long between cycles
+	// may see the liveness bound pass before its next release (swarm
+	// seed 8803: a bound of 1 and a 2 s think time).
+	c.lock.SetOptions(lockclient.Options{RetryOverloadedRelease: true})
 	c.wokeFn, c.sendWriteFn, c.storeTimedOutFn = c.woke, c.sendWrite, c.storeTimedOut
 	return c
 }
