@@ -246,6 +246,16 @@ func TestCanaries(t *testing.T) {
 			{Resource: "x", Client: "A", Token: 1, Request: 7, Key: "A/1", Start: 0, End: ms(10), Step: 1, Reason: EndReleased},
 			{Resource: "x", Client: "A", Token: 2, Request: 9, Key: "A/1", Start: ms(12), Open: true, Step: 2},
 		}}, "S11"},
+		{"S11 a grant no acquire asked for", History{
+			Grants: []Grant{
+				{Resource: "x", Client: "A", Token: 1, Start: ms(1) / 2, End: ms(5) / 2, Step: 1, Reason: EndReleased},
+				{Resource: "x", Client: "A", Token: 2, Start: ms(5), Open: true, Step: 3}, // a late copy of A's acquire, applied again
+			},
+			LockOps: []LockOp{
+				lockOp(1, "A", "x", LockAcquire, 1, 0, ms(1), LockGranted),
+				lockOp(2, "A", "x", LockRelease, 1, ms(2), ms(3), LockReleased),
+			},
+		}, "S11"},
 		{"S8 read goes back in time", History{Ops: []StoreOp{
 			write(1, "A", "x", 1, 10, 0, ms(1), OutcomeAccepted),
 			write(2, "A", "x", 1, 11, ms(2), ms(3), OutcomeAccepted),

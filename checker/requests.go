@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // propRequestOnce is S11: an acquire request takes effect at most once. A
@@ -67,6 +68,85 @@ func checkRequestsOnce(grants []Grant) []Violation {
 			Detail: fmt.Sprintf("The service granted client %q's acquire (%s) twice: token %d on resource %q at %v (step %d), then token %d on resource %q at %v (step %d).",
 				g.Client, name, first.Token, first.Resource, first.Start, first.Step, g.Token, g.Resource, g.Start, g.Step),
 		})
+	}
+	return vs
+}
+
+// checkGrantsAnswerAcquires checks S11 from the clients' side: every grant
+// to a client answers an acquire of that client, and no acquire is answered
+// by two. An acquire answered granted accounts for the grant of its token;
+// one whose outcome the client never learned (no answer, or a copy shed,
+// redirected or judged stale: another copy may have taken effect, at any
+// time after the call) accounts for at most one more grant, made after it
+// was called. A grant left over was made for nobody who asked: a late or
+// duplicated copy of an acquire already answered (busy, or granted under
+// another token), applied again.
+//
+// It needs no help from the service: it holds any design to at-most-once
+// acquires, whether or not its grants name their attempt. It judges the
+// clients that made at least one acquire, so a hand-made history of grants
+// alone is judged by the other properties only.
+func checkGrantsAnswerAcquires(h History) []Violation {
+	if len(h.LockOps) == 0 || len(h.Grants) == 0 {
+		return nil
+	}
+	type hold struct {
+		client, resource string
+		token            uint64
+	}
+	type side struct{ client, resource string }
+	acquirers := map[string]bool{}
+	claimed := map[hold]bool{}
+	open := map[side][]time.Duration{} // calls of acquires of unknown outcome
+	for _, op := range h.LockOps {
+		if op.Kind != LockAcquire {
+			continue
+		}
+		acquirers[op.Client] = true
+		switch op.Outcome {
+		case LockGranted:
+			claimed[hold{op.Client, op.Resource, op.Token}] = true
+		case LockUnknown, LockOverloaded, LockNotLeader, LockStale:
+			s := side{op.Client, op.Resource}
+			open[s] = append(open[s], op.Call)
+		}
+	}
+	left := map[side][]int{} // grants no granted acquire accounts for
+	for i, g := range h.Grants {
+		if g.Lost || !acquirers[g.Client] || claimed[hold{g.Client, g.Resource, g.Token}] {
+			continue
+		}
+		s := side{g.Client, g.Resource}
+		left[s] = append(left[s], i)
+	}
+	var vs []Violation
+	//detlint:sorted the violations are sorted by the caller
+	for s, gs := range left {
+		calls := open[s]
+		slices.Sort(calls)
+		slices.SortFunc(gs, func(a, b int) int { return grantOrder(h.Grants[a], h.Grants[b]) })
+		// Every open acquire may take effect at any time after its call,
+		// so a grant may use any unused one called before it: counting
+		// them in time order is a maximum matching.
+		k, free := 0, 0
+		for _, i := range gs {
+			g := h.Grants[i]
+			for k < len(calls) && calls[k] <= g.Start {
+				k++
+				free++
+			}
+			if free > 0 {
+				free--
+				continue
+			}
+			vs = append(vs, Violation{
+				Property: propRequestOnce,
+				At:       g.Start,
+				Step:     g.Step,
+				Detail: fmt.Sprintf("The service granted resource %q to client %q with token %d at %v (step %d), but no acquire of that client asked for it: every acquire it had called by then was answered otherwise, or accounts for another grant.",
+					g.Resource, g.Client, g.Token, g.Start, g.Step),
+			})
+		}
 	}
 	return vs
 }

@@ -233,6 +233,7 @@ func Check(h History, opt Options) Verdict {
 			vs = append(vs, checkElections(h.Elections)...)
 			vs = append(vs, checkEntryApplies(h.EntryApplies)...)
 			vs = append(vs, checkRequestsOnce(h.Grants)...)
+			vs = append(vs, checkGrantsAnswerAcquires(h)...)
 			metrics.BeliefOverlap = BeliefOverlap(h)
 		},
 	)

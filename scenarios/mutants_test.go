@@ -72,8 +72,10 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	// Caught by 7 of swarm seeds 1..100 at fencesim-0.14 and with the
 	// one-entry hand-over alike, the first at seed 7, then 33 (the
 	// hand-over reorders them).
-	// Since fencesim-0.17 a grant names its attempt's key and S11 holds
-	// the service to granting each once: most catches are S11's.
+	// Since fencesim-0.17 S11 holds every grant to an acquire of its
+	// client, and a grant naming its attempt to being that attempt's
+	// only one: most catches of the double grants (this, lockd's
+	// forgotten request, the request id kept out of the log) are S11's.
 	mutants.MutNoRetryDedup:        {[]hunt{{"swarm", 55}, {"message-storm", 10}}, []string{"S11", "S7", "S2", "S5"}},
 	mutants.MutQuorumOffByOne:      {[]hunt{{"swarm", 10}}, []string{"S1", "S2", "S4", "S5", "S7", "S9", "S10", "L1"}},
 	mutants.MutReleaseNoOwnerCheck: {[]hunt{{"swarm", 35}, {"late-release", 3}}, []string{"S7", "L1"}},
@@ -95,7 +97,7 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	mutants.MutWaitSkipsLeaseCheck:   {[]hunt{{"swarm", 30}}, []string{"L1"}},
 	// lockd's: the swarm on lockd ("swarm" is switched to the mutant's
 	// design, as simrun hunt does), and lockd-swarm, the same mix.
-	mutants.MutLockdForgetsRequest: {[]hunt{{"swarm", 25}, {"lockd-swarm", 25}, {"lockd-paused-instance", 3}}, []string{"S7", "S2", "S1", "L1"}},
+	mutants.MutLockdForgetsRequest: {[]hunt{{"swarm", 25}, {"lockd-swarm", 25}, {"lockd-paused-instance", 3}}, []string{"S11", "S7", "S2", "S1", "L1"}},
 	// A Redis crash that loses the fence stops the instances granting
 	// (fail closed): with the long think times of fencesim-0.17's draw,
 	// seed 4 shows it as liveness before any client meets a lost grant.
@@ -105,7 +107,7 @@ var mutantHunts = map[lockservice.Mutant]struct {
 	mutants.MutBusyFromLocalTable: {[]hunt{{"swarm", 5}, {"message-storm", 3}}, []string{"S7"}},
 	// Seed 6 → 57 in this window at fencesim-0.15 (see renew-after-expiry);
 	// over 50 windows of 300 from 10001 the mean stayed 8.2 → 8.1 seeds.
-	mutants.MutRequestIDNotInLog: {[]hunt{{"swarm", 70}, {"message-storm", 30}}, []string{"S7", "S2", "L1"}},
+	mutants.MutRequestIDNotInLog: {[]hunt{{"swarm", 70}, {"message-storm", 30}}, []string{"S11", "S7", "S2", "L1"}},
 }
 
 // run sweeps spec with mutant over seeds 1..budget until the first run that
