@@ -31,6 +31,15 @@ type Lease struct {
 // the table stays bounded.
 const dedupDepth = 8
 
+// busyKeyDepth is how many keyed acquires answered busy the table keeps
+// per client (rememberAcquire). A polling client is told busy every few
+// tens of milliseconds while another holds its resource, and a late copy
+// of any of those attempts, once the lock is free, must be answered busy
+// again: 32 cover one to three seconds of polling, the longest the
+// swarm's delays and pauses hold a copy back (swarm seed 91814 and guided
+// run 98699 of 0.17's sweeps: a copy 0.6 s late, ten polls on, granted).
+const busyKeyDepth = 32
+
 type dedupEntry struct {
 	Request uint64                `json:"request"`
 	Reply   lockservice.LockReply `json:"reply"`
@@ -78,7 +87,7 @@ type clientMemory struct {
 	highest   uint64       // the highest request id applied
 	forgotten uint64       // the highest request id pushed out of dedup
 	// keys are the keyed acquires' answers, oldest first: the last
-	// dedupDepth granted and the last dedupDepth busy (rememberAcquire).
+	// dedupDepth granted and the last busyKeyDepth busy (rememberAcquire).
 	keys []keyEntry
 }
 
@@ -227,13 +236,16 @@ func (t *LockTable) remember(client string, request uint64, r lockservice.LockRe
 // again under a new request id after busy (the shipped client does).
 //
 // Granted and busy keys are kept in windows of their own (dedupDepth
-// each): a polling client is told busy many times a second, and in one
-// window its busy answers pushed the key of its last grant out within a
-// few polls, so a late copy of that attempt was granted a second time —
-// a lease its client never asked for again (swarm seed 67, caught by
-// S11 once grants named their keys). A client is granted at most once
-// per hold, so a late copy would now have to outlive dedupDepth of its
-// client's holds.
+// and busyKeyDepth): a polling client is told busy many times a second,
+// and in one window of 8 its busy answers pushed the key of its last
+// grant out within a few polls, so a late copy of that attempt was
+// granted a second time — a lease its client never asked for again
+// (swarm seed 67, caught by S11 once grants named their keys). A client
+// is granted at most once per hold, so a late copy of a grant would now
+// have to outlive dedupDepth of its client's holds, and one of a busy
+// answer busyKeyDepth of its polls. The windows count, they do not time:
+// a copy held back longer still is applied (lockd, which keeps request
+// ids for a minute, bounds them by time; the table has no clock).
 func (t *LockTable) rememberAcquire(r lockservice.AcquireRequest, rep lockservice.LockReply) lockservice.LockReply {
 	t.remember(r.Client, r.Request, rep)
 	if r.Key != "" && (rep.Status == lockservice.Granted || rep.Status == lockservice.Busy) {
@@ -245,8 +257,12 @@ func (t *LockTable) rememberAcquire(r lockservice.AcquireRequest, rep lockservic
 }
 
 // dropOldestPastDepth drops the oldest key answered status once keys hold
-// more than dedupDepth of them; keys answered otherwise stay.
+// more than its window's depth of them; keys answered otherwise stay.
 func dropOldestPastDepth(keys []keyEntry, status lockservice.Status) []keyEntry {
+	depth := dedupDepth
+	if status == lockservice.Busy {
+		depth = busyKeyDepth
+	}
 	n, first := 0, -1
 	for i := range keys {
 		if keys[i].Reply.Status == status {
@@ -256,7 +272,7 @@ func dropOldestPastDepth(keys []keyEntry, status lockservice.Status) []keyEntry 
 			n++
 		}
 	}
-	if n <= dedupDepth {
+	if n <= depth {
 		return keys
 	}
 	return slices.Delete(keys, first, first+1)

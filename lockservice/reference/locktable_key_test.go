@@ -72,7 +72,7 @@ func TestKeyedAcquireAppliesOncePerKey(t *testing.T) {
 // polled on, told busy (by its own lease) a dozen times; a late copy of the
 // granted attempt then reached the leader and, its key forgotten, was
 // granted a second time (S11). Busy keys are still remembered, each window
-// to its own depth.
+// to its own depth: the last busyKeyDepth polls.
 func TestGrantedKeyOutlivesBusyPolls(t *testing.T) {
 	tb := NewLockTable()
 	acq := func(key string, req, token uint64) lockservice.LockReply {
@@ -81,7 +81,7 @@ func TestGrantedKeyOutlivesBusyPolls(t *testing.T) {
 	if rep := acq("g", 1<<32|1, 5); rep.Status != lockservice.Granted || rep.Token != 5 {
 		t.Fatalf("the first acquire: %+v", rep)
 	}
-	polls := 3 * dedupDepth
+	polls := busyKeyDepth + dedupDepth
 	for i := range polls {
 		if rep := acq(fmt.Sprintf("p%d", i), 1<<32|uint64(2+i), 6); rep.Status != lockservice.Busy {
 			t.Fatalf("poll %d: %+v, want busy (held by its own earlier attempt)", i, rep)
