@@ -115,7 +115,7 @@ func thisProgram() string {
 }
 
 // batchGCPercent is the collector's target when GOGC is not set. A run
-// allocates about 50 MB and keeps a few: at Go's default of 100 the
+// allocates about 60 MB (fencesim-0.17) and keeps a few: at Go's default of 100 the
 // collector runs every few milliseconds and takes about a sixth of the
 // time. At 400 it ran a quarter as often (the standard run gained ~16%),
 // but a cycle begun by the simulation's garbage still often straddled the

@@ -94,9 +94,15 @@ func TestGrantedKeyOutlivesBusyPolls(t *testing.T) {
 	if l, held := tb.Lease("r"); held {
 		t.Fatalf("the late copy took the free lock again: %+v", l)
 	}
+	// Busy answers are settled as far back as seed 91814's copy: ten polls
+	// on, a late copy of an attempt answered busy is answered busy again,
+	// never granted the free lock.
+	if rep := acq(fmt.Sprintf("p%d", polls-11), 2<<32|2, 7); rep.Status != lockservice.Busy {
+		t.Fatalf("a late copy of the poll eleven back: %+v, want busy from memory", rep)
+	}
 	// The latest busy keys are remembered (settled busy), the oldest gone.
 	last := fmt.Sprintf("p%d", polls-1)
-	if rep := acq(last, 2<<32|2, 7); rep.Status != lockservice.Busy {
+	if rep := acq(last, 2<<32|3, 7); rep.Status != lockservice.Busy {
 		t.Fatalf("a late copy of the last poll: %+v, want busy from memory", rep)
 	}
 	if _, ok := tb.SeenKey("c4", "r", "p0"); ok {
