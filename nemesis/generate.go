@@ -83,6 +83,11 @@ type generator struct {
 	c   Cluster
 	end time.Duration // the end of the safety phase
 	ops Schedule
+	// sharp makes aimed draw each aim's sharpest variant, the one that
+	// tells its story most often (StoryStrikes): a pause just past the
+	// lease, a forward jump on the leader, a crash at a vote on a slow
+	// disk with the winner cut off.
+	sharp bool
 }
 
 func (g *generator) add(op Op) { g.ops = append(g.ops, op) }

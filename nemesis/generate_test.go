@@ -500,3 +500,90 @@ func TestRaftStrikes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStoryStrikes: every seed draws three story strikes on top of its
+// schedule, each in its sharp variant — a forward jump on the leader as it
+// grants, a crash at a vote on a slow disk with the winner cut off, a
+// holder paused just past its lease, the store crashed under a paused
+// holder — all valid, undone by the end of the safety phase, and the same
+// for the same stream; a design without a leader gets no crash at a vote
+// and its jumps land on a client, and a cluster without clients gets none.
+func TestStoryStrikes(t *testing.T) {
+	seen, empty := map[string]int{}, map[int]int{}
+	for _, c := range []Cluster{replicated, tiny, singleNode} {
+		ttl := Duration(c.TTL)
+		for seed := range uint64(300) {
+			s := StoryStrikes(rng(seed), c, safety)
+			if !reflect.DeepEqual(s, StoryStrikes(rng(seed), c, safety)) {
+				t.Fatalf("seed %d: two draws from one stream differ", seed)
+			}
+			if err := s.ValidateFor(c); err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			if err := s.CheckUndone(safety); err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			if len(s) == 0 {
+				empty[len(c.Servers)]++
+			}
+			slow := 0
+			for _, op := range s {
+				if op.Kind == SlowDisk {
+					slow++
+				}
+			}
+			for _, op := range s {
+				switch {
+				case op.Kind == Jump:
+					seen["jump"]++
+					if op.By <= 0 {
+						t.Errorf("seed %d: jump %v is not forward", seed, op)
+					}
+					if c.LeaderSelector && (op.Node != Leader || op.When != MomentGranted) {
+						t.Errorf("seed %d: jump %v is not on the leader as it grants", seed, op)
+					}
+					if !c.LeaderSelector && (op.Node != Subject || op.When != MomentAcquired) {
+						t.Errorf("seed %d: jump %v is not on a client as it learns of its grant", seed, op)
+					}
+				case op.Kind == Crash && op.When == MomentVoted:
+					seen["crash-voter"]++
+					if !c.LeaderSelector {
+						t.Errorf("seed %d: a crash at a vote without a leader", seed)
+					}
+					if op.After != 0 || slow < len(c.Servers) {
+						t.Errorf("seed %d: crash %v is not right after the vote on slow disks (%d slow)", seed, op, slow)
+					}
+					if !slices.ContainsFunc(s, func(o Op) bool { return o.Kind == Isolate && o.When == MomentElected }) {
+						t.Errorf("seed %d: crash at a vote without the winner cut off", seed)
+					}
+				case op.Kind == Crash && op.When == MomentAcquired:
+					seen["store-paused"]++
+					if op.Node != c.Store[0] {
+						t.Errorf("seed %d: crash %v on acquired is not the store's", seed, op)
+					}
+				case op.Kind == Pause && op.When == MomentAcquired && op.After == 0 && op.Duration > ttl && op.Duration <= ttl+ttl/4:
+					seen["pause-holder"]++
+				case op.Kind == Pause && op.When == MomentAcquired && op.Duration > 2*ttl:
+					// a store-paused strike's holder
+				case op.Kind == Pause || op.When == MomentRead:
+					t.Errorf("seed %d: pause %v is not just past the lease", seed, op)
+				}
+			}
+		}
+	}
+	// A strike that would outlast the safety phase is not drawn: a seed
+	// is rarely left with none (more often with singleNode's TTL of 2 s,
+	// a tenth of the phase, against which a store-paused strike can
+	// last 14 s).
+	if empty[5] > 3 || empty[3] > 3 || empty[1] > 30 {
+		t.Errorf("seeds with no story strike, by number of servers: %v (of 300 each)", empty)
+	}
+	for _, story := range []string{"jump", "crash-voter", "store-paused", "pause-holder"} {
+		if seen[story] < 50 {
+			t.Errorf("story %s told %d times in 900 draws", story, seen[story])
+		}
+	}
+	if s := StoryStrikes(rng(1), Cluster{Servers: []string{"n1"}, TTL: time.Second}, safety); s != nil {
+		t.Errorf("a cluster without clients: %v", s)
+	}
+}

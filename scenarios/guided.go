@@ -471,10 +471,12 @@ func (g *guider) mutateOnce(p Plan) (Plan, string) {
 			phase = slices.Delete(phase, i, i+1)
 		case "add":
 			// A window of another seed's schedule (with its strikes at
-			// Raft's moments, as NewPlan draws them), spliced in.
+			// Raft's moments and its story strikes, as NewPlan draws
+			// them), spliced in.
 			s := rand.New(rand.NewPCG(r.Uint64(), r.Uint64()))
 			fresh := nemesis.Generate(s, nemesis.DrawOptions(s, c), c, time.Duration(end))
 			fresh = append(fresh, nemesis.RaftStrikes(s, c, time.Duration(end))...)
+			fresh = append(fresh, nemesis.StoryStrikes(s, c, time.Duration(end))...)
 			from := nemesis.Duration(r.Int64N(int64(end)))
 			for _, op := range fresh {
 				if op.At >= from && op.At < from+end/8 {
