@@ -203,8 +203,8 @@ var storyAims = []string{AimStorePaused, AimStorePaused, AimJump, AimCrashVoter,
 // strikes a seed caught them in 16–20 % and two in 16–25 %; with the
 // store crash twice, two in 17–22 %, three in 20–27 % and four in
 // 22–32 %: three, so that the rest of the mix still tells its own.
-// Live, where only the clients report moments, the strikes at a vote and
-// at a grant are not applicable (package live counts them so).
+// Live, where only the clients' moments are seen, a strike at a vote is
+// not applicable (package live counts it so).
 // Like RaftStrikes, they come from a stream of their own, so that every
 // other draw of a seed stays as it was. Every operation ends within the
 // safety phase; a strike that would not is not drawn. A design without a
