@@ -199,10 +199,11 @@ var storyAims = []string{AimStorePaused, AimStorePaused, AimJump, AimCrashVoter,
 // some seeds only, and in its sharp variant a third to a half of the time:
 // over swarm seeds 1..1000 at fencesim-0.17 the marks of the first three
 // were reached in 19–24 % of the seeds, and the four mutants were caught
-// in 8.5–12 % of them. With each story once in the pool, one or two
-// strikes a seed caught them in 16–20 % and two in 16–25 %; with the
-// store crash twice, two in 17–22 %, three in 20–27 % and four in
-// 22–32 %: three, so that the rest of the mix still tells its own.
+// in 8.5–12 % of them. With the crash at a vote and the paused holder
+// twice in the pool, one or two strikes a seed caught them in 16–20 %
+// and two in 16–25 %; with the store crash twice as well, two in 17–22 %,
+// three in 20–27 % and four in 22–32 %: three, so that the rest of the
+// mix still tells its own.
 // Live, where only the clients' moments are seen, a strike at a vote is
 // not applicable (package live counts it so).
 // Like RaftStrikes, they come from a stream of their own, so that every
