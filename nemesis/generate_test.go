@@ -586,4 +586,19 @@ func TestStoryStrikes(t *testing.T) {
 	if s := StoryStrikes(rng(1), Cluster{Servers: []string{"n1"}, TTL: time.Second}, safety); s != nil {
 		t.Errorf("a cluster without clients: %v", s)
 	}
+	// Without a store, the strikes tell the other stories.
+	storeless := Cluster{Servers: []string{"n1", "n2", "n3"}, Clients: []string{"a", "b"}, LeaderSelector: true, TTL: 300 * ms}
+	none := 0
+	for seed := range uint64(300) {
+		s := StoryStrikes(rng(seed), storeless, safety)
+		if err := s.ValidateFor(storeless); err != nil {
+			t.Fatalf("storeless, seed %d: %v", seed, err)
+		}
+		if len(s) == 0 {
+			none++
+		}
+	}
+	if none > 3 {
+		t.Errorf("storeless: %d of 300 seeds with no story strike", none)
+	}
 }

@@ -131,11 +131,13 @@ func (h hunt) run(t *testing.T, mutant lockservice.Mutant) (seed uint64, propert
 
 // TestStoriesAreToldOften guards the swarm's story strikes
 // (nemesis.StoryStrikes): the four mutants whose stories the random mix
-// told rarely are each caught in at least 8 of swarm seeds 1..60 (36 runs
-// in all), at fencesim-0.18 in 10, 17, 10 and 12. Without the strikes
-// they are caught in 5, 7, 3 and 5 (20 in all): their first catches still
-// fall within TestMutantsAreCaught's budgets, but at rates that gave a
-// median of 7.5–12.5 seeds over other windows at fencesim-0.17.
+// told rarely are each caught, by a property that shows them, in at least
+// 7 of swarm seeds 1..60 (36 runs in all), at fencesim-0.18 in 9, 17, 10
+// and 12. Without the strikes they are caught in 5, 7, 3 and 5 (20 in
+// all): their first catches still fall within TestMutantsAreCaught's
+// budgets, but at rates that gave a median of 7.5–12.5 seeds over other
+// windows at fencesim-0.17. With the strikes in their ordinary variants,
+// not the sharp ones, 43 in all.
 func TestStoriesAreToldOften(t *testing.T) {
 	total := 0
 	for _, m := range []lockservice.Mutant{mutants.MutRenewAfterExpiry, mutants.MutSendBeforeSync, mutants.MutStoreFenceVolatile, mutants.MutExpiryWallclock} {
@@ -146,13 +148,13 @@ func TestStoriesAreToldOften(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s seed %d: %v", m, seed, err)
 			}
-			if p, _ := judge(spec, res); p != "" {
+			if p, _ := judge(spec, res); slices.Contains(mutantHunts[m].props, p) {
 				caught++
 			}
 		}
 		total += caught
-		if caught < 8 {
-			t.Errorf("%s caught in %d of swarm seeds 1..60, want at least 8", m, caught)
+		if caught < 7 {
+			t.Errorf("%s caught in %d of swarm seeds 1..60, want at least 7", m, caught)
 		}
 	}
 	if total < 36 {
