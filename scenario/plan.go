@@ -91,10 +91,9 @@ func NewPlanIn(spec Spec, seed uint64, w World) (Plan, error) {
 		if len(raft) > 0 {
 			p.Schedule = append(p.Schedule, raft...).Sorted()
 		}
-		// The stories the hardest mutants need, sharpened, likewise.
-		if story := nemesis.StoryStrikes(rand.New(rand.NewPCG(seed, 0x53544F52_59000000)), c, time.Duration(spec.Duration)); len(story) > 0 { // "STORY"
-			p.Schedule = append(p.Schedule, story...).Sorted()
-		}
+		// The stories the hardest mutants need, sharpened, likewise (the
+		// schedule is sorted once, at the end: the sort is stable).
+		p.Schedule = append(p.Schedule, nemesis.StoryStrikes(rand.New(rand.NewPCG(seed, 0x53544F52_59000000)), c, time.Duration(spec.Duration))...) // "STORY"
 		if w.StaleHolders {
 			stale := nemesis.StaleHolders(staleStream(seed), c, time.Duration(spec.Duration), w.Lease)
 			p.Schedule, p.WorldOps = append(p.Schedule, stale...), len(stale)
