@@ -90,8 +90,10 @@ func (n *Node) LastSnapshot() time.Duration { return n.rep.LastSnapshot() }
 // to the front end, and its timers end with the front end's after.
 type replicaEnv struct {
 	process.Env
-	fe    *FrontEnd
-	clock replicaClock
+	fe *FrontEnd
+	// clock is a replicaClock, boxed once: the replica asks for its
+	// clock on every Ready, and boxing the struct each time allocated.
+	clock process.Clock
 }
 
 func (e *replicaEnv) Send(to process.NodeID, m process.Message) {

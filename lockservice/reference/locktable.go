@@ -69,6 +69,9 @@ type LockTable struct {
 	leases    map[string]*Lease
 	lastToken uint64
 	clients   map[string]*clientMemory // what the table remembers of each client
+	// order is clients' names sorted, for the snapshot codec; clients
+	// are never forgotten, so it is stale exactly when it is shorter.
+	order []string
 
 	// Rules are the decisions a variant of the service replaces; the
 	// server that owns the table sets them (configuration, not state).
@@ -89,6 +92,12 @@ type clientMemory struct {
 	// keys are the keyed acquires' answers, oldest first: the last
 	// dedupDepth granted and the last busyKeyDepth busy (rememberAcquire).
 	keys []keyEntry
+	// enc is this client's part of the snapshot codec's encoding while
+	// encoded is set (appendState); every change clears encoded. A replica
+	// of the simulation snapshots every few entries, which touch a few
+	// clients: the others' parts are copied, not encoded again.
+	enc     []byte
+	encoded bool
 }
 
 // client returns the memory of client, making it if asked to.
@@ -214,6 +223,7 @@ func (t *LockTable) staleReply(request uint64) lockservice.LockReply {
 
 func (t *LockTable) remember(client string, request uint64, r lockservice.LockReply) lockservice.LockReply {
 	m := t.client(client, true)
+	m.encoded = false // rememberAcquire's keys change it after this too
 	m.highest = max(m.highest, request)
 	d := append(m.dedup, dedupEntry{Request: request, Reply: r})
 	if len(d) > dedupDepth {

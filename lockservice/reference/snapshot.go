@@ -40,12 +40,21 @@ import (
 
 const snapshotKey = "raft/snapshot"
 
-// encodeSnapshot writes a Raft snapshot: index, term, then the state.
-func encodeSnapshot(s raft.Snapshot) []byte {
-	b := append(make([]byte, 0, 1+2*binary.MaxVarintLen64+len(s.Data)), codecVersion)
+// A Raft snapshot on disk is a header (the codec's version, index, term)
+// followed by the state.
+
+// snapshotHeader appends a snapshot's header to b.
+func snapshotHeader(b []byte, s raft.Snapshot) []byte {
+	b = append(b, codecVersion)
 	b = binary.AppendUvarint(b, s.Index)
-	b = binary.AppendUvarint(b, s.Term)
-	return append(b, s.Data...)
+	return binary.AppendUvarint(b, s.Term)
+}
+
+// storeSnapshot writes s into the replica's snapshot slots; the caller
+// syncs.
+func (r *Replica) storeSnapshot(d process.Disk, s raft.Snapshot) {
+	var h [1 + 2*binary.MaxVarintLen64]byte
+	r.snapshot.Store(d, snapshotHeader(h[:0], s), s.Data)
 }
 
 func decodeSnapshot(b []byte) (raft.Snapshot, error) {
@@ -110,7 +119,7 @@ func (r *Replica) maybeSnapshot() {
 		panic(fmt.Sprintf("lockservice: replica %s: %v", r.env.Name(), err))
 	}
 	d := r.env.Disk()
-	r.snapshot.Store(d, encodeSnapshot(snap))
+	r.storeSnapshot(d, snap)
 	r.sync(d)
 	r.snapshotAt = r.env.Clock().Monotonic()
 	r.compactTo = snap.Index
@@ -125,7 +134,7 @@ func (r *Replica) maybeSnapshot() {
 // (see the top of the file); the caller syncs the log's deletion with the
 // rest of the Ready.
 func (r *Replica) installSnapshot(d process.Disk, s raft.Snapshot) {
-	r.snapshot.Store(d, encodeSnapshot(s))
+	r.storeSnapshot(d, s)
 	r.sync(d)
 	r.snapshotAt = r.env.Clock().Monotonic()
 	r.log.replace(d, s.Index)

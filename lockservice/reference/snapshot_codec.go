@@ -34,24 +34,35 @@ func appendState(b []byte, t *LockTable, started map[string]uint64) []byte {
 		b = record.AppendString(b, l.Key)
 		b = binary.AppendUvarint(b, started[l.Resource])
 	}
-	clients := sortedKeys(t.clients)
-	b = binary.AppendUvarint(b, uint64(len(clients)))
-	for _, c := range clients {
+	if len(t.order) != len(t.clients) {
+		t.order = sortedKeys(t.clients)
+	}
+	b = binary.AppendUvarint(b, uint64(len(t.order)))
+	for _, c := range t.order {
 		m := t.clients[c]
-		b = record.AppendString(b, c)
-		b = binary.AppendUvarint(b, m.highest)
-		b = binary.AppendUvarint(b, m.forgotten)
-		b = binary.AppendUvarint(b, uint64(len(m.dedup)))
-		for _, d := range m.dedup {
-			b = binary.AppendUvarint(b, d.Request)
-			b = appendReply(b, d.Reply)
+		if !m.encoded {
+			m.enc, m.encoded = appendClient(m.enc[:0], c, m), true
 		}
-		b = binary.AppendUvarint(b, uint64(len(m.keys)))
-		for _, k := range m.keys {
-			b = record.AppendString(b, k.Key)
-			b = record.AppendString(b, k.Resource)
-			b = appendReply(b, k.Reply)
-		}
+		b = append(b, m.enc...)
+	}
+	return b
+}
+
+// appendClient appends what the table remembers of client c.
+func appendClient(b []byte, c string, m *clientMemory) []byte {
+	b = record.AppendString(b, c)
+	b = binary.AppendUvarint(b, m.highest)
+	b = binary.AppendUvarint(b, m.forgotten)
+	b = binary.AppendUvarint(b, uint64(len(m.dedup)))
+	for _, d := range m.dedup {
+		b = binary.AppendUvarint(b, d.Request)
+		b = appendReply(b, d.Reply)
+	}
+	b = binary.AppendUvarint(b, uint64(len(m.keys)))
+	for _, k := range m.keys {
+		b = record.AppendString(b, k.Key)
+		b = record.AppendString(b, k.Resource)
+		b = appendReply(b, k.Reply)
 	}
 	return b
 }

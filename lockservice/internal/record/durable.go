@@ -92,12 +92,16 @@ func (s *Slotted) Load(d process.Disk) ([]byte, bool) {
 	return best, found
 }
 
-// Store writes v as the next copy, into the slot not holding the newest
-// one. The caller syncs.
-func (s *Slotted) Store(d process.Disk, v []byte) {
+// Store writes the concatenation of parts as the next copy, into the
+// slot not holding the newest one. The caller syncs. (Parts spare a
+// caller with a header and a large body a copy of the body.)
+func (s *Slotted) Store(d process.Disk, parts ...[]byte) {
 	s.seq++
 	b := binary.BigEndian.AppendUint64(BeginSeal(s.buf), s.seq)
-	s.buf = EndSeal(append(b, v...))
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	s.buf = EndSeal(b)
 	d.Write(s.slot(s.seq), s.buf)
 }
 
