@@ -321,9 +321,16 @@ func (t *LockTable) Acquire(r lockservice.AcquireRequest, now time.Duration, tok
 		if rep, ok := t.SeenAcquire(r); ok {
 			return rep
 		}
-		if t.stale(r.Client, r.Request) {
-			return t.staleReply(r.Request)
-		}
+	}
+	return t.acquireUnseen(r, now, token)
+}
+
+// acquireUnseen is Acquire of a request SeenAcquire does not remember (or
+// that the table's rules do not replay): the replica asks SeenAcquire
+// itself first, and each look scans the client's windows.
+func (t *LockTable) acquireUnseen(r lockservice.AcquireRequest, now time.Duration, token uint64) lockservice.LockReply {
+	if t.replays(CmdAcquire) && t.stale(r.Client, r.Request) {
+		return t.staleReply(r.Request)
 	}
 	if l, held := t.leases[r.Resource]; held {
 		if l.Holder == r.Client && r.Key != "" && l.Key != "" && r.Key != l.Key {

@@ -786,7 +786,7 @@ func (r *Replica) applyAcquire(c Command, e raft.Entry) (lockservice.LockReply, 
 	// So does a keyed acquire whose key the table remembers (the
 	// same attempt submitted again under another request number).
 	acq := lockservice.AcquireRequest{Resource: c.Resource, Client: c.Client, TTL: c.TTL, Request: c.Request, Key: c.Key}
-	_, replay := r.table.SeenAcquire(acq)
+	seen, replay := r.table.SeenAcquire(acq)
 	replay = replay && r.table.replays(CmdAcquire)
 	if replay {
 		r.cfg.Marks.Hit(coverage.ReplicaDuplicateEntry)
@@ -805,7 +805,10 @@ func (r *Replica) applyAcquire(c Command, e raft.Entry) (lockservice.LockReply, 
 		}
 	}
 	prev, held := r.table.Lease(c.Resource)
-	rep := r.table.Acquire(acq, 0, token)
+	rep := seen
+	if !replay {
+		rep = r.table.acquireUnseen(acq, 0, token)
+	}
 	if rep.Status == lockservice.Granted && !replay {
 		if !held || prev.Token != rep.Token { // not the holder's own grant standing
 			r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvGranted, Resource: c.Resource, Client: c.Client, Token: rep.Token, Index: e.Index, Request: c.Request, RequestID: c.Key})
