@@ -70,6 +70,41 @@ func decodeCommand(b []byte) (Command, error) { return decodeCommandNames(b, nil
 // decodeCommandNames is decodeCommand sharing the resource and client
 // strings through names, so that applying an entry allocates no string.
 func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
+	return decodeCommandText(b, fieldText{names: names})
+}
+
+// fieldText makes a decoded command's strings: names interned through
+// names (nil: copied), other text copied; or, when only checking that
+// the command decodes, a placeholder that is empty exactly when the field
+// is (a follower checks every entry it receives before it persists it,
+// and applies it later: the check need not build what it drops).
+type fieldText struct {
+	names *nameTable
+	check bool
+}
+
+func (f fieldText) name(b []byte) string {
+	if f.check {
+		return placeholder(b)
+	}
+	return f.names.get(b)
+}
+
+func (f fieldText) text(b []byte) string {
+	if f.check {
+		return placeholder(b)
+	}
+	return string(b)
+}
+
+func placeholder(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return "-"
+}
+
+func decodeCommandText(b []byte, text fieldText) (Command, error) {
 	if len(b) < 2 || b[0] != codecVersion {
 		return Command{}, fmt.Errorf("lockservice: corrupt log entry: unknown encoding")
 	}
@@ -79,26 +114,26 @@ func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
 	if flags&^(flagRequestID|flagKey|flagNext) != 0 {
 		r.Fail(record.ErrCorrupt) // a flag no version defines
 	}
-	c.Resource = names.get(r.Bytes())
-	c.Client = names.get(r.Bytes())
+	c.Resource = text.name(r.Bytes())
+	c.Client = text.name(r.Bytes())
 	c.TTL = time.Duration(r.Uvarint())
 	c.Token, c.Request, c.Since = r.Uvarint(), r.Uvarint(), r.Uvarint()
 	if flags&flagRequestID != 0 {
-		if c.RequestID = string(r.Bytes()); c.RequestID == "" {
+		if c.RequestID = text.text(r.Bytes()); c.RequestID == "" {
 			r.Fail(record.ErrCorrupt) // flagged, so not empty
 		}
 	}
 	if flags&flagKey != 0 {
-		if c.Key = string(r.Bytes()); c.Key == "" {
+		if c.Key = text.text(r.Bytes()); c.Key == "" {
 			r.Fail(record.ErrCorrupt) // flagged, so not empty
 		}
 	}
 	if flags&flagNext != 0 {
 		n := &c.Next
-		n.Client = names.get(r.Bytes())
+		n.Client = text.name(r.Bytes())
 		n.TTL = time.Duration(r.Uvarint())
 		n.Token, n.Request = r.Uvarint(), r.Uvarint()
-		n.Key = string(r.Bytes())
+		n.Key = text.text(r.Bytes())
 		if n.Client == "" || c.Kind != CmdRelease {
 			r.Fail(record.ErrCorrupt) // flagged, so named; only a release hands over
 		}
@@ -113,15 +148,13 @@ func decodeCommandNames(b []byte, names *nameTable) (Command, error) {
 // replica could not apply: one that does not decode, of no known kind, or
 // with a negative TTL. Raft checks the entries' places in the log; what
 // they say is the lock service's to check, before they reach the disk.
-//
-// names interns the entries' resource and client names (nil: copies), as
-// applying them does later: the check then allocates no string.
-func checkEntries(m raft.Message, names *nameTable) error {
+// The check builds none of the command's strings (fieldText).
+func checkEntries(m raft.Message) error {
 	for _, e := range m.Entries {
 		if e.Data == nil {
 			continue // a new leader's empty entry
 		}
-		c, err := decodeCommandNames(e.Data, names)
+		c, err := decodeCommandText(e.Data, fieldText{check: true})
 		if err != nil {
 			return fmt.Errorf("raft message from %d: entry %d: %w", m.From, e.Index, err)
 		}

@@ -84,10 +84,21 @@ func TestCodecRejectsEveryTruncation(t *testing.T) {
 	}
 }
 
+// FuzzDecodeCommand: what decodes re-encodes to the same command, and
+// the follower's check (which builds no string) accepts exactly what
+// decodes, of a kind and TTLs a replica can apply.
 func FuzzDecodeCommand(f *testing.F) {
 	f.Add(encodeCommand(Command{Kind: CmdAcquire, Resource: "r", Client: "c", TTL: time.Second}))
+	f.Add(encodeCommand(Command{Kind: CmdAcquire, Resource: "r", Client: "c", TTL: time.Second, Request: 5, Key: "k"}))
+	f.Add(encodeCommand(Command{Kind: CmdRelease, Resource: "r", Client: "c", Token: 4, RequestID: "id"}))
+	f.Add(encodeCommand(Command{Kind: CmdRelease, Resource: "r1", Client: "c1", Token: 4, Request: 6, Next: HandOver{Client: "w", TTL: time.Second, Request: 5, Key: "k"}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if c, err := decodeCommand(b); err == nil {
+		c, err := decodeCommand(b)
+		applicable := err == nil && c.Kind >= CmdAcquire && c.Kind <= CmdExpire && c.TTL >= 0 && c.Next.TTL >= 0
+		if checked := checkEntries(raft.Message{Entries: []raft.Entry{{Index: 1, Data: b}}}) == nil; checked != applicable {
+			t.Fatalf("checkEntries passes %x: %v; it decodes to an applicable command: %v (%+v, %v)", b, checked, applicable, c, err)
+		}
+		if err == nil {
 			if again, err := decodeCommand(encodeCommand(c)); err != nil || again != c {
 				t.Fatalf("%+v does not round-trip", c)
 			}
@@ -168,7 +179,7 @@ func TestCodecHandOverOnlyOnARelease(t *testing.T) {
 		t.Errorf("a hand-over to nobody decoded to %+v", c)
 	}
 	if err := checkEntries(raft.Message{Entries: []raft.Entry{{Index: 1, Data: encodeCommand(Command{Kind: CmdRelease, Resource: "r", Client: "c",
-		Next: HandOver{Client: "w", TTL: -time.Second}})}}}, nil); err == nil {
+		Next: HandOver{Client: "w", TTL: -time.Second}})}}}); err == nil {
 		t.Error("a hand-over with a negative TTL passed checkEntries")
 	}
 }

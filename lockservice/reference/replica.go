@@ -352,7 +352,7 @@ func nodeID(id raft.ID) process.NodeID { return process.NodeID(id) - 1 }
 func (r *Replica) Receive(env process.Env, from process.NodeID, msg process.Message) {
 	switch m := msg.(type) {
 	case RaftMessage:
-		if err := checkEntries(m.M, &r.names); err != nil {
+		if err := checkEntries(m.M); err != nil {
 			// Wire input is untrusted: an entry this replica could not
 			// apply must not reach its log (it would fail every restart).
 			env.Log().Warn("replica.bad-raft-message", slog.String("err", err.Error()))
