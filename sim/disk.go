@@ -22,8 +22,15 @@ type Disk struct {
 	// recs holds every key ever written and not since deleted for good:
 	// one record per key with its current and its synced value, so that a
 	// write costs one map lookup and a sync none.
-	recs  map[string]*record
-	dirty []*record // records written since the last Sync, in write order
+	recs map[string]*record
+	// hot are the records most recently looked up by a write, compared by
+	// key before the map is asked: a process writes the same few keys over
+	// and over (a log's tail segment, a record's two slots), with the same
+	// string each time, and comparing a string with itself is a pointer
+	// comparison, where the map hashes the whole key.
+	hot     [4]*record
+	hotNext int
+	dirty   []*record // records written since the last Sync, in write order
 	// last is the most recent unsynced Write or Append (nil when there is
 	// none, or when the most recent change was a Delete, which cannot
 	// tear); the bytes it wrote are last.cur[lastFrom:].
@@ -149,12 +156,29 @@ func (d *Disk) Delete(key string) {
 
 // record returns key's record, making an empty one if there is none.
 func (d *Disk) record(key string) *record {
+	for _, r := range d.hot {
+		if r != nil && r.key == key {
+			return r
+		}
+	}
 	r := d.recs[key]
 	if r == nil {
 		r = &record{key: key}
 		d.recs[key] = r
 	}
+	d.hot[d.hotNext] = r
+	d.hotNext = (d.hotNext + 1) % len(d.hot)
 	return r
+}
+
+// forget drops r, gone for good, from the disk's records.
+func (d *Disk) forget(r *record) {
+	delete(d.recs, r.key)
+	for i := range d.hot {
+		if d.hot[i] == r {
+			d.hot[i] = nil
+		}
+	}
 }
 
 func (d *Disk) markDirty(r *record) {
@@ -220,7 +244,7 @@ func (d *Disk) Sync() {
 func (d *Disk) commit(r *record) {
 	r.synced, r.syncedOK = r.cur, r.curOK
 	if !r.curOK && !r.isDirty && !r.isFlushed {
-		delete(d.recs, r.key)
+		d.forget(r)
 	}
 }
 
@@ -292,7 +316,7 @@ func (d *Disk) crash() {
 		d.size += len(r.synced) - len(r.cur)
 		r.cur, r.curOK, r.shared = r.synced, r.syncedOK, true
 		if !r.curOK {
-			delete(d.recs, r.key)
+			d.forget(r)
 		}
 	}
 	d.dirty = d.dirty[:0]
