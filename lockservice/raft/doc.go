@@ -27,7 +27,11 @@
 //     truncate the persisted log from that index: a conflicting suffix was
 //     replaced);
 //  2. only then send Ready.Messages, because votes and acknowledgements in
-//     them promise that the state they depend on survives a crash;
+//     them promise that the state they depend on survives a crash — except
+//     a leader's MsgApp, MsgHeartbeat and MsgSnap, which promise nothing of
+//     its disk and may leave before step 1, so that its sync overlaps its
+//     followers' (the Raft thesis, 10.2.1; the leader counts itself
+//     towards a quorum only after Advance, below);
 //  3. restore the state machine from Ready.Snapshot, if not empty, then
 //     apply Ready.CommittedEntries to it, in order;
 //  4. call Advance.

@@ -238,7 +238,8 @@ type Ready struct {
 	// conflicting suffix was replaced.
 	Entries []Entry
 	// Messages are to be sent only after HardState and Entries are
-	// persisted, because votes and acknowledgements in them rely on it.
+	// persisted, because votes and acknowledgements in them rely on it;
+	// a leader's MsgApp, MsgHeartbeat and MsgSnap may go first (doc.go).
 	// The slice is valid until the next call of Ready, which reuses it.
 	Messages []Message
 	// CommittedEntries are to be applied to the state machine in order,

@@ -510,14 +510,21 @@ func (r *Replica) flush() {
 	for {
 		for r.node.HasReady() {
 			rd := r.node.Ready()
-			if rd.MustSync && !r.cfg.SendBeforeSync {
+			switch {
+			case !rd.MustSync:
+				r.send(rd.Messages, allMessages)
+			case r.cfg.SendBeforeSync:
+				r.send(rd.Messages, allMessages)
 				r.persist(rd)
-			}
-			for _, m := range rd.Messages {
-				r.env.Send(nodeID(m.To), RaftMessage{M: m})
-			}
-			if rd.MustSync && r.cfg.SendBeforeSync {
+			default:
+				// A leader's appends leave before its own sync, which then
+				// overlaps its followers' (the Raft thesis, 10.2.1): they
+				// promise nothing of its disk, and it counts itself towards
+				// a quorum only once it has synced (raft: after Advance).
+				// Votes and acknowledgements wait for the sync.
+				r.send(rd.Messages, leaderMessages)
 				r.persist(rd)
+				r.send(rd.Messages, promisingMessages)
 			}
 			if !rd.Snapshot.IsEmpty() {
 				r.restoreState(rd.Snapshot)
@@ -535,6 +542,29 @@ func (r *Replica) flush() {
 		r.promoteFreed()
 	}
 	r.rearm(false)
+}
+
+// messageSet selects some of a Ready's messages (Replica.send).
+type messageSet int
+
+const (
+	allMessages messageSet = iota
+	// leaderMessages are those only a leader sends (appends, heartbeats,
+	// snapshots), which promise nothing of its disk.
+	leaderMessages
+	// promisingMessages are the others: votes and acknowledgements (and
+	// a leadership transfer's MsgTimeoutNow, sent after the sync too).
+	promisingMessages
+)
+
+// send sends the messages of msgs in set, in order.
+func (r *Replica) send(msgs []raft.Message, set messageSet) {
+	for _, m := range msgs {
+		leader := m.Type == raft.MsgApp || m.Type == raft.MsgHeartbeat || m.Type == raft.MsgSnap
+		if set == allMessages || leader == (set == leaderMessages) {
+			r.env.Send(nodeID(m.To), RaftMessage{M: m})
+		}
+	}
 }
 
 // flushSoon flushes now, or at the end of the runtime's batch of events
