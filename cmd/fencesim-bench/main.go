@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,8 +64,12 @@ type options struct {
 	// soak and soakInterval: the soak's length (0: no soak, the table)
 	// and how often it reports.
 	soak, soakInterval time.Duration
-	peerTLS            bool // fencesim-node's replicas over mutual TLS
-	apiTLS             bool // fencesim-node's API over TLS
+	// cpuProfile, if set, is where the table's run writes a CPU profile
+	// of this process: the load generator, and fencesim-node's replicas
+	// and fencesim-lockd, which run in it (etcd and redis-server do not).
+	cpuProfile string
+	peerTLS    bool // fencesim-node's replicas over mutual TLS
+	apiTLS     bool // fencesim-node's API over TLS
 }
 
 // Report is what -json prints: the machine, the run's options and every
@@ -110,6 +115,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dataDir, "data", "", "directory for the servers' data (default: a temporary one, removed)")
 	fs.DurationVar(&o.soak, "soak", 0, "instead of the table, run fencesim-node (3 processes) under steady load for this long (1s..24h) and report its disk, memory and restart time (kill -9 of a follower, time to ready) every -soak-interval; the load is -workers' first count, per-worker")
 	fs.DurationVar(&o.soakInterval, "soak-interval", time.Minute, "how often the soak reports (1s..1h)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to `file` (go tool pprof): the clients, and fencesim-node's replicas and fencesim-lockd, which run in this process; not with -soak, whose servers run in processes of their own")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -150,6 +156,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.soakInterval < time.Second || o.soakInterval > time.Hour {
 		return o, fmt.Errorf("-soak-interval %v: must be 1s..1h", o.soakInterval)
 	}
+	if o.cpuProfile != "" && o.soak != 0 {
+		return o, fmt.Errorf("-cpuprofile profiles the table's run, whose servers run in this process; -soak runs them in processes of their own")
+	}
 	return o, nil
 }
 
@@ -174,6 +183,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.soak > 0 {
 		return soak(ctx, o, dir, stdout, stderr)
+	}
+	if o.cpuProfile != "" {
+		stop, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "fencesim-bench: -cpuprofile: %v\n", err)
+			return 2
+		}
+		defer stop()
 	}
 	// The servers' own logs would drown the progress lines: warnings and
 	// errors only.
@@ -369,4 +386,21 @@ func or(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// startCPUProfile starts a CPU profile into a new file at path; stop ends
+// it and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -63,8 +65,12 @@ func TestSmoke(t *testing.T) {
 
 	// The table: a header and a row per cell, in cell order.
 	out.Reset()
-	if code := run(context.Background(), append(args, "-workers", "1", "-modes", "shared", "-held", "backoff"), &out, &errb); code != 0 {
+	prof := filepath.Join(t.TempDir(), "cpu.pprof")
+	if code := run(context.Background(), append(args, "-workers", "1", "-modes", "shared", "-held", "backoff", "-cpuprofile", prof), &out, &errb); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, errb.String())
+	}
+	if st, err := os.Stat(prof); err != nil || st.Size() == 0 {
+		t.Errorf("-cpuprofile %s: %v, %v", prof, st, err)
 	}
 	var rows []string
 	for _, l := range strings.Split(out.String(), "\n") {
@@ -87,6 +93,8 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"-held", "poll"},
 		{"-soak", "100ms"},
 		{"-soak-interval", "0s"},
+		{"-cpuprofile", "cpu.out", "-soak", "1m"},
+		{"-cpuprofile", "/nonexistent-dir/cpu.out", "-only", "node", "-workers", "1", "-modes", "shared", "-duration", "10ms"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 || !strings.Contains(errb.String(), args[0]) {
