@@ -537,3 +537,38 @@ func TestTornCrashDropsAWriteHeldBySlowSync(t *testing.T) {
 		t.Fatal("an unsynced append with no sync in flight was not torn")
 	}
 }
+
+// TestDiskForgetsADeletedKeyEverywhere: a key deleted for good (the
+// deletion synced, or an unsynced first write lost in a crash) is
+// forgotten, including by the records a write looks at before the map
+// (Disk.hot), so that writing it again makes a fresh record the disk
+// reads, syncs and crashes like any other.
+func TestDiskForgetsADeletedKeyEverywhere(t *testing.T) {
+	d := newDisk()
+	d.Write("k", []byte("v1"))
+	d.Sync()
+	d.Delete("k")
+	d.Sync() // gone for good
+	d.Write("k", []byte("v2"))
+	if got := read(d, "k"); got != "v2" {
+		t.Fatalf("written again after a synced delete: %q, want v2", got)
+	}
+	d.Sync()
+	d.Append("k", []byte("+"))
+	d.crash()
+	if got := read(d, "k"); got != "v2" {
+		t.Fatalf("after a crash: %q, want the synced v2", got)
+	}
+	// An unsynced first write, lost in a crash, is forgotten too.
+	d.Write("n", []byte("lost"))
+	d.crash()
+	if _, ok := d.Read("n"); ok {
+		t.Fatal("a lost first write is still readable")
+	}
+	d.Append("n", []byte("x"))
+	d.Sync()
+	d.crash()
+	if got := read(d, "n"); got != "x" {
+		t.Fatalf("written again after a lost first write: %q, want x", got)
+	}
+}

@@ -28,10 +28,12 @@
 //     replaced);
 //  2. only then send Ready.Messages, because votes and acknowledgements in
 //     them promise that the state they depend on survives a crash — except
-//     a leader's MsgApp, MsgHeartbeat and MsgSnap, which promise nothing of
-//     its disk and may leave before step 1, so that its sync overlaps its
-//     followers' (the Raft thesis, 10.2.1; the leader counts itself
-//     towards a quorum only after Advance, below);
+//     a leader's MsgApp, MsgHeartbeat and MsgSnap, which may leave before
+//     step 1, so that its sync overlaps its followers' (the Raft thesis,
+//     10.2.1): they promise nothing of the Ready's writes (the leader's
+//     term and vote were synced before the votes that elected it were
+//     asked for, and it counts itself towards a quorum only for entries
+//     past Advance, below);
 //  3. restore the state machine from Ready.Snapshot, if not empty, then
 //     apply Ready.CommittedEntries to it, in order;
 //  4. call Advance.

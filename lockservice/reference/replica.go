@@ -519,9 +519,10 @@ func (r *Replica) flush() {
 			default:
 				// A leader's appends leave before its own sync, which then
 				// overlaps its followers' (the Raft thesis, 10.2.1): they
-				// promise nothing of its disk, and it counts itself towards
-				// a quorum only once it has synced (raft: after Advance).
-				// Votes and acknowledgements wait for the sync.
+				// promise nothing of this Ready's writes (its term was
+				// synced before it asked for votes), and it counts itself
+				// towards a quorum only for entries synced (raft: after
+				// Advance). Votes and acknowledgements wait for the sync.
 				r.send(rd.Messages, leaderMessages)
 				r.persist(rd)
 				r.send(rd.Messages, promisingMessages)
@@ -550,7 +551,7 @@ type messageSet int
 const (
 	allMessages messageSet = iota
 	// leaderMessages are those only a leader sends (appends, heartbeats,
-	// snapshots), which promise nothing of its disk.
+	// snapshots), which promise nothing of the Ready's writes.
 	leaderMessages
 	// promisingMessages are the others: votes and acknowledgements (and
 	// a leadership transfer's MsgTimeoutNow, sent after the sync too).

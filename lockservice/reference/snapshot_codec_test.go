@@ -57,6 +57,9 @@ func TestStateEncodingKeepsNoStalePart(t *testing.T) {
 				if tb, started, err = decodeState(b); err != nil {
 					t.Fatalf("decode: %v", err)
 				}
+				if again := appendState(nil, tb, started); !bytes.Equal(again, b) {
+					t.Fatalf("the decoded table encodes differently:\n%x\n%x", b, again)
+				}
 			}
 			kept := appendState(nil, tb, started)
 			for _, m := range tb.clients { //detlint:sorted (clears every part)
