@@ -6,13 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"runtime/metrics"
-	"runtime/pprof"
 	"sync"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/cpuprofile"
 	"github.com/fencesim/fencesim/scenarios"
 	"github.com/fencesim/fencesim/sim"
 )
@@ -67,17 +66,15 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 	out.CalibrationEventsPerSecond = calEvents / time.Since(start).Seconds()
 
 	// The standard run, one worker, one seed after another.
+	stopProfile := func() {}
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stop, err := cpuprofile.Start(*cpuProfile)
 		if err != nil {
 			fmt.Fprintf(stderr, "simrun bench: -cpuprofile: %v\n", err)
 			return exitUsage
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "simrun bench: -cpuprofile: %v\n", err)
-			return exitUsage
-		}
+		stopProfile = stop
+		defer stop() // on an early return; stopProfile below ends it otherwise
 	}
 	spec := scenarios.StandardSpec()
 	var events uint64
@@ -113,9 +110,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) int {
 		out.HeapAllSeeds = *seeds
 		out.HeapAfterAllBytes = heapAfterGC()
 	}
-	if *cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
+	stopProfile()
 	out.Acceleration = simTime.Seconds() / wall.Seconds()
 	out.EventsPerRun = float64(events) / float64(*seeds)
 	out.EventsPerSecond = float64(events) / (wall - check).Seconds()

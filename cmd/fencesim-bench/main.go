@@ -28,7 +28,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/fencesim/fencesim/bench"
 	"github.com/fencesim/fencesim/bench/systems"
+	"github.com/fencesim/fencesim/internal/cpuprofile"
 	"github.com/fencesim/fencesim/internal/svcmain"
 )
 
@@ -185,7 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return soak(ctx, o, dir, stdout, stderr)
 	}
 	if o.cpuProfile != "" {
-		stop, err := startCPUProfile(o.cpuProfile)
+		stop, err := cpuprofile.Start(o.cpuProfile)
 		if err != nil {
 			fmt.Fprintf(stderr, "fencesim-bench: -cpuprofile: %v\n", err)
 			return 2
@@ -386,21 +386,4 @@ func or(s, d string) string {
 		return d
 	}
 	return s
-}
-
-// startCPUProfile starts a CPU profile into a new file at path; stop ends
-// it and closes the file.
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
 }
