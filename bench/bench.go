@@ -53,6 +53,7 @@ type Cell struct {
 // window still shows in p99 and max instead of vanishing from them.
 type Result struct {
 	System       string  `json:"system"`
+	Round        int     `json:"round,omitempty"` // of a run of several (fencesim-bench -rounds), from 1
 	Mode         string  `json:"mode"`
 	Workers      int     `json:"workers"`
 	Cycles       int     `json:"cycles"`   // completed inside the window

@@ -70,6 +70,8 @@ type options struct {
 	cpuProfile string
 	peerTLS    bool // fencesim-node's replicas over mutual TLS
 	apiTLS     bool // fencesim-node's API over TLS
+	// rounds is how many times the whole table runs (-rounds).
+	rounds int
 }
 
 // Report is what -json prints: the machine, the run's options and every
@@ -77,6 +79,10 @@ type options struct {
 type Report struct {
 	Machine Machine        `json:"machine"`
 	Results []bench.Result `json:"results"`
+	// Summary folds the rounds into a row per system and cell (with
+	// -rounds above 1); Goals checks the anchors' bars in every cell.
+	Summary []bench.SummaryRow `json:"summary,omitempty"`
+	Goals   []GoalCheck        `json:"goals,omitempty"`
 }
 
 // Machine is what the figures depend on besides the code.
@@ -95,6 +101,7 @@ type Machine struct {
 	Held          string   `json:"held"`     // how node and lockd clients met a held lock
 	PeerTLS       bool     `json:"peer_tls"` // fencesim-node's replicas over mutual TLS
 	APITLS        bool     `json:"api_tls"`  // fencesim-node's API over TLS
+	Rounds        int      `json:"rounds"`
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -115,6 +122,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dataDir, "data", "", "directory for the servers' data (default: a temporary one, removed)")
 	fs.DurationVar(&o.soak, "soak", 0, "instead of the table, run fencesim-node (3 processes) under steady load for this long (1s..24h) and report its disk, memory and restart time (kill -9 of a follower, time to ready) every -soak-interval; the load is -workers' first count, per-worker")
 	fs.DurationVar(&o.soakInterval, "soak-interval", time.Minute, "how often the soak reports (1s..1h)")
+	fs.IntVar(&o.rounds, "rounds", 1, "run the whole table this many times (1..20), the systems in a rotated order each round, and summarize each cell by its median over the rounds, each ratio taken within a round: on a shared machine one table's ratios can swing by 2× from run to run")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to `file` (go tool pprof): the clients, and fencesim-node's replicas and fencesim-lockd, which run in this process; not with -soak, whose servers run in processes of their own")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -156,6 +164,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.soakInterval < time.Second || o.soakInterval > time.Hour {
 		return o, fmt.Errorf("-soak-interval %v: must be 1s..1h", o.soakInterval)
 	}
+	if o.rounds < 1 || o.rounds > 20 {
+		return o, fmt.Errorf("-rounds %d: must be 1..20", o.rounds)
+	}
+	if o.rounds > 1 && o.soak != 0 {
+		return o, fmt.Errorf("-rounds repeats the table; -soak runs no table")
+	}
 	if o.cpuProfile != "" && o.soak != 0 {
 		return o, fmt.Errorf("-cpuprofile profiles the table's run, whose servers run in this process; -soak runs them in processes of their own")
 	}
@@ -196,7 +210,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// errors only.
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m := Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-		LoadBefore: loadavg(), WarmupSeconds: o.warmup.Seconds(), CellSeconds: o.duration.Seconds(), Systems: o.only, Held: o.held, PeerTLS: o.peerTLS, APITLS: o.apiTLS}
+		LoadBefore: loadavg(), WarmupSeconds: o.warmup.Seconds(), CellSeconds: o.duration.Seconds(), Systems: o.only, Held: o.held, PeerTLS: o.peerTLS, APITLS: o.apiTLS,
+		Rounds: o.rounds}
 	began := time.Now()
 	var results []bench.Result
 	failed := false
@@ -209,27 +224,49 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "  %-14s %-10s %3d workers  %9.0f cycles/s  p50 %-9s p99 %s\n", names[r.System], r.Mode, r.Workers,
 			r.CyclesPerSec, bench.Latency(r.P50()), bench.Latency(r.P99()))
 	}
-	for _, sys := range o.only {
-		if ctx.Err() != nil {
-			break
+	if o.rounds > 1 && o.etcdDriver == "" && slices.Contains(o.only, "etcd") {
+		// Built once for every round.
+		root, err := systems.ModuleRoot()
+		if err == nil {
+			fmt.Fprintf(stderr, "  building the etcd driver (%s/bench/etcd)\n", root)
+			o.etcdDriver, err = systems.BuildEtcdDriver(root, dir)
 		}
-		fmt.Fprintf(stderr, "fencesim-bench: %s\n", names[sys])
-		rs, err := runSystem(ctx, sys, o, dir, log, stderr, &m, progress)
-		for i := range rs {
-			rs[i].System = names[sys]
-		}
-		results = append(results, rs...)
 		if err != nil {
-			fmt.Fprintf(stderr, "fencesim-bench: %s: %v\n", names[sys], err)
-			failed = true
+			fmt.Fprintf(stderr, "fencesim-bench: etcd: %v\n", err)
+			return 1
+		}
+	}
+	for round := 1; round <= o.rounds && ctx.Err() == nil; round++ {
+		for _, sys := range roundOrder(o.only, round) {
+			if ctx.Err() != nil {
+				break
+			}
+			if o.rounds > 1 {
+				fmt.Fprintf(stderr, "fencesim-bench: round %d of %d: %s\n", round, o.rounds, names[sys])
+			} else {
+				fmt.Fprintf(stderr, "fencesim-bench: %s\n", names[sys])
+			}
+			rs, err := runSystem(ctx, sys, o, dir, log, stderr, &m, progress)
+			for i := range rs {
+				rs[i].System, rs[i].Round = names[sys], round
+			}
+			results = append(results, rs...)
+			if err != nil {
+				fmt.Fprintf(stderr, "fencesim-bench: %s: %v\n", names[sys], err)
+				failed = true
+			}
 		}
 	}
 	m.LoadAfter, m.Seconds = loadavg(), time.Since(began).Seconds()
 	sortResults(results, o)
+	rep := Report{Machine: m, Results: results, Goals: checkGoals(results, o)}
+	if o.rounds > 1 {
+		rep.Summary = bench.Summarize(results, names["etcd"])
+	}
 	if o.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		enc.Encode(Report{Machine: m, Results: results})
+		enc.Encode(rep)
 	} else {
 		fmt.Fprintf(stdout, "%d CPUs (GOMAXPROCS %d), %s; load average before %s, after %s; %v per cell after %v warm-up; held: %s; run took %.0fs\n",
 			m.CPUs, m.GOMAXPROCS, m.GoVersion, m.LoadBefore, m.LoadAfter, o.duration, o.warmup, m.Held, m.Seconds)
@@ -237,7 +274,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "etcd %s, redis %s\n", or(m.Etcd, "–"), or(m.Redis, "–"))
 		}
 		fmt.Fprintln(stdout)
-		fmt.Fprint(stdout, bench.Markdown(results, "etcd"))
+		if o.rounds > 1 {
+			fmt.Fprintf(stdout, "Medians over %d rounds [lowest–highest]; each ratio is taken within a round (-json has every round's rows).\n\n", o.rounds)
+			fmt.Fprint(stdout, bench.MarkdownSummary(rep.Summary, "etcd"))
+		} else {
+			fmt.Fprint(stdout, bench.Markdown(results, "etcd"))
+		}
+		if len(rep.Goals) > 0 {
+			fmt.Fprintf(stdout, "\nGoals (../shared/anchors/lock-services.md; a ratio of two rows of one round):\n\n")
+			fmt.Fprint(stdout, goalsMarkdown(rep.Goals))
+		}
 	}
 	if failed || ctx.Err() != nil {
 		return 1
@@ -349,12 +395,21 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 	return nil, fmt.Errorf("unknown system %q", sys)
 }
 
+// roundOrder is the order in which round runs the systems: rotated by
+// one each round, so that no system always runs first on a fresh
+// machine, or always right after the same other system.
+func roundOrder(systems []string, round int) []string {
+	k := (round - 1) % len(systems)
+	return append(slices.Clone(systems[k:]), systems[:k]...)
+}
+
 // sortResults orders rows by mode, then workers (the flags' orders), then
-// system (node, lockd, etcd), so each cell's systems sit together.
+// system (node, lockd, redis, etcd), then round, so each cell's systems sit
+// together.
 func sortResults(rs []bench.Result, o options) {
-	idx := func(r bench.Result) [3]int {
+	idx := func(r bench.Result) [4]int {
 		sys := slices.IndexFunc(allSystems, func(s string) bool { return names[s] == r.System })
-		return [3]int{slices.Index(o.modes, r.Mode), slices.Index(o.workers, r.Workers), sys}
+		return [4]int{slices.Index(o.modes, r.Mode), slices.Index(o.workers, r.Workers), sys, r.Round}
 	}
 	slices.SortStableFunc(rs, func(a, b bench.Result) int {
 		ia, ib := idx(a), idx(b)

@@ -81,7 +81,11 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("-cpuprofile %s: %v, %v", prof, st, err)
 	}
 	var rows []string
-	for _, l := range strings.Split(out.String(), "\n") {
+	table, goals, _ := strings.Cut(out.String(), "\nGoals")
+	if !strings.Contains(goals, "| fencesim-lockd ≥ 50 % of raw Redis's cycles/s | shared 1 |") {
+		t.Errorf("no goal checked after the table:\n%s", out.String())
+	}
+	for _, l := range strings.Split(table, "\n") {
 		if strings.HasPrefix(l, "| fencesim-") || strings.HasPrefix(l, "| raw Redis") {
 			rows = append(rows, strings.Join(strings.Fields(l)[:7], " "))
 		}
@@ -102,6 +106,9 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"-soak", "100ms"},
 		{"-soak-interval", "0s"},
 		{"-cpuprofile", "cpu.out", "-soak", "1m"},
+		{"-rounds", "0"},
+		{"-rounds", "21"},
+		{"-rounds", "2", "-soak", "1m"},
 		{"-cpuprofile", "/nonexistent-dir/cpu.out", "-only", "node", "-workers", "1", "-modes", "shared", "-duration", "10ms"},
 	} {
 		var out, errb bytes.Buffer
