@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -75,14 +74,7 @@ func TestRoundsSmoke(t *testing.T) {
 	mr := miniredis.RunT(t)
 	args := []string{"-only", "lockd,redis", "-modes", "per-worker", "-workers", "1", "-duration", "100ms", "-warmup", "10ms",
 		"-rounds", "2", "-redis-addr", mr.Addr(), "-data", t.TempDir()}
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), append(args, "-json"), &out, &errb); code != 0 {
-		t.Fatalf("exit %d:\n%s", code, errb.String())
-	}
-	var rep Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("-json printed %q: %v", out.String(), err)
-	}
+	rep := runJSON(t, args)
 	rounds := map[string][]int{}
 	for _, r := range rep.Results {
 		rounds[r.System] = append(rounds[r.System], r.Round)
@@ -98,7 +90,7 @@ func TestRoundsSmoke(t *testing.T) {
 	if len(rep.Goals) != 1 || rep.Goals[0].Rounds != 2 {
 		t.Errorf("goals %+v: want lockd's share of raw Redis over 2 rounds", rep.Goals)
 	}
-	out.Reset()
+	var out, errb bytes.Buffer
 	if code := run(context.Background(), args, &out, &errb); code != 0 || !strings.Contains(out.String(), "Medians over 2 rounds") ||
 		!strings.Contains(out.String(), "| fencesim-lockd ≥ 50 % of raw Redis's cycles/s | per-worker 1 |") {
 		t.Errorf("exit %d, table:\n%s", code, out.String())

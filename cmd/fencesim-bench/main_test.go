@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,14 +27,7 @@ func TestSmoke(t *testing.T) {
 	mr := miniredis.RunT(t)
 	args := []string{"-only", "node,lockd,redis", "-workers", "1,8", "-duration", "1s", "-warmup", "50ms",
 		"-redis-addr", mr.Addr(), "-data", t.TempDir()}
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), append(args, "-json"), &out, &errb); code != 0 {
-		t.Fatalf("exit %d:\n%s", code, errb.String())
-	}
-	var rep Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("-json printed %q: %v", out.String(), err)
-	}
+	rep := runJSON(t, args)
 	seen := map[string]bool{}
 	for _, r := range rep.Results {
 		cell := fmt.Sprintf("%s/%s/%d", r.System, r.Mode, r.Workers)
@@ -65,7 +59,7 @@ func TestSmoke(t *testing.T) {
 	}
 
 	// The table: a header and a row per cell, in cell order.
-	out.Reset()
+	var out, errb bytes.Buffer
 	tableArgs := append(args, "-workers", "1", "-modes", "shared", "-held", "backoff")
 	// -cpuprofile too, unless go test profiles already (one profile at a
 	// time per process).
@@ -146,4 +140,18 @@ func TestSoakSmoke(t *testing.T) {
 			t.Errorf("row %q: want cycles, a disk size and a restart time", r)
 		}
 	}
+}
+
+// runJSON runs the bench with args and -json, and decodes its report.
+func runJSON(t *testing.T, args []string) Report {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append(slices.Clone(args), "-json"), &out, &errb); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, errb.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("-json printed %q: %v", out.String(), err)
+	}
+	return rep
 }
