@@ -35,9 +35,10 @@ func SpreadOf(vs []float64) Spread {
 // SummaryRow is one system in one cell over every round of a run.
 // CyclesPerSec and P99us are the system's own figures; Ratio and P99Ratio
 // are its cycles/s and p99 divided by the baseline's in the same round and
-// cell, so that a slow spell of a shared machine, which moves both rows
-// of a round alike, moves the ratio less than either figure. A ratio's N
-// counts the rounds in which both rows were measured.
+// cell: the two rows of a round run minutes apart at most, so a slow spell
+// of a shared machine tends to reach both, where the rows of different
+// rounds need not. A ratio's N counts the rounds in which both rows were
+// measured.
 type SummaryRow struct {
 	System       string `json:"system"`
 	Mode         string `json:"mode"`
