@@ -47,35 +47,38 @@ type SummaryRow struct {
 	P99us        Spread `json:"p99_us"`
 	Ratio        Spread `json:"ratio"`     // cycles/s ÷ the baseline's
 	P99Ratio     Spread `json:"p99_ratio"` // p99 ÷ the baseline's
-	Failed       int    `json:"failed"`    // rounds in which the cell failed or completed no cycle
+	Failed       int    `json:"failed"`    // rounds in which the cell (or its system's start) failed, or completed no cycle
 }
 
-// measured reports whether r has figures to summarize.
-func measured(r Result) bool { return r.Err == "" && r.Cycles > 0 }
+// Measured reports whether r has figures: it did not fail and completed
+// a cycle.
+func Measured(r Result) bool { return r.Err == "" && r.Cycles > 0 }
 
 // RoundIndex finds a system's measured result in a given round and cell,
 // to take a ratio within one round.
-type RoundIndex map[[3]string]Result
+type RoundIndex map[roundCell]Result
+
+type roundCell struct {
+	round        int
+	system, mode string
+	workers      int
+}
 
 // ByRound indexes the measured results by round, system and cell.
 func ByRound(results []Result) RoundIndex {
 	idx := RoundIndex{}
 	for _, r := range results {
-		if measured(r) {
-			idx[roundKey(r.Round, r.System, r.Mode, r.Workers)] = r
+		if Measured(r) {
+			idx[roundCell{r.Round, r.System, r.Mode, r.Workers}] = r
 		}
 	}
 	return idx
 }
 
-// Peer returns system's result in r's round and cell.
-func (w RoundIndex) Peer(r Result, system string) (Result, bool) {
-	p, ok := w[roundKey(r.Round, system, r.Mode, r.Workers)]
+// Peer returns system's measured result in r's round and cell.
+func (idx RoundIndex) Peer(r Result, system string) (Result, bool) {
+	p, ok := idx[roundCell{r.Round, system, r.Mode, r.Workers}]
 	return p, ok
-}
-
-func roundKey(round int, system, mode string, workers int) [3]string {
-	return [3]string{fmt.Sprint(round), system, mode + "/" + fmt.Sprint(workers)}
 }
 
 // Summarize folds the rounds of a run into a row per system and cell, in
@@ -96,7 +99,7 @@ func Summarize(results []Result, baseline string) []SummaryRow {
 			accs[k] = a
 			order = append(order, k)
 		}
-		if !measured(r) {
+		if !Measured(r) {
 			a.row.Failed++
 			continue
 		}

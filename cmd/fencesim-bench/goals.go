@@ -29,64 +29,80 @@ var goals = []goal{
 }
 
 // GoalCheck is one goal in one cell over the rounds of a run: in how
-// many of the rounds that measured both rows the ratio met its bound.
+// many of the rounds that measured the baseline the ratio met its bound.
+// A round in which the goal's own system failed there counts as missed.
 type GoalCheck struct {
 	Goal    string       `json:"goal"`
 	Mode    string       `json:"mode"`
 	Workers int          `json:"workers"`
-	Bound   string       `json:"bound"` // e.g. "cycles/s ≥ 2×", "p99 ≤ 1×"
-	Ratio   bench.Spread `json:"ratio"`
+	Bound   string       `json:"bound"`  // e.g. "cycles/s ≥ 2×", "p99 ≤ 1×"
+	Ratio   bench.Spread `json:"ratio"`  // of the rounds that measured both rows
 	Met     int          `json:"met"`    // rounds meeting the bound
-	Rounds  int          `json:"rounds"` // rounds measuring both rows
+	Rounds  int          `json:"rounds"` // rounds that measured the baseline
 }
 
-// checkGoals checks every goal in every cell of results that it asks
-// about and that has both of its systems, in the table's cell order.
+// bound is one side of a goal: a ratio of two rows and the test it must
+// pass.
+type bound struct {
+	label string
+	ratio func(r, base bench.Result) float64
+	meets func(v float64) bool
+}
+
+// bounds are the ratios g bounds (one or both).
+func (g goal) bounds() []bound {
+	var bs []bound
+	if g.atLeast > 0 {
+		bs = append(bs, bound{fmt.Sprintf("cycles/s ≥ %g×", g.atLeast),
+			func(r, b bench.Result) float64 { return r.CyclesPerSec / b.CyclesPerSec },
+			func(v float64) bool { return v >= g.atLeast }})
+	}
+	if g.p99AtMost > 0 {
+		bs = append(bs, bound{fmt.Sprintf("p99 ≤ %g×", g.p99AtMost),
+			func(r, b bench.Result) float64 { return r.P99us / b.P99us },
+			func(v float64) bool { return v <= g.p99AtMost }})
+	}
+	return bs
+}
+
+// asks reports whether g is about the cell (mode, workers).
+func (g goal) asks(mode string, workers int) bool {
+	return (g.modes == nil || slices.Contains(g.modes, mode)) && (g.workers == nil || slices.Contains(g.workers, workers))
+}
+
+// checkGoals checks every goal in every cell of the run that it asks
+// about and in which both of its systems ran, in the table's cell order.
 func checkGoals(results []bench.Result, o options) []GoalCheck {
 	idx := bench.ByRound(results)
 	var checks []GoalCheck
 	for _, g := range goals {
 		for _, mode := range o.modes {
-			if g.modes != nil && !slices.Contains(g.modes, mode) {
-				continue
-			}
 			for _, w := range o.workers {
-				if g.workers != nil && !slices.Contains(g.workers, w) {
+				if !g.asks(mode, w) {
 					continue
 				}
-				for _, bounded := range []struct {
-					on    bool
-					bound string
-					ratio func(r, b bench.Result) float64
-					meets func(v float64) bool
-				}{
-					{g.atLeast > 0, fmt.Sprintf("cycles/s ≥ %g×", g.atLeast),
-						func(r, b bench.Result) float64 { return r.CyclesPerSec / b.CyclesPerSec },
-						func(v float64) bool { return v >= g.atLeast }},
-					{g.p99AtMost > 0, fmt.Sprintf("p99 ≤ %g×", g.p99AtMost),
-						func(r, b bench.Result) float64 { return r.P99us / b.P99us },
-						func(v float64) bool { return v <= g.p99AtMost }},
-				} {
-					if !bounded.on {
-						continue
-					}
-					c := GoalCheck{Goal: g.name, Mode: mode, Workers: w, Bound: bounded.bound}
+				for _, b := range g.bounds() {
+					c := GoalCheck{Goal: g.name, Mode: mode, Workers: w, Bound: b.label}
 					var ratios []float64
 					for _, r := range results {
-						if r.System != names[g.system] || r.Mode != mode || r.Workers != w || r.Err != "" || r.Cycles == 0 {
+						if r.System != names[g.system] || r.Mode != mode || r.Workers != w {
 							continue
 						}
-						b, ok := idx.Peer(r, names[g.baseline])
+						base, ok := idx.Peer(r, names[g.baseline])
 						if !ok {
-							continue
+							continue // no baseline this round: nothing to hold r to
 						}
-						v := bounded.ratio(r, b)
+						c.Rounds++
+						if !bench.Measured(r) {
+							continue // the system failed where its baseline ran: missed
+						}
+						v := b.ratio(r, base)
 						ratios = append(ratios, v)
-						if bounded.meets(v) {
+						if b.meets(v) {
 							c.Met++
 						}
 					}
-					if c.Rounds = len(ratios); c.Rounds > 0 {
+					if c.Rounds > 0 {
 						c.Ratio = bench.SpreadOf(ratios)
 						checks = append(checks, c)
 					}

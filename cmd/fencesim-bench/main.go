@@ -122,7 +122,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dataDir, "data", "", "directory for the servers' data (default: a temporary one, removed)")
 	fs.DurationVar(&o.soak, "soak", 0, "instead of the table, run fencesim-node (3 processes) under steady load for this long (1s..24h) and report its disk, memory and restart time (kill -9 of a follower, time to ready) every -soak-interval; the load is -workers' first count, per-worker")
 	fs.DurationVar(&o.soakInterval, "soak-interval", time.Minute, "how often the soak reports (1s..1h)")
-	fs.IntVar(&o.rounds, "rounds", 1, "run the whole table this many times (1..20), the systems in a rotated order each round, and summarize each cell by its median over the rounds, each ratio taken within a round: on a shared machine one table's ratios can swing by 2× from run to run")
+	fs.IntVar(&o.rounds, "rounds", 1, "run the whole table this many times (1..20), the systems in a balanced order (each runs in each place and after each other equally often over a cycle of rounds), and summarize each cell by its median over the rounds, each ratio taken within a round: on a shared machine one table's ratios can swing by 2× from run to run")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to `file` (go tool pprof): the clients, and fencesim-node's replicas and fencesim-lockd, which run in this process; not with -soak, whose servers run in processes of their own")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -224,16 +224,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "  %-14s %-10s %3d workers  %9.0f cycles/s  p50 %-9s p99 %s\n", names[r.System], r.Mode, r.Workers,
 			r.CyclesPerSec, bench.Latency(r.P50()), bench.Latency(r.P99()))
 	}
-	if o.rounds > 1 && o.etcdDriver == "" && slices.Contains(o.only, "etcd") {
-		// Built once for every round.
-		root, err := systems.ModuleRoot()
-		if err == nil {
+	var driverErr error // the etcd driver's build, done once for every round
+	if o.etcdDriver == "" && slices.Contains(o.only, "etcd") {
+		var root string
+		if root, driverErr = systems.ModuleRoot(); driverErr == nil {
 			fmt.Fprintf(stderr, "  building the etcd driver (%s/bench/etcd)\n", root)
-			o.etcdDriver, err = systems.BuildEtcdDriver(root, dir)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "fencesim-bench: etcd: %v\n", err)
-			return 1
+			o.etcdDriver, driverErr = systems.BuildEtcdDriver(root, dir)
 		}
 	}
 	for round := 1; round <= o.rounds && ctx.Err() == nil; round++ {
@@ -246,15 +242,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			} else {
 				fmt.Fprintf(stderr, "fencesim-bench: %s\n", names[sys])
 			}
-			rs, err := runSystem(ctx, sys, o, dir, log, stderr, &m, progress)
+			var rs []bench.Result
+			err := driverErr
+			if sys != "etcd" || err == nil {
+				rs, err = runSystem(ctx, sys, o, dir, log, stderr, &m, progress)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "fencesim-bench: %s: %v\n", names[sys], err)
+				failed = true
+				rs = unmeasured(rs, o, err)
+			}
 			for i := range rs {
 				rs[i].System, rs[i].Round = names[sys], round
 			}
 			results = append(results, rs...)
-			if err != nil {
-				fmt.Fprintf(stderr, "fencesim-bench: %s: %v\n", names[sys], err)
-				failed = true
-			}
 		}
 	}
 	m.LoadAfter, m.Seconds = loadavg(), time.Since(began).Seconds()
@@ -369,17 +370,6 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 		defer d.Close()
 		return cells(func() []string { return []string{d.Endpoint} }, nil, nil), nil
 	case "etcd":
-		driver := o.etcdDriver
-		if driver == "" {
-			root, err := systems.ModuleRoot()
-			if err != nil {
-				return nil, err
-			}
-			fmt.Fprintf(stderr, "  building the etcd driver (%s/bench/etcd)\n", root)
-			if driver, err = systems.BuildEtcdDriver(root, dir); err != nil {
-				return nil, err
-			}
-		}
 		sub, err := mkdirTemp(dir, "etcd-")
 		if err != nil {
 			return nil, err
@@ -390,17 +380,51 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 		}
 		defer e.Close()
 		m.Etcd = e.Version
-		return systems.RunEtcdDriver(ctx, driver, e, o.modes, o.workers, o.warmup, o.duration, progress)
+		return systems.RunEtcdDriver(ctx, o.etcdDriver, e, o.modes, o.workers, o.warmup, o.duration, progress)
 	}
 	return nil, fmt.Errorf("unknown system %q", sys)
 }
 
-// roundOrder is the order in which round runs the systems: rotated by
-// one each round, so that no system always runs first on a fresh
-// machine, or always right after the same other system.
+// unmeasured completes the results of a system that failed (to start,
+// or part way) with a failed row for every cell it did not measure, so
+// that the summary counts the round as failed and a goal as missed
+// rather than leaving the round out.
+func unmeasured(rs []bench.Result, o options, err error) []bench.Result {
+	for _, mode := range o.modes {
+		for _, n := range o.workers {
+			if !slices.ContainsFunc(rs, func(r bench.Result) bool { return r.Mode == mode && r.Workers == n }) {
+				rs = append(rs, bench.Result{Mode: mode, Workers: n, Err: err.Error()})
+			}
+		}
+	}
+	return rs
+}
+
+// roundOrder is the order in which round runs the systems: the round's
+// row of a balanced Latin square (Williams' design), so that over n rounds
+// (2n for an odd n) each system runs once in each place and once right
+// after each other system, instead of always first on a fresh machine or
+// always after the same neighbour.
 func roundOrder(systems []string, round int) []string {
-	k := (round - 1) % len(systems)
-	return append(slices.Clone(systems[k:]), systems[:k]...)
+	n := len(systems)
+	rows := n
+	if n%2 == 1 {
+		rows = 2 * n // odd: each row and its reverse
+	}
+	r := (round - 1) % rows
+	order := make([]string, n)
+	for i := range n {
+		// The first row is 0, 1, n-1, 2, n-2, …; row r adds r to each.
+		first := (i + 1) / 2
+		if i%2 == 0 && i > 0 {
+			first = n - i/2
+		}
+		order[i] = systems[(first+r)%n]
+	}
+	if r >= n {
+		slices.Reverse(order)
+	}
+	return order
 }
 
 // sortResults orders rows by mode, then workers (the flags' orders), then
