@@ -3,14 +3,13 @@ package live
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
-	"strings"
+
+	"github.com/fencesim/fencesim/internal/freeport"
 )
 
 // Setup is what a target's Layout asks the harness for: free addresses,
@@ -36,57 +35,18 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // the servers start (no proxy of the run can take it); the child process
 // then binds it itself, so another program could take it in between: the
 // server then fails its start with a clear error rather than the run
-// talking to a stranger.
-//
-// The port is drawn below the kernel's ephemeral range
-// (net.ipv4.ip_local_port_range), where no outgoing connection is given
-// a local port: from the ephemeral range, the port released for a server
-// was at times taken by another process's connect (the run's own nodes
-// dial their peers while the later ones start, and so does the rest of
-// the machine) before the server bound it — "bind: address already in
-// use" in 2 of about 130 runs here, and again at a restart on the same
-// address. A port is still chosen free (listened on, and held), never
-// fixed; with no room below the range, port 0 decides.
+// talking to a stranger. The port is drawn below the kernel's ephemeral
+// range (internal/freeport), where no outgoing connection is given a
+// local port, so neither the run's own nodes dialing their peers nor the
+// rest of the machine takes it before the server binds it, or binds it
+// again at a restart.
 func (s *Setup) Free() (string, error) {
-	lo := ephemeralLow()
-	for range 64 {
-		if lo-freeLow < 1000 {
-			break
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", freeLow+rand.IntN(lo-freeLow)))
-		if err == nil {
-			s.reserved = append(s.reserved, ln)
-			return ln.Addr().String(), nil
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := freeport.Listen()
 	if err != nil {
-		return "", fmt.Errorf("live: no free loopback port: %w", err)
+		return "", fmt.Errorf("live: %w", err)
 	}
 	s.reserved = append(s.reserved, ln)
 	return ln.Addr().String(), nil
-}
-
-// freeLow is the lowest port Free draws: above the well-known and most
-// registered services' ports.
-const freeLow = 20000
-
-// ephemeralLow is the first port of the kernel's ephemeral range
-// (Linux's default when it cannot be read).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 32768
-	}
-	lo, err := strconv.Atoi(f[0])
-	if err != nil || lo <= 0 || lo > 65535 {
-		return 32768
-	}
-	return lo
 }
 
 // release lets go of the reserved addresses, just before the servers

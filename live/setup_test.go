@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fencesim/fencesim/internal/freeport"
 )
 
 // TestMissingBinaryHints: the error for a missing executable says how to
@@ -31,8 +33,8 @@ func TestMissingBinaryHints(t *testing.T) {
 // server's bind), holds each until release, and a server can then bind
 // it.
 func TestFreeBelowEphemeral(t *testing.T) {
-	lo := ephemeralLow()
-	if lo-freeLow < 1000 {
+	lo := freeport.EphemeralLow()
+	if lo-freeport.Low < 1000 {
 		t.Skipf("no room below the ephemeral range (it starts at %d)", lo)
 	}
 	s := &Setup{}
@@ -43,8 +45,8 @@ func TestFreeBelowEphemeral(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, ps, _ := net.SplitHostPort(a)
-		if p, _ := strconv.Atoi(ps); p < freeLow || p >= lo {
-			t.Errorf("Free gave %s, want a port in [%d, %d)", a, freeLow, lo)
+		if p, _ := strconv.Atoi(ps); p < freeport.Low || p >= lo {
+			t.Errorf("Free gave %s, want a port in [%d, %d)", a, freeport.Low, lo)
 		}
 		if ln, err := net.Listen("tcp", a); err == nil {
 			ln.Close()

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/fencesim/fencesim/internal/freeport"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/lockservice/reference"
 	"github.com/fencesim/fencesim/process"
@@ -108,12 +108,13 @@ func newTunedLockCluster(t testing.TB, node func(*realrt.Config), replica func(*
 		nodes: map[process.NodeID]*realrt.Node{}, replicas: []process.NodeID{0, 1, 2}, node: node, replica: replica,
 		procs: map[process.NodeID]*reference.Replica{}}
 	for _, id := range []process.NodeID{0, 1, 2, clientID} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		// Drawn where no connection is given a local port: a replica
+		// stopped and restarted must bind its address again.
+		a, err := freeport.Addr()
 		if err != nil {
 			t.Fatal(err)
 		}
-		lc.addrs[id] = ln.Addr().String()
-		ln.Close()
+		lc.addrs[id] = a
 		lc.dirs[id] = t.TempDir()
 	}
 	t.Cleanup(func() {

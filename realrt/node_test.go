@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencesim/fencesim/internal/freeport"
 	"github.com/fencesim/fencesim/process"
 )
 
@@ -105,15 +106,16 @@ func newCluster(t *testing.T, ids []process.NodeID, tune func(*Config)) *cluster
 	return c
 }
 
-// freeAddr returns a loopback address nothing listens on now.
-func freeAddr(t *testing.T) string {
+// freeAddr returns a loopback address nothing listens on now, drawn where
+// no connection is given a local port (internal/freeport): a node
+// restarted on it must be able to bind it again.
+func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return a
 }
 
 func (c *cluster) start(id process.NodeID, p process.Process) *Node {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fencesim/fencesim/internal/freeport"
 	"github.com/fencesim/fencesim/internal/redistest"
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockapi/lockapitest"
@@ -88,15 +89,15 @@ func TestConformBadFlags(t *testing.T) {
 	}
 }
 
-// freeAddr is a free loopback host:port.
+// freeAddr is a free loopback host:port for a child to bind, drawn where
+// no connection is given a local port (internal/freeport).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // startProc starts argv until the test ends.

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/fencesim/fencesim/internal/freeport"
 )
 
 // child is a server process the bench started: killed (SIGKILL) and
@@ -79,9 +81,9 @@ func (c *child) tail() string {
 	return s
 }
 
-// freePorts reserves n distinct loopback ports and releases them for a
-// child to bind; another process could take one in between, which shows
-// as the child failing to start.
+// freePorts reserves n distinct loopback ports below the ephemeral range
+// (internal/freeport) and releases them for a child to bind; another
+// program binding one in between shows as the child failing to start.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -91,7 +93,7 @@ func freePorts(n int) ([]int, error) {
 	}()
 	var ports []int
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := freeport.Listen() // where no connection is given a local port
 		if err != nil {
 			return nil, err
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fencesim/fencesim/filedisk"
+	"github.com/fencesim/fencesim/internal/freeport"
 	"github.com/fencesim/fencesim/internal/peertls"
 	"github.com/fencesim/fencesim/internal/svcmain"
 	"github.com/fencesim/fencesim/lockapi/lockclient"
@@ -167,14 +167,16 @@ type procCluster struct {
 	tls  [][]string // each node's peer TLS flags
 }
 
+// freePort is a free loopback host:port for a child to bind, drawn where
+// no connection is given a local port (internal/freeport): a node
+// restarted on it must bind it again.
 func freePort(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 func newProcCluster(t *testing.T, args ...string) *procCluster {

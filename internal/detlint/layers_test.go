@@ -155,6 +155,10 @@ var layers = []struct {
 		why:     "an etcd cluster's flags and health check, shared by the benchmark and the live targets: standard library only",
 	},
 	{
+		pattern: "./internal/freeport",
+		why:     "loopback ports for servers that bind them later, shared by the live harness and the tests that start processes: standard library only",
+	},
+	{
 		pattern: "./internal/etcdtest",
 		allowed: []string{"internal/etcdcluster"},
 		why:     "the tests' etcd cluster is etcdcluster's plan started: nothing else of fencesim",
@@ -175,7 +179,7 @@ var layers = []struct {
 	},
 	{
 		pattern: "./live",
-		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "checker", "history", "report", "nemesis",
+		allowed: []string{"live/liveclient", "coverage", "internal/testhooks", "internal/etcdcluster", "internal/freeport", "checker", "history", "report", "nemesis",
 			"scenario", "scenario/cycle", "scenarios/builtin", "process", "lockservice", "lockservice/designs/shape", "lockservice/bugs"},
 		why: "the live harness runs the services as processes, never in its own: it plans with scenario and nemesis, checks with checker, and links neither the simulator (sim, fakeclock, the simulator's runner and nemesis) nor any service's code (the reference, Raft, the planted bugs, realrt, nodesvc, storesvc, lockd)",
 	},

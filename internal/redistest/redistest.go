@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencesim/fencesim/internal/freeport"
 )
 
 // Server is a running redis-server.
@@ -82,14 +84,10 @@ func (s *Server) RestartEmpty() {
 func (s *Server) Pause()  { s.proc.Signal(syscall.SIGSTOP) }
 func (s *Server) Resume() { s.proc.Signal(syscall.SIGCONT) }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort is a port for redis-server to bind, drawn where no connection
+// is given a local port (internal/freeport): a restarted server binds it
+// again.
+func freePort() (int, error) { return freeport.Port() }
 
 func (s *Server) start() error {
 	dir := s.dir
