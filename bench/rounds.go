@@ -89,10 +89,14 @@ func Summarize(results []Result, baseline string) []SummaryRow {
 		row                   SummaryRow
 		cps, p99, ratio, p99r []float64
 	}
-	var order [][3]string
-	accs := map[[3]string]*acc{}
+	type cell struct {
+		system, mode string
+		workers      int
+	}
+	var order []cell
+	accs := map[cell]*acc{}
 	for _, r := range results {
-		k := [3]string{r.System, r.Mode, fmt.Sprint(r.Workers)}
+		k := cell{r.System, r.Mode, r.Workers}
 		a := accs[k]
 		if a == nil {
 			a = &acc{row: SummaryRow{System: r.System, Mode: r.Mode, Workers: r.Workers}}

@@ -21,8 +21,8 @@ type goal struct {
 }
 
 var goals = []goal{
-	{name: "fencesim-node ≥ 2× etcd's cycles/s", system: "node", baseline: "etcd", modes: []string{"per-worker"}, atLeast: 2},
-	{name: "fencesim-node ≥ 10× etcd's cycles/s on a shared lock", system: "node", baseline: "etcd", modes: []string{"shared"}, workers: []int{8, 64}, atLeast: 10},
+	{name: "fencesim-node ≥ 2× etcd's cycles/s", system: "node", baseline: "etcd", modes: []string{bench.PerWorker}, atLeast: 2},
+	{name: "fencesim-node ≥ 10× etcd's cycles/s on a shared lock", system: "node", baseline: "etcd", modes: []string{bench.Shared}, workers: []int{8, 64}, atLeast: 10},
 	{name: "fencesim-node's p99 ≤ etcd's", system: "node", baseline: "etcd", p99AtMost: 1},
 	{name: "fencesim-lockd's p99 ≤ etcd's at 64 workers", system: "lockd", baseline: "etcd", workers: []int{64}, p99AtMost: 1},
 	{name: "fencesim-lockd ≥ 50 % of raw Redis's cycles/s", system: "lockd", baseline: "redis", atLeast: 0.5},
