@@ -245,7 +245,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			var rs []bench.Result
 			err := driverErr
 			if sys != "etcd" || err == nil {
-				rs, err = runSystem(ctx, sys, o, dir, log, stderr, &m, progress)
+				rs, err = runSystem(ctx, sys, o, dir, log, &m, progress)
 			}
 			if err != nil {
 				fmt.Fprintf(stderr, "fencesim-bench: %s: %v\n", names[sys], err)
@@ -293,7 +293,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // runSystem starts one system, runs every cell on it and stops it.
-func runSystem(ctx context.Context, sys string, o options, dir string, log *slog.Logger, stderr io.Writer, m *Machine, progress func(bench.Result)) ([]bench.Result, error) {
+func runSystem(ctx context.Context, sys string, o options, dir string, log *slog.Logger, m *Machine, progress func(bench.Result)) ([]bench.Result, error) {
 	// cells runs every cell through the HTTP API at endpoints, or through
 	// direct's cycles if it is set.
 	cells := func(endpoints func() []string, hc *http.Client, direct func(workers int, held string) bench.Cycle) []bench.Result {

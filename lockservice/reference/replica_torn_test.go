@@ -14,13 +14,13 @@ import (
 	"github.com/fencesim/fencesim/sim"
 )
 
-// TestReplicaRestartsAfterTornLogWrite: a replica whose last log write was
-// torn by a crash restarts, drops the torn tail, and the group goes on
-// granting with growing tokens.
 // tornSeeds is how many seeds TestReplicaRestartsAfterTornLogWrite runs
 // for each kept fraction.
 const tornSeeds = 16
 
+// TestReplicaRestartsAfterTornLogWrite: a replica whose last log write was
+// torn by a crash restarts, drops the torn tail, and the group goes on
+// granting with growing tokens.
 func TestReplicaRestartsAfterTornLogWrite(t *testing.T) {
 	for _, keep := range []float64{0, 0.5, 0.95} {
 		// Which write a crash tears depends on the run's timing, so
