@@ -273,6 +273,13 @@ const (
 	WallJumpClient
 	// PartitionLeader: a partition cut the leader off from a majority.
 	PartitionLeader
+	// RaftPersistedReplaced: with asynchronous storage writes, a sync
+	// completed for entries a new leader's append had replaced meanwhile
+	// (the report was ignored).
+	RaftPersistedReplaced
+	// ReplicaSyncOverlapped: with asynchronous storage writes, a replica
+	// wrote a Ready while an earlier one's sync was still in flight.
+	ReplicaSyncOverlapped
 
 	numMarks
 )
@@ -359,6 +366,8 @@ var info = [numMarks]struct{ name, where, doc string }{
 	WallJumpLeader:           {"nemesis.wall-jump-leader", "nemesis", "the leader's wall clock jumped 1-4 TTLs"},
 	WallJumpClient:           {"nemesis.wall-jump-client", "nemesis", "a client's wall clock jumped 1-4 TTLs"},
 	PartitionLeader:          {"nemesis.partition-leader", "nemesis", "a link fault cut the leader off from a majority"},
+	RaftPersistedReplaced:    {"raft.persisted-replaced", "raft", "a sync completed for entries replaced meanwhile (async writes)"},
+	ReplicaSyncOverlapped:    {"replica.sync-overlapped", "reference", "a Ready written while an earlier one's sync was in flight (async writes)"},
 }
 
 // All returns every mark, in declaration order.

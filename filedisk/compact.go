@@ -32,24 +32,25 @@ func (d *Disk) create(name string) (*os.File, error) {
 	return os.OpenFile(filepath.Join(d.dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
 }
 
-// roll starts a new segment for the next batch.
-func (d *Disk) roll() error {
-	name := segmentName(walPrefix, d.seq+1)
+// roll starts a new segment for the next batch, next. Like writeBatches it
+// sets no sticky error: the caller does.
+func (d *Disk) roll(next uint64) error {
+	name := segmentName(walPrefix, next)
 	f, err := d.create(name)
 	if err != nil {
-		return d.fail("creating a segment", err)
+		return failure("creating a segment", err)
 	}
 	d.step("roll-created")
 	if err := d.dirFile.Sync(); err != nil {
 		f.Close()
-		return d.fail("fsync "+d.dir, err)
+		return failure("fsync "+d.dir, err)
 	}
 	d.step("roll-dir-synced")
 	old := d.seg
-	d.seg, d.segName, d.segFirst, d.segSize = f, name, d.seq+1, 0
+	d.seg, d.segName, d.segFirst, d.segSize = f, name, next, 0
 	d.segments = append(d.segments, name)
 	if err := old.Close(); err != nil {
-		return d.fail("closing "+old.Name(), err)
+		return failure("closing "+old.Name(), err)
 	}
 	return nil
 }

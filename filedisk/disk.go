@@ -39,6 +39,7 @@
 package filedisk
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -109,7 +110,18 @@ type Disk struct {
 	segments []string // the log's segment files, oldest first (the last is seg)
 	logSize  int64    // total size of segments
 	seq      uint64   // the last batch written
+	encoded  uint64   // the last batch encoded: seq, or past it while the writer has batches to write
 	buf      []byte   // scratch for encoding a batch
+
+	// The background writer (SyncThen): batches encoded and waiting to
+	// be written, whether the writer goroutine runs, and idle, signalled
+	// when it stops. While it runs it owns the log's files (seg, segName,
+	// segFirst, segments), which everyone else touches only once it is
+	// idle (waitIdle); the counters others read (seq, segSize, logSize)
+	// it updates holding mu.
+	jobs    []syncJob
+	writing bool
+	idle    sync.Cond
 
 	framePayload int               // where batches split into frames (tests shrink it)
 	crashAt      func(step string) // tests: called at each step of compaction and roll
@@ -253,8 +265,9 @@ func (d *Disk) Keys(prefix string) []string {
 	return keys
 }
 
-// Sync makes every write so far durable: it returns once they are on disk.
-// On an I/O error it panics (see the package doc on why it cannot return).
+// Sync makes every write so far durable: it returns once they are on disk
+// (after the batches of every SyncThen before it). On an I/O error it
+// panics (see the package doc on why it cannot return).
 func (d *Disk) Sync() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -262,6 +275,101 @@ func (d *Disk) Sync() {
 	if err := d.sync(); err != nil {
 		panic(err)
 	}
+}
+
+// syncJob is a batch encoded by SyncThen (nil: nothing new to write; it
+// waits for the batches before it), and what to call once it is durable.
+type syncJob struct {
+	batch []byte
+	seq   uint64
+	done  func()
+}
+
+// SyncThen makes every write so far durable without waiting for it
+// (process.SyncNotifier): it encodes them as the next batch, which a
+// background writer appends and fsyncs, and calls done on the writer's
+// goroutine once the batch is durable. Batches reach the disk in order;
+// those that queue while an fsync runs share the next one. It reports
+// true, and never calls done, when everything written is durable already,
+// or when it synced in line because a compaction, which needs the log
+// idle, was due. On an I/O error the writer marks the disk failed and
+// panics, as a failed Sync does: the process must stop (see the package
+// doc).
+func (d *Disk) SyncThen(done func()) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.usable()
+	if d.compactDue() {
+		if err := d.sync(); err != nil {
+			panic(err)
+		}
+		return true
+	}
+	batch := d.encode(nil)
+	if batch == nil && !d.writing {
+		return true
+	}
+	d.jobs = append(d.jobs, syncJob{batch: batch, seq: d.encoded, done: done})
+	if !d.writing {
+		d.writing = true
+		go d.writer()
+	}
+	return false
+}
+
+// writer appends and fsyncs the batches SyncThen queues — all those
+// queued at once with one write and one fsync — then calls their done in
+// order; it returns once none is left.
+func (d *Disk) writer() {
+	var buf []byte
+	var jobs []syncJob
+	for {
+		d.mu.Lock()
+		jobs, d.jobs = d.jobs, jobs[:0]
+		if len(jobs) == 0 {
+			d.writing = false
+			d.idle.Broadcast()
+			d.mu.Unlock()
+			return
+		}
+		d.mu.Unlock()
+		buf = buf[:0]
+		var first, last uint64
+		for _, j := range jobs {
+			if j.batch != nil {
+				first, last = cmp.Or(first, j.seq), j.seq
+				buf = append(buf, j.batch...)
+			}
+		}
+		if len(buf) > 0 {
+			err := d.writeBatches(buf, first)
+			d.mu.Lock()
+			if err != nil {
+				d.err, d.jobs, d.writing = err, nil, false
+				d.idle.Broadcast()
+				d.mu.Unlock()
+				panic(err)
+			}
+			d.wrote(int64(len(buf)), last)
+			d.mu.Unlock()
+		}
+		for i, j := range jobs {
+			j.done()
+			jobs[i] = syncJob{}
+		}
+		if cap(buf) > 4*d.framePayload {
+			buf = nil // a burst of big batches must not pin its buffer
+		}
+	}
+}
+
+// waitIdle waits, holding mu, until the background writer has written
+// every queued batch, and returns the error that failed the disk, if any.
+func (d *Disk) waitIdle() error {
+	for d.writing {
+		d.idle.Wait()
+	}
+	return d.err
 }
 
 // Err returns the error that failed the disk, or nil.
@@ -294,7 +402,7 @@ func (d *Disk) Close() error {
 	if d.closed {
 		return ErrClosed
 	}
-	err := d.err
+	err := d.waitIdle()
 	if err == nil {
 		err = d.sync()
 	}
@@ -361,20 +469,61 @@ func (d *Disk) mark(e *entry, mode uint8) {
 	}
 }
 
-// fail makes err the disk's sticky error and returns it.
+// fail makes err the disk's sticky error and returns it. The caller holds
+// mu.
 func (d *Disk) fail(what string, err error) error {
-	d.err = fmt.Errorf("%w: %s: %w", ErrFailed, what, err)
+	d.err = failure(what, err)
 	return d.err
 }
 
-// sync writes the dirty entries as one batch and fsyncs it, then rolls or
-// compacts the log if it has grown enough.
+// failure is the error a failed disk reports, for a writer that does not
+// hold mu (it sets the sticky error once it does).
+func failure(what string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrFailed, what, err)
+}
+
+// sync writes the dirty entries as one batch and fsyncs it, after the
+// background writer's batches, then compacts the log if it has grown
+// enough. The caller holds mu.
 func (d *Disk) sync() error {
+	if err := d.waitIdle(); err != nil {
+		return err
+	}
+	batch := d.encode(d.buf)
+	if batch == nil {
+		return nil
+	}
+	d.buf = batch
+	if err := d.writeBatches(batch, d.encoded); err != nil {
+		d.err = err
+		return err
+	}
+	d.wrote(int64(len(batch)), d.encoded)
+	if len(d.buf) > 4*d.framePayload {
+		d.buf = nil // one huge batch must not pin its buffer forever
+	}
+	if d.compactDue() {
+		return d.compact()
+	}
+	return nil
+}
+
+// compactDue reports whether the log has outgrown both CompactBytes and
+// twice the live data. The caller holds mu.
+func (d *Disk) compactDue() bool {
+	return d.logSize > d.opts.CompactBytes && d.logSize > 2*d.live
+}
+
+// encode turns the dirty entries into the next batch, numbered after the
+// last one encoded, in buf's array, and marks them clean: from here on
+// they are the batch's to make durable. It returns nil when they change
+// nothing on disk. The caller holds mu.
+func (d *Disk) encode(buf []byte) []byte {
 	if len(d.dirty) == 0 {
 		return nil
 	}
 	var w frameWriter
-	w.begin(d.buf, kindBatch, d.seq+1, d.framePayload, nil)
+	w.begin(buf, kindBatch, d.encoded+1, d.framePayload, nil)
 	for _, e := range d.dirty {
 		switch {
 		case e.mode == modeAppend && len(e.val) > e.from:
@@ -385,29 +534,6 @@ func (d *Disk) sync() error {
 			w.op(opDelete, e.key, nil)
 		}
 	}
-	if w.ops > 0 {
-		batch, _ := w.finish()
-		d.buf = batch
-		// A segment that holds no batch yet (a fresh snapshot) is not
-		// full, however big: its successor would bear its name's seq.
-		if d.segSize >= d.opts.SegmentBytes && d.segFirst <= d.seq {
-			if err := d.roll(); err != nil {
-				return err
-			}
-		}
-		if _, err := d.seg.Write(batch); err != nil {
-			return d.fail("writing "+d.seg.Name(), err)
-		}
-		if delay := d.syncDelay.Load(); delay > 0 {
-			time.Sleep(time.Duration(delay))
-		}
-		if err := d.seg.Sync(); err != nil {
-			return d.fail("fsync "+d.seg.Name(), err)
-		}
-		d.seq++
-		d.segSize += int64(len(batch))
-		d.logSize += int64(len(batch))
-	}
 	for _, e := range d.dirty {
 		e.mode, e.onDisk = modeClean, e.ok
 		if !e.ok {
@@ -416,13 +542,44 @@ func (d *Disk) sync() error {
 	}
 	clear(d.dirty)
 	d.dirty = d.dirty[:0]
-	if len(d.buf) > 4*d.framePayload {
-		d.buf = nil // one huge batch must not pin its buffer forever
+	if w.ops == 0 {
+		return nil
 	}
-	if w.ops > 0 && d.logSize > d.opts.CompactBytes && d.logSize > 2*d.live {
-		return d.compact()
+	batch, _ := w.finish()
+	d.encoded++
+	return batch
+}
+
+// writeBatches appends data — batches first on, encoded in order — to the
+// log with one write and fsyncs it once, rolling to a new segment first
+// if the current one is full. Only the writer of the moment calls it: the
+// background writer, or a holder of mu once that one is idle. It sets no
+// sticky error (the caller does, holding mu).
+func (d *Disk) writeBatches(data []byte, first uint64) error {
+	// A segment that holds no batch yet (a fresh snapshot) is not full,
+	// however big: its successor would bear its name's seq.
+	if d.segSize >= d.opts.SegmentBytes && d.segFirst <= d.seq {
+		if err := d.roll(first); err != nil {
+			return err
+		}
+	}
+	if _, err := d.seg.Write(data); err != nil {
+		return failure("writing "+d.seg.Name(), err)
+	}
+	if delay := d.syncDelay.Load(); delay > 0 {
+		time.Sleep(time.Duration(delay))
+	}
+	if err := d.seg.Sync(); err != nil {
+		return failure("fsync "+d.seg.Name(), err)
 	}
 	return nil
+}
+
+// wrote counts n bytes written, through batch last. The caller holds mu.
+func (d *Disk) wrote(n int64, last uint64) {
+	d.seq = last
+	d.segSize += n
+	d.logSize += n
 }
 
 // step is a point where a test may simulate a crash.

@@ -36,6 +36,7 @@ func Open(dir string, opts Options) (*Disk, error) {
 		entries:      map[string]*entry{},
 		framePayload: defaultFramePayload,
 	}
+	d.idle.L = &d.mu
 	if d.dirFile, err = os.Open(dir); err == nil {
 		err = d.load()
 	}
@@ -193,6 +194,7 @@ func (d *Disk) load() error {
 		d.segments = append(d.segments, s.name)
 	}
 	d.seq = r.next - 1
+	d.encoded = d.seq
 	for _, e := range d.entries {
 		d.live += e.size()
 	}

@@ -150,6 +150,10 @@ type DesignRun struct {
 	// real runtime's batches gather what queues during an fsync). 0: the
 	// end of the runtime's batch.
 	GroupCommitWindow time.Duration
+	// AsyncWrites syncs the service's writes in the background where its
+	// design can (the reference's replicas: reference.ReplicaConfig.
+	// AsyncWrites). Designs without it ignore it.
+	AsyncWrites bool
 	// Marks counts the protocol corners the run reaches (package
 	// coverage): the harness hands every run its own; a design's processes
 	// may hit marks in it or ignore it. nil counts nothing.

@@ -65,6 +65,11 @@ type Config struct {
 	Peers    []Peer
 	// Replica tunes the replica; nil keeps reference.DefaultReplicaConfig.
 	Replica func(*reference.ReplicaConfig)
+	// SyncWrites fsyncs each Raft Ready in the replica's loop before it
+	// goes on, as fencesim-0.19 did. By default the syncs run in the
+	// background (reference.ReplicaConfig.AsyncWrites): the loop keeps
+	// stepping acknowledgements and proposals while the disk works.
+	SyncWrites bool
 	// TokenOffset starts the group's fencing tokens above it (token = the
 	// granting log index + the offset), e.g. to keep them clear of tokens
 	// an older lock service issued to the same fenced resources. Every
@@ -192,6 +197,7 @@ func Open(cfg Config) (*Backend, error) {
 	rc := reference.DefaultReplicaConfig(ids)
 	rc.TokenOffset = cfg.TokenOffset
 	rc.GroupCommit = true // realrt runs events in batches: one fsync each
+	rc.AsyncWrites = !cfg.SyncWrites
 	if s := cfg.Snapshot; s != (Snapshot{}) {
 		rc.SnapshotEntries, rc.SnapshotBytes, rc.SnapshotKeep = s.Entries, s.Bytes, s.Keep
 	}

@@ -38,3 +38,18 @@ type Disk interface {
 	// Sync makes every write so far durable.
 	Sync()
 }
+
+// SyncNotifier is a Disk that can also sync without making the process
+// wait (etcd raft's asynchronous storage writes): a process keeps handling
+// messages while its writes reach the disk, and acts on what depends on
+// them once told they did. Both of the project's disks implement it.
+type SyncNotifier interface {
+	// SyncThen makes every write so far durable, as Sync does, without
+	// waiting for it. It reports true when they are durable already (done
+	// is then never called). Otherwise it reports false, and done runs
+	// later as an event of the process (never during another of its
+	// events) once they are durable — unless the process crashed or
+	// stopped first. Syncs complete in the order they were asked for, and
+	// a Sync returns only after every SyncThen before it completed.
+	SyncThen(done func()) bool
+}

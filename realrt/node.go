@@ -164,6 +164,7 @@ type Node struct {
 	exec  *executor
 	env   *env
 	disk  *filedisk.Disk
+	pdisk process.Disk // disk as the process sees it (nodeDisk), made once
 	tr    *transport
 	close sync.Once
 }
@@ -211,6 +212,7 @@ func Start(cfg Config, proc process.Process) (*Node, error) {
 		after = func() { b.EndBatch(n.env) }
 	}
 	n.exec = newExecutor(cfg.InboxDepth, after)
+	n.pdisk = &nodeDisk{disk, n.exec}
 	n.env = &env{n: n, log: log, rng: rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
 		clock: realclock.New(func(f func()) { n.exec.post(f) })}
 	n.tr = newTransport(&n.cfg, ln, log, n.deliver)
@@ -323,9 +325,25 @@ var _ process.Env = (*env)(nil)
 func (e *env) ID() process.NodeID   { return e.n.cfg.ID }
 func (e *env) Name() string         { return e.n.cfg.Name }
 func (e *env) Clock() process.Clock { return e.clock }
-func (e *env) Disk() process.Disk   { return e.n.disk }
+func (e *env) Disk() process.Disk   { return e.n.pdisk }
 func (e *env) Rand() *rand.Rand     { return e.rng }
 func (e *env) Log() *slog.Logger    { return e.log }
+
+// nodeDisk is the node's file disk as its process sees it: a SyncThen's
+// done runs on the executor, as an event of the process, not on the
+// disk's writer goroutine.
+type nodeDisk struct {
+	*filedisk.Disk
+	exec *executor
+}
+
+var _ process.SyncNotifier = (*nodeDisk)(nil)
+
+// SyncThen implements process.SyncNotifier. A done that completes after
+// the node began closing is dropped, as a stopped machine's would be.
+func (d *nodeDisk) SyncThen(done func()) bool {
+	return d.Disk.SyncThen(func() { d.exec.post(done) })
+}
 
 // Send delivers a message to the node itself through the executor's
 // queue (after the current event, as the simulator does), offers it to

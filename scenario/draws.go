@@ -84,6 +84,14 @@ func drawGroupCommit(seed uint64) bool {
 	return r.IntN(2) == 0
 }
 
+// drawAsyncWrites draws whether a swarm run's replicas sync in the
+// background, as the real node's do (Spec.AsyncWrites), from a stream of
+// its own (so nothing else drawn from the seed moves): half of the seeds.
+func drawAsyncWrites(seed uint64) bool {
+	r := rand.New(rand.NewPCG(seed, 0x4153594E_43575254)) // "ASYNCWRT"
+	return r.IntN(2) == 0
+}
+
 // DrawGroupCommitWindow draws a swarm run's group-commit window from the
 // seed, from a stream of its own (so nothing else drawn from the seed
 // moves): none for half of the seeds, else 1 to 5 ms (Spec.

@@ -115,6 +115,9 @@ func NewPlanIn(spec Spec, seed uint64, w World) (Plan, error) {
 		if p.Spec.GroupCommit && spec.GroupCommitWindow == 0 {
 			p.Spec.GroupCommitWindow = DrawGroupCommitWindow(seed)
 		}
+		if !spec.AsyncWrites {
+			p.Spec.AsyncWrites = drawAsyncWrites(seed)
+		}
 		if spec.Buggify == nil {
 			p.Spec.Buggify = DrawBuggify(seed)
 		}

@@ -86,6 +86,14 @@ type Spec struct {
 	// to 5 ms for half of the seeds that commit in groups
 	// (DrawGroupCommitWindow). At most MaxGroupCommitWindow.
 	GroupCommitWindow Duration `json:"group_commit_window,omitempty"`
+	// AsyncWrites runs the reference's replicas with asynchronous storage
+	// writes, as the real node runs them: each Ready's sync runs in the
+	// background while the replica goes on, and only what depends on it
+	// waits (reference.ReplicaConfig.AsyncWrites). The swarm draws it for
+	// half of its seeds when unset (drawAsyncWrites); it changes a run
+	// only where the disk is slow (ServerSyncDelay, the nemesis's slow
+	// disks).
+	AsyncWrites bool `json:"async_writes,omitempty"`
 	// TokenOffset starts the service's fencing tokens above it (the
 	// reference's token is the granting log index plus the offset), so a
 	// run can put its tokens near an integer boundary (2^31, 2^32, 2^53,

@@ -227,7 +227,7 @@ func RunPlan(p Plan, opt RunOptions) (res Result, err error) {
 	run := lockservice.DesignRun{Limits: lockservice.DefaultLimits(), Observer: obs,
 		Mutant: lockservice.Mutant(spec.Mutant), IngressDepth: spec.IngressDepth, Marks: marks, TokenOffset: spec.TokenOffset,
 		SnapshotEntries: spec.SnapshotEntries, SnapshotBytes: spec.SnapshotBytes, GroupCommit: spec.GroupCommit,
-		GroupCommitWindow: time.Duration(spec.GroupCommitWindow)}
+		GroupCommitWindow: time.Duration(spec.GroupCommitWindow), AsyncWrites: spec.AsyncWrites}
 	if spec.Buggify != nil {
 		run.Buggify = *spec.Buggify
 	}

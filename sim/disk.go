@@ -50,6 +50,18 @@ type Disk struct {
 	// durable once true time reaches inflightDone.
 	inflight     []*record
 	inflightDone time.Duration
+	// pending are the asynchronous syncs in flight (SyncThen), oldest
+	// first, each durable at its own true time; a crash before that time
+	// loses what it covers. schedule runs a node event at a true time, and
+	// asyncDelay says how long a sync takes (the node's sync delay).
+	pending    []pendingSync
+	schedule   func(at time.Duration, fire func())
+	asyncDelay func() time.Duration
+	// syncSeq counts the syncs that make writes durable (Sync and
+	// SyncThen): a record remembers the sequence number of the sync that
+	// made its value durable, so that an older sync completing later
+	// never takes a newer synced value back.
+	syncSeq uint64
 	// size is the bytes the current values hold; past maxBytes (if set)
 	// full is called, which stops the run (Limits.DiskBytes).
 	size, peak int
@@ -65,7 +77,9 @@ type record struct {
 	key                string
 	cur, synced        []byte
 	curOK, syncedOK    bool
-	isDirty, isFlushed bool // in Disk.dirty, in Disk.inflight
+	isDirty, isFlushed bool   // in Disk.dirty, in Disk.inflight
+	pending            int    // how many of Disk.pending cover it
+	syncedSeq          uint64 // the sync that made synced durable
 	// shared is set once cur may be seen by someone else (a caller of
 	// Read, or synced after a crash): Append then copies it before
 	// growing it, so no slice handed out ever changes.
@@ -217,6 +231,8 @@ func (d *Disk) Keys(prefix string) []string {
 func (d *Disk) Sync() {
 	d.settle()
 	d.syncs++
+	d.syncSeq++
+	d.coverPending()
 	if d.onSync != nil {
 		if done, slow := d.onSync(); slow {
 			for _, r := range d.dirty {
@@ -242,14 +258,110 @@ func (d *Disk) Sync() {
 // commit makes the current value of r durable, and forgets r once it is
 // gone for good.
 func (d *Disk) commit(r *record) {
-	r.synced, r.syncedOK = r.cur, r.curOK
-	if !r.curOK && !r.isDirty && !r.isFlushed {
+	r.synced, r.syncedOK, r.syncedSeq = r.cur, r.curOK, d.syncSeq
+	if !r.curOK && !r.isDirty && !r.isFlushed && r.pending == 0 {
 		d.forget(r)
 	}
 }
 
-// settle completes a slow sync whose time has come.
+// pendingSync is one asynchronous sync in flight: the values it makes
+// durable, as they were when it began, and when it completes.
+type pendingSync struct {
+	at     time.Duration
+	seq    uint64
+	writes []pendingWrite
+}
+
+// pendingWrite is one record's value as an asynchronous sync saw it. The
+// slice stays intact: Append never writes within a value's length, and
+// Truncate caps its capacity.
+type pendingWrite struct {
+	r   *record
+	val []byte
+	ok  bool
+}
+
+// SyncThen implements process.SyncNotifier: it makes every write so far
+// durable without stalling the node. On a fast disk, with no earlier
+// SyncThen in flight, it syncs at once and reports true. Otherwise the
+// sync completes after the node's sync delay, behind the syncs already in
+// flight (a disk syncs one at a time), and done then runs as an event of
+// the node — unless a crash came first, which loses what the sync covered
+// as it loses any unsynced write. It reports false then.
+func (d *Disk) SyncThen(done func()) bool {
+	d.settle()
+	delay := time.Duration(0)
+	if d.asyncDelay != nil {
+		delay = d.asyncDelay()
+	}
+	if d.schedule == nil || delay <= 0 && len(d.pending) == 0 {
+		d.Sync()
+		return true
+	}
+	d.syncs++
+	d.syncSeq++
+	at := d.now() + delay
+	if n := len(d.pending); n > 0 {
+		at = max(at, d.pending[n-1].at+delay)
+	}
+	ps := pendingSync{at: at, seq: d.syncSeq}
+	for _, r := range d.dirty {
+		r.isDirty = false
+		r.pending++
+		ps.writes = append(ps.writes, pendingWrite{r: r, val: r.cur, ok: r.curOK})
+	}
+	d.dirty = d.dirty[:0]
+	d.pending = append(d.pending, ps)
+	d.schedule(at, done)
+	return false
+}
+
+// settlePending completes the asynchronous syncs whose time has come.
+func (d *Disk) settlePending() {
+	k := 0
+	for k < len(d.pending) && d.pending[k].at <= d.now() {
+		ps := &d.pending[k]
+		for _, w := range ps.writes {
+			r := w.r
+			r.pending--
+			if ps.seq > r.syncedSeq {
+				r.synced, r.syncedOK, r.syncedSeq = w.val, w.ok, ps.seq
+			}
+			if !r.curOK && !r.isDirty && !r.isFlushed && r.pending == 0 {
+				d.forget(r)
+			}
+		}
+		k++
+	}
+	if k > 0 {
+		clear(d.pending[:k])
+		d.pending = append(d.pending[:0], d.pending[k:]...)
+		if len(d.pending) == 0 && len(d.dirty) == 0 && len(d.inflight) == 0 {
+			d.last = nil
+		}
+	}
+}
+
+// coverPending puts the records of the asynchronous syncs in flight back
+// among the dirty ones, so that a Sync covers them (it makes every write
+// so far durable, as an fsync queued behind them would) or a crash loses
+// them. Their syncs still complete, and their done still runs.
+func (d *Disk) coverPending() {
+	for i := range d.pending {
+		for _, w := range d.pending[i].writes {
+			if !w.r.isDirty {
+				w.r.isDirty = true
+				d.dirty = append(d.dirty, w.r)
+			}
+		}
+	}
+}
+
+// settle completes the slow syncs whose time has come.
 func (d *Disk) settle() {
+	if len(d.pending) > 0 {
+		d.settlePending()
+	}
 	if len(d.inflight) == 0 || d.now == nil || d.now() < d.inflightDone {
 		return
 	}
@@ -267,6 +379,17 @@ func (d *Disk) settle() {
 // completes, so the writes it covered are as unsynced as the rest.
 func (d *Disk) unsettle() {
 	d.settle()
+	if len(d.pending) > 0 {
+		// The asynchronous syncs still in flight never complete either.
+		d.coverPending()
+		for i := range d.pending {
+			for _, w := range d.pending[i].writes {
+				w.r.pending = 0
+			}
+		}
+		clear(d.pending)
+		d.pending = d.pending[:0]
+	}
 	if len(d.inflight) == 0 {
 		return
 	}
@@ -304,7 +427,11 @@ func (d *Disk) Bytes() int { return d.size }
 // Dirty reports how many keys hold writes that a crash would lose.
 func (d *Disk) Dirty() int {
 	d.settle()
-	return len(d.dirty) + len(d.inflight)
+	n := len(d.dirty) + len(d.inflight)
+	for i := range d.pending {
+		n += len(d.pending[i].writes)
+	}
+	return n
 }
 
 // crash drops every unsynced write: the disk comes back as of the last Sync.

@@ -90,9 +90,10 @@ type nodeEnv struct{ n *node }
 
 // The simulator implements the process contract.
 var (
-	_ process.Env   = nodeEnv{}
-	_ process.Clock = (*fakeclock.Clock)(nil)
-	_ process.Disk  = (*Disk)(nil)
+	_ process.Env          = nodeEnv{}
+	_ process.Clock        = (*fakeclock.Clock)(nil)
+	_ process.Disk         = (*Disk)(nil)
+	_ process.SyncNotifier = (*Disk)(nil)
 )
 
 func (e nodeEnv) ID() NodeID           { return e.n.id }
@@ -123,6 +124,13 @@ func (s scheduler) Schedule(at time.Duration, h fakeclock.Handler) uint64 {
 }
 
 func (s scheduler) Cancel(id uint64) bool { return s.n.w.timers.free(id) }
+
+// fireFunc is a node event that runs a function: a disk's completed
+// asynchronous sync (Disk.SyncThen), which obeys pauses and crashes as
+// timers do but not the node's clock faults (the disk keeps true time).
+type fireFunc func()
+
+func (f fireFunc) Fire(uint64) { f() }
 
 // timerTable tracks which timer ids are still pending, and what each runs,
 // without a map: an id packs a slot index and the slot's generation, so a

@@ -131,6 +131,8 @@ func (w *World) AddNode(name string, newProcess func() Process, clock fakeclock.
 	n := &node{w: w, id: NodeID(len(w.nodes)), name: name, newProcess: newProcess, disk: newDisk()}
 	n.disk.onSync = n.synced
 	n.disk.now = w.Now
+	n.disk.asyncDelay = func() time.Duration { return n.syncDelay }
+	n.disk.schedule = func(at time.Duration, fire func()) { scheduler{n}.Schedule(at, fireFunc(fire)) }
 	n.disk.maxBytes = w.limits.DiskBytes
 	n.disk.full = func() { w.Exhaust("disk bytes of node "+name, w.limits.DiskBytes) }
 	n.rng = w.Stream()

@@ -32,12 +32,21 @@ type Node struct {
 	HTTP *http.Client
 }
 
+// NodeOptions vary the cluster StartNode starts from fencesim-node's
+// defaults, to measure what each costs.
+type NodeOptions struct {
+	PeerTLS    bool // replicas authenticate each other with mutual TLS (the default)
+	APITLS     bool // the lock API over TLS
+	SyncWrites bool // fsync each Raft Ready in the replica's loop (nodesvc.Config.SyncWrites)
+}
+
 // StartNode starts the cluster with data under dir and waits (at most
 // 10s) for a leader. With peerTLS its replicas authenticate each other
 // with mutual TLS under a throwaway CA, as -dev-cluster does; with apiTLS
 // the lock API is served over TLS (a certificate for "localhost" from the
 // same CA) and Node.HTTP trusts it.
-func StartNode(dir string, log *slog.Logger, peerTLS, apiTLS bool) (*Node, error) {
+func StartNode(dir string, log *slog.Logger, o NodeOptions) (*Node, error) {
+	peerTLS, apiTLS := o.PeerTLS, o.APITLS
 	n := &Node{}
 	const size = 3
 	ptls := make([]*realrt.PeerTLS, size)
@@ -95,7 +104,7 @@ func StartNode(dir string, log *slog.Logger, peerTLS, apiTLS bool) (*Node, error
 	}
 	for i := range size {
 		b, err := nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: filepath.Join(dir, fmt.Sprintf("node-%d", i)),
-			Listener: rls[i], Peers: peers, Logger: log.With("node", i), PeerTLS: ptls[i]})
+			Listener: rls[i], Peers: peers, Logger: log.With("node", i), PeerTLS: ptls[i], SyncWrites: o.SyncWrites})
 		if err != nil {
 			n.Close()
 			return nil, closeAll(fmt.Errorf("starting replica %d: %w", i, err), hls[i:], rls[i+1:])

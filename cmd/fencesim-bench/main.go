@@ -70,6 +70,7 @@ type options struct {
 	cpuProfile string
 	peerTLS    bool // fencesim-node's replicas over mutual TLS
 	apiTLS     bool // fencesim-node's API over TLS
+	syncWrites bool // fencesim-node with -sync-writes
 	// rounds is how many times the whole table runs (-rounds).
 	rounds int
 }
@@ -101,7 +102,10 @@ type Machine struct {
 	Held          string   `json:"held"`     // how node and lockd clients met a held lock
 	PeerTLS       bool     `json:"peer_tls"` // fencesim-node's replicas over mutual TLS
 	APITLS        bool     `json:"api_tls"`  // fencesim-node's API over TLS
-	Rounds        int      `json:"rounds"`
+	// NodeSyncWrites: fencesim-node ran with -sync-writes (its fsyncs in
+	// the replica's loop, as 0.19's), for comparison.
+	NodeSyncWrites bool `json:"node_sync_writes,omitempty"`
+	Rounds         int  `json:"rounds"`
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -114,6 +118,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per cell (10ms..10m)")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "warm-up per cell, not counted (0..1m)")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of the table")
+	fs.BoolVar(&o.syncWrites, "node-sync-writes", false, "run fencesim-node with -sync-writes: each batch of Raft writes fsynced in the replica's loop before it goes on (0.19's way), to measure what background syncs win")
 	fs.BoolVar(&o.apiTLS, "api-tls", false, "serve fencesim-node's lock API over TLS too (the clients trust its throwaway CA), to measure what client TLS costs")
 	fs.BoolVar(&o.peerTLS, "peer-tls", true, "fencesim-node's replicas authenticate each other with mutual TLS, as -dev-cluster runs them (false: plain TCP, to measure what TLS costs)")
 	held := fs.String("held", systems.HeldWait, "node and lockd clients finding the lock held: wait (the Go client's Acquire, waiting at the service to be granted as the lock frees), retry (at once, the anchor's way) or backoff (the Go client's Acquire polling with jittered exponential backoff)")
@@ -211,7 +216,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m := Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
 		LoadBefore: loadavg(), WarmupSeconds: o.warmup.Seconds(), CellSeconds: o.duration.Seconds(), Systems: o.only, Held: o.held, PeerTLS: o.peerTLS, APITLS: o.apiTLS,
-		Rounds: o.rounds}
+		NodeSyncWrites: o.syncWrites, Rounds: o.rounds}
 	began := time.Now()
 	var results []bench.Result
 	failed := false
@@ -332,7 +337,7 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 		if err != nil {
 			return nil, err
 		}
-		n, err := systems.StartNode(sub, log, o.peerTLS, o.apiTLS)
+		n, err := systems.StartNode(sub, log, systems.NodeOptions{PeerTLS: o.peerTLS, APITLS: o.apiTLS, SyncWrites: o.syncWrites})
 		if err != nil {
 			return nil, err
 		}

@@ -50,7 +50,11 @@ func soak(ctx context.Context, o options, dir string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "fencesim-bench: %v\n", err)
 		return 1
 	}
-	c, err := systems.StartNodeProcs(bin, sub, nil)
+	var env []string
+	if o.syncWrites {
+		env = append(env, "FENCESIM_NODE_SYNC_WRITES=true")
+	}
+	c, err := systems.StartNodeProcs(bin, sub, env)
 	if err != nil {
 		fmt.Fprintf(stderr, "fencesim-bench: %v\n", err)
 		return 1

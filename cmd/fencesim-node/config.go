@@ -41,9 +41,11 @@ type config struct {
 	TokenOffset uint64
 	// Snapshot is when the replica snapshots its lock table and drops the
 	// log it covers (nodesvc.Snapshot).
-	Snapshot  nodesvc.Snapshot
-	TestHooks bool
-	TokenKey  []byte // the fencing key shared with the store (lockapi.Config)
+	Snapshot nodesvc.Snapshot
+	// SyncWrites: -sync-writes (nodesvc.Config.SyncWrites).
+	SyncWrites bool
+	TestHooks  bool
+	TokenKey   []byte // the fencing key shared with the store (lockapi.Config)
 	// PeerFiles authenticate the replicas to each other (mutual TLS);
 	// PeerInsecure runs without, on loopback peers only.
 	PeerFiles    peertls.Files
@@ -158,6 +160,14 @@ var baseSettings = []svcmain.Setting[config]{
 			return errors.New("must be true or false")
 		}
 		c.PeerInsecure = b
+		return nil
+	}),
+	svcmain.S("sync-writes", "FENCESIM_NODE_SYNC_WRITES", "false", "true: the replica fsyncs each batch of Raft writes before it handles anything else (fencesim-0.19's way, for comparison); false: fsyncs run in the background while it goes on stepping, and only what depends on them (votes, acknowledgements, applying) waits", func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("must be true or false")
+		}
+		c.SyncWrites = b
 		return nil
 	}),
 	svcmain.TestHooks(func(c *config, on bool) { c.TestHooks = on }),

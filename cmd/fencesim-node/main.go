@@ -187,7 +187,7 @@ func startNode(ctx context.Context, cfg config, log *slog.Logger) (*member, erro
 		return nil, fmt.Errorf("HTTP listen (FENCESIM_NODE_LISTEN / -listen) %s: %w", cfg.Listen, err)
 	}
 	b, err := nodesvc.Open(nodesvc.Config{ID: cfg.ID, DataDir: cfg.DataDir, Listen: cfg.PeerListen, Peers: cfg.Peers, TokenOffset: cfg.TokenOffset,
-		Snapshot: cfg.Snapshot, Logger: log, PeerTLS: pt, ElectionTimeout: cfg.ElectionTimeout})
+		Snapshot: cfg.Snapshot, Logger: log, PeerTLS: pt, ElectionTimeout: cfg.ElectionTimeout, SyncWrites: cfg.SyncWrites})
 	if err != nil {
 		hl.Close()
 		return nil, fmt.Errorf("starting the replica (data %s, Raft listen %s): %w", cfg.DataDir, cfg.PeerListen, err)
@@ -283,7 +283,7 @@ func startDevCluster(ctx context.Context, cfg config, log *slog.Logger) (members
 			rls[i].Close() // Open closes its listener; nothing opened this one
 		} else {
 			b, err = nodesvc.Open(nodesvc.Config{ID: process.NodeID(i), DataDir: filepath.Join(root, fmt.Sprintf("node-%d", i)),
-				Listener: rls[i], Peers: peers, TokenOffset: cfg.TokenOffset, Snapshot: cfg.Snapshot, Logger: log.With("node", i), PeerTLS: pt, ElectionTimeout: cfg.ElectionTimeout})
+				Listener: rls[i], Peers: peers, TokenOffset: cfg.TokenOffset, Snapshot: cfg.Snapshot, Logger: log.With("node", i), PeerTLS: pt, ElectionTimeout: cfg.ElectionTimeout, SyncWrites: cfg.SyncWrites})
 		}
 		if err != nil {
 			for _, l := range hls[i:] {

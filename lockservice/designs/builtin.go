@@ -51,6 +51,7 @@ func (d replicatedDesign) NewServer(_ int, run lockservice.DesignRun) process.Pr
 		cfg.SnapshotKeep, cfg.SegmentEntries = run.SnapshotEntries/4, 4
 	}
 	cfg.GroupCommit, cfg.GroupCommitWindow = run.GroupCommit, run.GroupCommitWindow
+	cfg.AsyncWrites = run.AsyncWrites
 	if b := run.Buggify; b.ElectionTicks > 0 {
 		cfg.ElectionTick, cfg.HeartbeatTick = b.ElectionTicks, b.HeartbeatTicks
 	}

@@ -57,6 +57,15 @@ type Config struct {
 	// n/2+1. It is a hook so that a planted bug can change it.
 	Quorum func(n int) int
 
+	// AsyncStorageWrites lets the caller persist a Ready after Advance, in
+	// the background, and report it with Persisted (etcd raft's option of
+	// the same name): Advance then no longer says the Ready's entries are
+	// durable, a leader counts itself towards a quorum only for entries
+	// reported by Persisted, and Ready hands out for applying only
+	// committed entries that are persisted here. The caller must still
+	// hold a Ready's votes and acknowledgements until its writes, and
+	// those of every Ready before it, are durable.
+	AsyncStorageWrites bool
 	// Marks counts the protocol corners the node reaches (coverage's
 	// Raft marks); nil counts nothing. Counting never changes what the
 	// node does.

@@ -25,6 +25,12 @@ import (
 //   - MustSync is set whenever HardState or Entries changed;
 //   - no MsgApp carries more than MaxEntriesPerMsg entries (or the
 //     nodes' Config.MaxEntriesPerMsg).
+//
+// With netOptions.async the nodes run with AsyncStorageWrites: a Ready's
+// writes reach the node's written log at once but its durable memStore
+// only when the network completes the write (in order, some rounds later
+// under chaos); its votes and acknowledgements wait until then, and a
+// restart loses what was written and not completed.
 
 // memStore is a node's "disk": what it persisted from its Readys.
 type memStore struct {
@@ -64,16 +70,31 @@ func (st *memStore) entry(i uint64) (Entry, bool) {
 }
 
 type netNode struct {
-	id       ID
-	node     *Node
-	store    memStore
+	id    ID
+	node  *Node
+	store memStore
+	// written is what the node wrote, durable or not (async only: else
+	// it is store), and pending the writes not yet durable, oldest first.
+	written  memStore
+	pending  []pendingWrite
 	applied  []Entry // applied since the last (re)start
 	ever     []Entry // applied at each index, over every start
 	up       bool
 	restarts uint64
 }
 
+// pendingWrite is a Ready's writes on their way to the durable store
+// (netOptions.async), with the messages that wait for them.
+type pendingWrite struct {
+	hs      HardState
+	entries []Entry
+	msgs    []Message
+}
+
 type netOptions struct {
+	// async runs the nodes with AsyncStorageWrites (see the top of the
+	// file).
+	async       bool
 	size        int
 	seed        uint64
 	preVote     bool
@@ -161,6 +182,8 @@ func (nw *network) config(nn *netNode) Config {
 
 		MaxEntriesPerMsg: nw.opts.maxEntries,
 		MaxInflightMsgs:  nw.opts.maxInflight,
+
+		AsyncStorageWrites: nw.opts.async,
 	}
 }
 
@@ -173,6 +196,8 @@ func (nw *network) start(nn *netNode) {
 		nw.t.Fatalf("New(node %d): %v", nn.id, err)
 	}
 	nn.node = n
+	nn.written = memStore{hs: nn.store.hs, snap: nn.store.snap, entries: slices.Clone(nn.store.entries)}
+	nn.pending = nil
 	// The state machine restarts from the snapshot (the entries it
 	// stands for), or empty.
 	nn.applied = slices.Clone(nw.committed[:nn.store.snap.Index])
@@ -206,6 +231,9 @@ func (nw *network) handleReady(nn *netNode) {
 	t.Helper()
 	rd := nn.node.Ready()
 	st := &nn.store
+	if nw.opts.async {
+		st = &nn.written
+	}
 
 	// Persist, as the lock service does: only when MustSync, so that a
 	// restart may recall an older commit index than the node had.
@@ -241,6 +269,9 @@ func (nw *network) handleReady(nn *netNode) {
 			t.Errorf("node %d: installs a snapshot at %d, at or below what it applied (%d)", nn.id, snap.Index, len(nn.applied))
 		}
 		st.snap, st.entries = snap, nil
+		if nw.opts.async { // a snapshot is persisted in line, as the lock service does
+			nn.store.snap, nn.store.entries = snap, nil
+		}
 		nn.applied = slices.Clone(nw.committed[:snap.Index])
 	}
 	if len(rd.Entries) > 0 {
@@ -259,13 +290,27 @@ func (nw *network) handleReady(nn *netNode) {
 		st.appendEntries(rd.Entries)
 	}
 
-	// Send, only after persisting.
+	// Send, only after persisting: with async writes, a leader's messages
+	// (which promise nothing of the Ready's writes) at once, the others
+	// once the writes complete — this Ready's, or, with nothing to write,
+	// those in flight.
+	var held *pendingWrite
+	if nw.opts.async && (rd.MustSync || len(nn.pending) > 0) {
+		if rd.MustSync {
+			nn.pending = append(nn.pending, pendingWrite{hs: st.hs, entries: slices.Clone(rd.Entries)})
+		}
+		held = &nn.pending[len(nn.pending)-1]
+	}
 	for _, m := range rd.Messages {
 		if m.From != nn.id {
 			t.Errorf("node %d sent a message from %d: %v", nn.id, m.From, m)
 		}
 		if limit := cmp.Or(nw.opts.maxEntries, MaxEntriesPerMsg); len(m.Entries) > limit {
 			t.Errorf("node %d sent %d entries in one message (max %d)", nn.id, len(m.Entries), limit)
+		}
+		if held != nil && m.Type != MsgApp && m.Type != MsgHeartbeat && m.Type != MsgSnap {
+			held.msgs = append(held.msgs, m)
+			continue
 		}
 		nw.trace = append(nw.trace, fmt.Sprintf("%v %+v", m, m.Entries))
 		nw.queue = append(nw.queue, m)
@@ -276,7 +321,7 @@ func (nw *network) handleReady(nn *netNode) {
 		if want := uint64(len(nn.applied)) + 1; e.Index != want {
 			t.Fatalf("node %d applied index %d, want %d (applies must be contiguous)", nn.id, e.Index, want)
 		}
-		if p, ok := st.entry(e.Index); !ok || !sameEntry(p, e) {
+		if p, ok := nn.store.entry(e.Index); !ok || !sameEntry(p, e) {
 			t.Errorf("node %d applied %v, which it has not persisted", nn.id, e)
 		}
 		if nw.opts.hostile {
@@ -312,12 +357,39 @@ func (nw *network) handleReady(nn *netNode) {
 			if err != nil {
 				t.Fatalf("node %d: CreateSnapshot(%d): %v", nn.id, applied, err)
 			}
-			st.persistSnapshot(snap)
+			nn.store.persistSnapshot(snap)
+			if nw.opts.async {
+				nn.written.persistSnapshot(snap)
+			}
 			if err := nn.node.Compact(applied - min(applied, nw.opts.snapshotKeep)); err != nil {
 				t.Fatalf("node %d: Compact: %v", nn.id, err)
 			}
 		}
 	}
+}
+
+// completeWrites makes the oldest n of nn's pending writes durable, in
+// order: the store takes them, their messages leave, and the node hears
+// they are persisted.
+func (nw *network) completeWrites(nn *netNode, n int) {
+	for _, p := range nn.pending[:n] {
+		nn.store.hs = p.hs
+		ents := p.entries
+		for len(ents) > 0 && ents[0].Index <= nn.store.snap.Index {
+			ents = ents[1:] // a snapshot installed since covers them
+		}
+		if len(ents) > 0 {
+			nn.store.appendEntries(ents)
+		}
+		for _, m := range p.msgs {
+			nw.trace = append(nw.trace, fmt.Sprintf("%v %+v", m, m.Entries))
+			nw.queue = append(nw.queue, m)
+		}
+		if k := len(p.entries); k > 0 {
+			nn.node.Persisted(p.entries[k-1].Index, p.entries[k-1].Term)
+		}
+	}
+	nn.pending = append(nn.pending[:0], nn.pending[n:]...)
 }
 
 // snapshotData is the state machine's snapshot at index: the entries are
@@ -351,6 +423,19 @@ func (nw *network) settle() {
 		for _, nn := range nw.nodes {
 			if nn.up && nn.node.HasReady() {
 				nw.handleReady(nn)
+				busy = true
+			}
+		}
+		for _, nn := range nw.nodes {
+			if !nn.up || len(nn.pending) == 0 {
+				continue
+			}
+			n := len(nn.pending)
+			if nw.chaos != nil && busy {
+				n = nw.chaos.IntN(n + 1) // some complete later
+			}
+			if n > 0 {
+				nw.completeWrites(nn, n)
 				busy = true
 			}
 		}

@@ -85,6 +85,7 @@ type Node struct {
 	marks            *coverage.Counts
 	maxEntries       uint64 // entries per MsgApp (Config.MaxEntriesPerMsg)
 	maxInflight      int    // appends in flight per peer (Config.MaxInflightMsgs)
+	asyncWrites      bool   // Config.AsyncStorageWrites: Persisted, not Advance, marks entries durable
 
 	term uint64
 	vote ID
@@ -159,6 +160,7 @@ func New(c Config) (*Node, error) {
 		marks:            c.Marks,
 		maxEntries:       uint64(cmp.Or(c.MaxEntriesPerMsg, MaxEntriesPerMsg)),
 		maxInflight:      cmp.Or(c.MaxInflightMsgs, MaxInflightMsgs),
+		asyncWrites:      c.AsyncStorageWrites,
 		term:             c.HardState.Term,
 		vote:             c.HardState.Vote,
 	}
@@ -942,8 +944,18 @@ func (n *Node) HasReady() bool {
 		n.hardState() != n.prevHard ||
 		n.log.lastIndex() > n.handed ||
 		n.snapshotReady ||
-		n.log.committed > n.handedApplied ||
+		n.applyLimit() > n.handedApplied ||
 		len(n.msgs) > 0
+}
+
+// applyLimit is the last committed index the caller may apply: with
+// AsyncStorageWrites, only entries persisted here are handed out to apply,
+// so that a replica never acts on an entry its own disk may still lose.
+func (n *Node) applyLimit() uint64 {
+	if n.asyncWrites {
+		return min(n.log.committed, n.log.stable())
+	}
+	return n.log.committed
 }
 
 // Ready returns what the caller must do now: persist, then send, then
@@ -963,7 +975,7 @@ func (n *Node) Ready() Ready {
 	// intact until the next Ready and sending allocates nothing.
 	rd.Messages = n.msgs
 	n.msgs, n.spareMsgs = n.spareMsgs[:0], n.msgs
-	if hi := min(n.log.committed, n.handedApplied+MaxCommittedPerReady); hi > n.handedApplied {
+	if hi := min(n.applyLimit(), n.handedApplied+MaxCommittedPerReady); hi > n.handedApplied {
 		rd.CommittedEntries = n.log.slice(n.handedApplied+1, hi)
 		n.handedApplied = hi
 	}
@@ -975,10 +987,38 @@ func (n *Node) Ready() Ready {
 // Advance tells the node that the caller persisted, sent and applied
 // everything of the Readys handed out so far. The node then counts the
 // persisted entries (a leader counts itself towards a quorum only for
-// those) and the applied ones.
+// those) and the applied ones. With AsyncStorageWrites it counts only the
+// applied ones: Persisted reports the persisted entries.
 func (n *Node) Advance() {
-	n.log.unstable = n.handed + 1
 	n.log.applied = max(n.log.applied, n.handedApplied)
+	if !n.asyncWrites {
+		n.stableTo(n.handed)
+	}
+}
+
+// Persisted tells a node with AsyncStorageWrites that its log is durable
+// up to index, whose entry had term term when the caller wrote it. A
+// report whose entry has since been replaced (a truncation by a new
+// leader; the new entry's write is still to come), or that says nothing
+// new, is ignored.
+func (n *Node) Persisted(index, term uint64) {
+	if !n.asyncWrites {
+		panic("raft: Persisted called on a node without Config.AsyncStorageWrites; Advance reports the writes")
+	}
+	if index <= n.log.stable() || index > n.handed {
+		return
+	}
+	if t, ok := n.log.term(index); !ok || t != term {
+		n.marks.Hit(coverage.RaftPersistedReplaced)
+		return
+	}
+	n.stableTo(index)
+}
+
+// stableTo marks the log durable up to index; a leader counts itself
+// towards a quorum for it.
+func (n *Node) stableTo(index uint64) {
+	n.log.unstable = index + 1
 	if n.role == Leader && n.prs[n.self].maybeUpdate(n.log.stable()) {
 		if n.maybeCommit() {
 			n.bcastCommit()

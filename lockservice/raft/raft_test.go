@@ -952,72 +952,83 @@ func TestRandomizedSafety(t *testing.T) {
 			for _, snap := range []bool{false, true} {
 				for seed := uint64(1); seed <= 25; seed++ {
 					t.Run(fmt.Sprintf("nodes=%d/prevote+checkquorum=%v/snap=%v/seed=%d", size, ext, snap, seed), func(t *testing.T) {
-						opts := defaultOptions(size, seed)
-						opts.preVote, opts.checkQuorum = ext, ext
-						if snap {
-							opts.snapshotEvery, opts.snapshotKeep = 3+seed%5, seed%2*2
-						}
-						if seed%3 == 0 {
-							opts.maxEntries, opts.maxInflight = 1+int(seed%4), 1+int(seed%2)
-						}
-						nw := newNetwork(t, opts)
-						r := rand.New(rand.NewPCG(seed, 1000))
-						nw.chaos = r
-						proposed := 0
-						for range 600 {
-							switch p := r.Float64(); {
-							case p < 0.03:
-								nw.isolate(nw.ids[r.IntN(size)])
-							case p < 0.05:
-								nw.heal()
-							case p < 0.08:
-								nw.restart(nw.ids[r.IntN(size)])
-							case p < 0.09:
-								nw.crash(nw.ids[r.IntN(size)])
-							}
-							for _, id := range nw.ids {
-								if n := nw.node(id); nw.get(id).up && n.Role() == Leader && r.IntN(3) == 0 {
-									if _, _, err := n.Propose(fmt.Appendf(nil, "p%d", proposed)); err == nil {
-										proposed++
-									}
-								}
-							}
-							nw.tick(1)
-						}
-						nw.heal()
-						nw.chaos = nil
-						for _, id := range nw.ids {
-							if !nw.get(id).up {
-								nw.restart(id)
-							}
-						}
-						lead := nw.waitLeader(nw.ids, 30*et)
-						nw.propose(lead, "final")
-						nw.tick(3)
-						want := nw.logOf(lead)
-						if snap {
-							// The logs are compacted: compare what was applied.
-							want = nw.committed
-							if last := nw.node(lead).Status().LastIndex; uint64(len(want)) != last {
-								t.Fatalf("%d entries committed, the leader's last index is %d", len(want), last)
-							}
-						}
-						for _, id := range nw.ids {
-							st := nw.node(id).Status()
-							if st.Commit != uint64(len(want)) || !snap && !logsEqual(nw.logOf(id), want) {
-								t.Errorf("node %d: commit %d, log of %d entries; want the leader's %d", id, st.Commit, st.LastIndex, len(want))
-							}
-							if got := nw.get(id).applied; !logsEqual(got, want) {
-								t.Errorf("node %d applied %d entries since its last start, want all %d of the leader's log", id, len(got), len(want))
-							}
-						}
-						if len(nw.leaders) < 2 {
-							t.Logf("only %d terms had a leader; the chaos was mild", len(nw.leaders))
-						}
+						randomizedRun(t, size, ext, snap, false, seed)
+					})
+					t.Run(fmt.Sprintf("nodes=%d/prevote+checkquorum=%v/snap=%v/async/seed=%d", size, ext, snap, seed), func(t *testing.T) {
+						randomizedRun(t, size, ext, snap, true, seed)
 					})
 				}
 			}
 		}
+	}
+}
+
+// randomizedRun is one run of TestRandomizedSafety: chaos, partitions,
+// restarts and crashes with proposals throughout, then a healed network
+// that must converge on the leader's log. With async, writes complete
+// some rounds after their Ready (AsyncStorageWrites).
+func randomizedRun(t *testing.T, size int, ext, snap, async bool, seed uint64) {
+	opts := defaultOptions(size, seed)
+	opts.preVote, opts.checkQuorum, opts.async = ext, ext, async
+	if snap {
+		opts.snapshotEvery, opts.snapshotKeep = 3+seed%5, seed%2*2
+	}
+	if seed%3 == 0 {
+		opts.maxEntries, opts.maxInflight = 1+int(seed%4), 1+int(seed%2)
+	}
+	nw := newNetwork(t, opts)
+	r := rand.New(rand.NewPCG(seed, 1000))
+	nw.chaos = r
+	proposed := 0
+	for range 600 {
+		switch p := r.Float64(); {
+		case p < 0.03:
+			nw.isolate(nw.ids[r.IntN(size)])
+		case p < 0.05:
+			nw.heal()
+		case p < 0.08:
+			nw.restart(nw.ids[r.IntN(size)])
+		case p < 0.09:
+			nw.crash(nw.ids[r.IntN(size)])
+		}
+		for _, id := range nw.ids {
+			if n := nw.node(id); nw.get(id).up && n.Role() == Leader && r.IntN(3) == 0 {
+				if _, _, err := n.Propose(fmt.Appendf(nil, "p%d", proposed)); err == nil {
+					proposed++
+				}
+			}
+		}
+		nw.tick(1)
+	}
+	nw.heal()
+	nw.chaos = nil
+	for _, id := range nw.ids {
+		if !nw.get(id).up {
+			nw.restart(id)
+		}
+	}
+	lead := nw.waitLeader(nw.ids, 30*et)
+	nw.propose(lead, "final")
+	nw.tick(3)
+	want := nw.logOf(lead)
+	if snap {
+		// The logs are compacted: compare what was applied.
+		want = nw.committed
+		if last := nw.node(lead).Status().LastIndex; uint64(len(want)) != last {
+			t.Fatalf("%d entries committed, the leader's last index is %d", len(want), last)
+		}
+	}
+	for _, id := range nw.ids {
+		st := nw.node(id).Status()
+		if st.Commit != uint64(len(want)) || !snap && !logsEqual(nw.logOf(id), want) {
+			t.Errorf("node %d: commit %d, log of %d entries; want the leader's %d", id, st.Commit, st.LastIndex, len(want))
+		}
+		if got := nw.get(id).applied; !logsEqual(got, want) {
+			t.Errorf("node %d applied %d entries since its last start, want all %d of the leader's log", id, len(got), len(want))
+		}
+	}
+	if len(nw.leaders) < 2 {
+		t.Logf("only %d terms had a leader; the chaos was mild", len(nw.leaders))
 	}
 }
 
@@ -1262,4 +1273,129 @@ func TestAppendAndInflightCaps(t *testing.T) {
 			t.Errorf("Validate accepted MaxEntriesPerMsg %d, MaxInflightMsgs %d", bad.MaxEntriesPerMsg, bad.MaxInflightMsgs)
 		}
 	}
+}
+
+// asyncNode is a fresh node of a three-node group with
+// AsyncStorageWrites, made a follower of leader 2 in term 1.
+func asyncNode(t *testing.T) *Node {
+	t.Helper()
+	n := mustNew(t, Config{ID: 1, Peers: []ID{1, 2, 3}, ElectionTick: et, HeartbeatTick: 1,
+		Rand: rand.New(rand.NewPCG(1, 1)), AsyncStorageWrites: true})
+	if err := n.Step(Message{Type: MsgHeartbeat, From: 2, To: 1, Term: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for n.HasReady() {
+		n.Ready()
+		n.Advance()
+	}
+	return n
+}
+
+// TestAsyncAppliesOnlyPersistedEntries: with AsyncStorageWrites a
+// follower hands out committed entries for applying only once Persisted
+// says its own copies are durable; Advance alone says nothing of them, and
+// the node then has nothing ready (no busy loop on an unappliable commit).
+func TestAsyncAppliesOnlyPersistedEntries(t *testing.T) {
+	n := asyncNode(t)
+	ents := []Entry{{Term: 1, Index: 1, Data: []byte("a")}, {Term: 1, Index: 2, Data: []byte("b")}}
+	if err := n.Step(Message{Type: MsgApp, From: 2, To: 1, Term: 1, Index: 0, LogTerm: 0, Entries: ents, Commit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	rd := n.Ready()
+	if len(rd.Entries) != 2 || len(rd.CommittedEntries) != 0 {
+		t.Fatalf("Ready: %d entries to persist, %d to apply; want 2 and none (none persisted yet)", len(rd.Entries), len(rd.CommittedEntries))
+	}
+	n.Advance()
+	if n.HasReady() {
+		t.Fatalf("after Advance, with nothing persisted, the node has a Ready: %+v", n.Ready())
+	}
+	n.Persisted(1, 1)
+	rd = n.Ready()
+	if len(rd.CommittedEntries) != 1 || rd.CommittedEntries[0].Index != 1 {
+		t.Fatalf("after Persisted(1, 1): %v to apply, want entry 1 only", rd.CommittedEntries)
+	}
+	n.Advance()
+	n.Persisted(2, 1)
+	if rd = n.Ready(); len(rd.CommittedEntries) != 1 || rd.CommittedEntries[0].Index != 2 {
+		t.Fatalf("after Persisted(2, 1): %v to apply, want entry 2", rd.CommittedEntries)
+	}
+}
+
+// TestAsyncPersistedIgnoresReplacedEntries: a write that completes for
+// entries a new leader replaced meanwhile says nothing of their
+// replacements, which must wait for their own write.
+func TestAsyncPersistedIgnoresReplacedEntries(t *testing.T) {
+	n := asyncNode(t)
+	old := []Entry{{Term: 1, Index: 1, Data: []byte("a")}, {Term: 1, Index: 2, Data: []byte("old")}}
+	if err := n.Step(Message{Type: MsgApp, From: 2, To: 1, Term: 1, Entries: old, Commit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	n.Ready()
+	n.Advance()
+	// Leader 3 of term 2 replaces entry 2 before the first write completes.
+	repl := []Entry{{Term: 2, Index: 2, Data: []byte("new")}}
+	if err := n.Step(Message{Type: MsgApp, From: 3, To: 1, Term: 2, Index: 1, LogTerm: 1, Entries: repl, Commit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	n.Ready()
+	n.Advance()
+	n.Persisted(2, 1) // the first write: entry 2 of term 1, replaced
+	rd := n.Ready()
+	if len(rd.CommittedEntries) != 0 {
+		t.Fatalf("a completed write of replaced entry 2/1 let %v apply; want nothing until 2/2 is durable", rd.CommittedEntries)
+	}
+	n.Advance()
+	n.Persisted(2, 2)
+	rd = n.Ready()
+	if len(rd.CommittedEntries) != 2 || string(rd.CommittedEntries[1].Data) != "new" {
+		t.Fatalf("after Persisted(2, 2): %v to apply, want entries 1 and the new 2", rd.CommittedEntries)
+	}
+}
+
+// TestAsyncLeaderCountsItselfOnPersisted: with AsyncStorageWrites a
+// leader counts its own copy towards a quorum when Persisted reports it,
+// not at Advance; a follower's ack alone commits nothing in a group of
+// three.
+func TestAsyncLeaderCountsItselfOnPersisted(t *testing.T) {
+	opts := defaultOptions(3, 15)
+	opts.async = true
+	nw := newNetwork(t, opts)
+	lead := nw.waitLeader(nw.ids, 20*et)
+	n := nw.node(lead)
+	idx, term, err := n.Propose([]byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := n.Status().Commit
+	rd := n.Ready()
+	if len(rd.Entries) != 1 || rd.Entries[0].Index != idx {
+		t.Fatalf("Ready entries %v, want entry %d to persist", rd.Entries, idx)
+	}
+	n.Advance()
+	if got := n.Status().Commit; got != commit {
+		t.Fatalf("Advance without Persisted moved the leader's commit to %d", got)
+	}
+	f := nw.others(lead)[0]
+	if err := n.Step(Message{Type: MsgAppResp, From: f, To: lead, Term: n.Term(), Index: idx}); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Status().Commit; got != commit {
+		t.Fatalf("leader committed %d on one follower's ack while its own write was in flight; want %d", got, commit)
+	}
+	n.Persisted(idx, term)
+	if got := n.Status().Commit; got != idx {
+		t.Errorf("after Persisted(%d, %d) the leader's commit is %d, want %d", idx, term, got, idx)
+	}
+}
+
+// TestPersistedNeedsAsyncStorageWrites: on a node that persists at
+// Advance, Persisted is a caller's mistake and says so.
+func TestPersistedNeedsAsyncStorageWrites(t *testing.T) {
+	n := mustNew(t, Config{ID: 1, Peers: []ID{1, 2, 3}, ElectionTick: et, HeartbeatTick: 1, Rand: rand.New(rand.NewPCG(1, 1))})
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "AsyncStorageWrites") {
+			t.Errorf("Persisted on a synchronous node: recovered %v, want a panic naming AsyncStorageWrites", r)
+		}
+	}()
+	n.Persisted(1, 1)
 }

@@ -93,6 +93,16 @@ type ReplicaConfig struct {
 	// after: a crash during the sync takes back a vote or an entry
 	// another replica has already counted.
 	SendBeforeSync bool
+	// AsyncWrites syncs each Ready in the background (etcd raft's
+	// AsyncStorageWrites) when the disk can (process.SyncNotifier): the
+	// replica goes on stepping messages, proposing and applying while a
+	// sync runs, and its votes and acknowledgements wait for the syncs
+	// of their Ready and of every Ready before it. A leader then counts
+	// its own entries once its sync reports them, and a replica applies
+	// only entries its own disk holds durably. It is what lets a leader's
+	// fsync overlap its followers' acknowledgements instead of holding
+	// them up (the real node turns it on; the swarm draws it).
+	AsyncWrites bool
 
 	// SnapshotEntries and SnapshotBytes trigger a snapshot (snapshot.go):
 	// once that many entries, or that many bytes of commands, were applied
@@ -232,6 +242,10 @@ type Replica struct {
 	windowOpen bool
 	// flushWindowFn is the window timer's callback, made once.
 	flushWindowFn func()
+	// syncing are the Readys written and not yet known durable
+	// (AsyncWrites), oldest first; syncSeq numbers them.
+	syncing []heldSync
+	syncSeq uint64
 
 	// snapshot is the slotted record of the newest snapshot; sinceSnap
 	// and sinceSnapBytes count the entries and command bytes applied since
@@ -326,6 +340,7 @@ func (r *Replica) Start(env process.Env) {
 		ID: raftID(env.ID()), Peers: peers, ElectionTick: r.cfg.ElectionTick, HeartbeatTick: r.cfg.HeartbeatTick,
 		Rand: env.Rand(), PreVote: true, CheckQuorum: true, HardState: hs, Snapshot: snap, Entries: entries, Quorum: r.cfg.Quorum,
 		Marks: r.cfg.Marks, MaxEntriesPerMsg: r.cfg.MaxAppendEntries, MaxInflightMsgs: r.cfg.MaxInflight,
+		AsyncStorageWrites: r.async(),
 	}
 	if len(entries) > 0 {
 		r.cfg.Marks.Hit(coverage.ReplicaRestartReplay)
@@ -511,6 +526,8 @@ func (r *Replica) flush() {
 		for r.node.HasReady() {
 			rd := r.node.Ready()
 			switch {
+			case r.async():
+				r.persistAsync(rd)
 			case !rd.MustSync:
 				r.send(rd.Messages, allMessages)
 			case r.cfg.SendBeforeSync:
@@ -627,6 +644,24 @@ func (r *Replica) elected() {
 }
 
 func (r *Replica) persist(rd raft.Ready) {
+	voted := r.write(rd)
+	if !r.cfg.UnsafeNoFsync {
+		r.env.Disk().Sync()
+	}
+	r.persisted(rd.HardState.Term, voted, lastEntry(rd.Entries))
+}
+
+// lastEntry returns the last of ents (zero: none).
+func lastEntry(ents []raft.Entry) raft.Entry {
+	if len(ents) == 0 {
+		return raft.Entry{}
+	}
+	return ents[len(ents)-1]
+}
+
+// write writes a Ready's snapshot, log entries and hard state, unsynced,
+// and reports whether the hard state holds a new vote for another replica.
+func (r *Replica) write(rd raft.Ready) (voted bool) {
 	d := r.env.Disk()
 	if r.cfg.Marks != nil { // only the coverage marks need the instants
 		now := r.env.Clock().Monotonic()
@@ -644,22 +679,114 @@ func (r *Replica) persist(rd raft.Ready) {
 	r.log.append(d, rd.Entries) // may replace a conflicting suffix
 	// A vote for another replica (a candidate's vote for itself is part of
 	// its campaign).
-	voted := rd.HardState.Vote != 0 && rd.HardState.Vote != raftID(r.env.ID()) &&
+	voted = rd.HardState.Vote != 0 && rd.HardState.Vote != raftID(r.env.ID()) &&
 		(rd.HardState.Vote != r.persistedHard.Vote || rd.HardState.Term != r.persistedHard.Term)
 	if rd.HardState != r.persistedHard {
 		r.hardState.Store(d, appendHardState(r.hsBuf[:0], rd.HardState))
 		r.persistedHard = rd.HardState
 	}
-	if !r.cfg.UnsafeNoFsync {
-		d.Sync()
-	}
-	// The moments the nemesis aims crashes at: after the writes, before
-	// the messages that depend on them leave.
+	return voted
+}
+
+// persisted reports a Ready's writes durable to the observer: the moments
+// the nemesis aims crashes at, after the writes, before the messages that
+// depend on them leave.
+func (r *Replica) persisted(term uint64, voted bool, last raft.Entry) {
 	if voted {
-		r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvVoted, Node: r.env.Name(), Term: rd.HardState.Term})
+		r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvVoted, Node: r.env.Name(), Term: term})
 	}
-	if n := len(rd.Entries); n > 0 && r.node.Role() != raft.Leader { // a follower's, from a leader
-		r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvAppended, Node: r.env.Name(), Index: rd.Entries[n-1].Index, Term: rd.Entries[n-1].Term})
+	if last.Index > 0 && r.node.Role() != raft.Leader { // a follower's, from a leader
+		r.cfg.Observer.Observe(lockservice.Event{Kind: lockservice.EvAppended, Node: r.env.Name(), Index: last.Index, Term: last.Term})
+	}
+}
+
+// async reports whether the replica syncs in the background
+// (AsyncWrites, on a disk that can; never with the planted bugs that
+// skip or reorder the sync, which have their own paths).
+func (r *Replica) async() bool {
+	if !r.cfg.AsyncWrites || r.cfg.UnsafeNoFsync || r.cfg.SendBeforeSync {
+		return false
+	}
+	_, ok := r.env.Disk().(process.SyncNotifier)
+	return ok
+}
+
+// heldSync is a Ready written and not yet known durable (AsyncWrites): the
+// votes and acknowledgements that wait for it, and what it persisted.
+type heldSync struct {
+	seq   uint64
+	done  bool // its sync completed; it waits for an older one
+	msgs  []raft.Message
+	term  uint64 // the hard state's term
+	voted bool
+	last  raft.Entry // its last log entry (zero: none)
+}
+
+// persistAsync is flush's path with AsyncWrites: a leader's appends leave
+// at once; the Ready's writes are made and their sync started; the votes
+// and acknowledgements wait until it, and every sync started before it,
+// has completed (syncDone). A Ready with nothing to sync still sends its
+// promising messages only after the syncs in flight: they may acknowledge
+// entries those syncs carry (a duplicate append, a commit index).
+func (r *Replica) persistAsync(rd raft.Ready) {
+	r.send(rd.Messages, leaderMessages)
+	if !rd.MustSync && len(r.syncing) == 0 {
+		r.send(rd.Messages, promisingMessages)
+		return
+	}
+	h := heldSync{term: rd.HardState.Term}
+	for _, m := range rd.Messages {
+		if !(m.Type == raft.MsgApp || m.Type == raft.MsgHeartbeat || m.Type == raft.MsgSnap) {
+			h.msgs = append(h.msgs, m) // a copy: Ready.Messages is reused
+		}
+	}
+	if !rd.MustSync {
+		last := &r.syncing[len(r.syncing)-1]
+		last.msgs = append(last.msgs, h.msgs...)
+		return
+	}
+	h.voted = r.write(rd)
+	h.last = lastEntry(rd.Entries)
+	r.syncSeq++
+	h.seq = r.syncSeq
+	if len(r.syncing) > 0 {
+		r.cfg.Marks.Hit(coverage.ReplicaSyncOverlapped)
+	}
+	r.syncing = append(r.syncing, h)
+	seq := h.seq
+	if r.env.Disk().(process.SyncNotifier).SyncThen(func() { r.syncDone(seq, true) }) {
+		r.syncDone(seq, false)
+	}
+}
+
+// syncDone is told that the sync of Ready seq completed, and with it every
+// earlier one (a disk completes syncs in order). It sends the messages
+// that waited for them and tells Raft what is durable; from the disk's
+// event (later), it then does the Raft work that follows, such as
+// applying what committed.
+func (r *Replica) syncDone(seq uint64, later bool) {
+	for i := range r.syncing {
+		if r.syncing[i].seq <= seq {
+			r.syncing[i].done = true
+		}
+	}
+	k := 0
+	for k < len(r.syncing) && r.syncing[k].done {
+		h := r.syncing[k]
+		r.persisted(h.term, h.voted, h.last)
+		r.send(h.msgs, allMessages)
+		if h.last.Index > 0 {
+			r.node.Persisted(h.last.Index, h.last.Term)
+		}
+		k++
+	}
+	if k == 0 {
+		return
+	}
+	clear(r.syncing[:k])
+	r.syncing = append(r.syncing[:0], r.syncing[k:]...)
+	if later {
+		r.flushSoon()
 	}
 }
 
