@@ -211,6 +211,7 @@ func Start(cfg Config, proc process.Process) (*Node, error) {
 	if b, ok := proc.(process.Batcher); ok {
 		after = func() { b.EndBatch(n.env) }
 	}
+	holdProc() // given back by Close
 	n.exec = newExecutor(cfg.InboxDepth, after)
 	n.pdisk = &nodeDisk{disk, n.exec}
 	n.env = &env{n: n, log: log, rng: rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
@@ -307,6 +308,7 @@ func (n *Node) Close() error {
 		n.exec.close()
 		n.tr.stopOutbound()
 		err = n.disk.Close()
+		releaseProc()
 	})
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -702,5 +703,30 @@ func TestBatcherHearsTheEndOfEachBatch(t *testing.T) {
 	want := "start end recv recv recv recv recv recv recv recv recv recv end"
 	if s := fmt.Sprint(got[:13]); s != "["+want+"]" {
 		t.Fatalf("events %v, want %s", got, want)
+	}
+}
+
+// TestNodeHoldsAProcWhileItRuns: each running node adds one to GOMAXPROCS
+// (procs.go: its fsyncs hold a P), and once every node closed the
+// process's GOMAXPROCS is as before.
+func TestNodeHoldsAProcWhileItRuns(t *testing.T) {
+	if procsFixed {
+		t.Skip("GOMAXPROCS is set in the environment: nodes leave it alone")
+	}
+	before := runtime.GOMAXPROCS(0)
+	c := newCluster(t, []process.NodeID{1, 2}, nil)
+	n1 := c.start(1, &echo{})
+	n2 := c.start(2, &echo{})
+	if got := runtime.GOMAXPROCS(0); got != before+2 {
+		t.Errorf("with two nodes running GOMAXPROCS is %d, want %d + 2", got, before)
+	}
+	n1.Close()
+	if got := runtime.GOMAXPROCS(0); got != before+1 {
+		t.Errorf("with one node left GOMAXPROCS is %d, want %d + 1", got, before)
+	}
+	n1.Close() // a second Close gives nothing back twice
+	n2.Close()
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Errorf("with every node closed GOMAXPROCS is %d, want %d as before", got, before)
 	}
 }

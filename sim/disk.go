@@ -408,12 +408,16 @@ func (d *Disk) unsettle() {
 	d.dirty, d.inflight, d.inflightDone = recs, nil, 0
 }
 
-// SyncDone reports when the slow sync now in flight completes; ok is
+// SyncDone reports when the slow syncs now in flight complete; ok is
 // false when none is in flight (everything synced is durable already). A
 // harness uses it to learn when a decision the process just synced becomes
 // a fact — and, with World.CrashedAt, whether a crash took it back.
 func (d *Disk) SyncDone() (done time.Duration, ok bool) {
 	d.settle()
+	if n := len(d.pending); n > 0 {
+		// The asynchronous syncs complete in order: the last one last.
+		return max(d.inflightDone, d.pending[n-1].at), true
+	}
 	if len(d.inflight) == 0 {
 		return 0, false
 	}

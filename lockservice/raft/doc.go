@@ -38,6 +38,18 @@
 //     apply Ready.CommittedEntries to it, in order;
 //  4. call Advance.
 //
+// With Config.AsyncStorageWrites (etcd raft's option of the same name) the
+// caller may call Advance before step 1's writes are durable and go on
+// stepping, ticking and proposing while they reach the disk; it reports
+// each Ready's entries durable with Persisted(index, term) of its last
+// entry, in the order it wrote them. The node then counts a leader towards
+// a quorum only for entries so reported, hands out in CommittedEntries only
+// entries so reported (a replica never acts on an entry its own disk may
+// still lose), and ignores a report whose entry a new leader replaced
+// meanwhile. The votes and acknowledgements of a Ready must still wait for
+// its writes — and, since a later Ready's acknowledgement may cover entries
+// an earlier one wrote, for the writes of every Ready before it.
+//
 // The package does no I/O, reads no clock, starts no goroutines and uses no
 // channels, select, mutexes, wall-clock time, global math/rand or
 // crypto/rand; internal/detlint checks its syntax for this. Peers are kept in
@@ -72,7 +84,8 @@
 //     earlier entries commit indirectly. A new leader appends an empty entry
 //     (Data == nil) of its term so that this happens promptly.
 //   - The leader counts itself towards a quorum only for entries it has
-//     persisted, that is, after the Advance of the Ready that carried them.
+//     persisted, that is, after the Advance of the Ready that carried them
+//     (with AsyncStorageWrites, once Persisted reports them).
 //   - Leadership transfer (TransferLeadership), as in etcd raft: the leader
 //     refuses proposals, brings the target's log up to date, then sends it
 //     MsgTimeoutNow; the target campaigns at once (no pre-election) with

@@ -1,0 +1,108 @@
+package sim
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fencesim/fencesim/process"
+)
+
+// TestSyncThen: on a slow disk a SyncThen does not stall the node; its
+// done runs as an event of the node once the node's sync delay has
+// passed, after the syncs before it (one at a time); a crash keeps the
+// syncs completed by then and loses the rest, whose done never runs; a
+// Sync covers the writes of the SyncThen calls in flight; on a fast disk
+// with nothing in flight, SyncThen is a Sync and reports true.
+func TestSyncThen(t *testing.T) {
+	type kv = map[string]string
+	tests := []struct {
+		name    string
+		delay   time.Duration
+		crashAt time.Duration // 0: no crash
+		sync3   bool          // the third message's write is synced with Sync
+		doneAt  []time.Duration
+		want    kv // on disk at the end
+	}{
+		{"fast disk", 0, 0, false, nil, kv{"k1": "1", "k2": "2"}},
+		{"slow disk, in order", 10 * ms, 0, false, []time.Duration{11 * ms, 21 * ms}, kv{"k1": "1", "k2": "2"}},
+		{"a crash between them", 10 * ms, 15 * ms, false, []time.Duration{11 * ms}, kv{"k1": "1"}},
+		{"a crash before the first", 10 * ms, 5 * ms, false, nil, kv{}},
+		// The Sync of the third write (at 3 ms) stalls the node until 13 ms
+		// and covers the second SyncThen's write, due only at 21 ms; the
+		// first's done, due at 11 ms, waits for the stall to end.
+		{"a Sync covers them", 10 * ms, 14 * ms, true, []time.Duration{13 * ms}, kv{"k1": "1", "k2": "2", "k3": "3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, Config{Seed: 1, Network: fixedLatency(ms)})
+			a, _ := addProbe(t, w, "a")
+			b, pb := addProbe(t, w, "b")
+			w.SetSyncDelay(b, tt.delay)
+			var doneAt []time.Duration
+			pb.onRecv = func(p *proc, from NodeID, m Message) {
+				n := m.(testMsg).N
+				d := p.env.Disk()
+				d.Write("k"+string(rune('0'+n)), []byte{byte('0' + n)})
+				if n == 3 {
+					if tt.sync3 {
+						d.Sync()
+					}
+					return
+				}
+				synced := d.(process.SyncNotifier).SyncThen(func() { doneAt = append(doneAt, w.Now()) })
+				if synced != (tt.delay == 0) {
+					t.Errorf("SyncThen at %v reported %v, want %v (delay %v)", w.Now(), synced, tt.delay == 0, tt.delay)
+				}
+				if s := w.State(b); s != Up {
+					t.Errorf("right after SyncThen the node is %v, want up", s)
+				}
+			}
+			sendAt(t, w, 0, a, b, testMsg{N: 1})
+			sendAt(t, w, ms, a, b, testMsg{N: 2})
+			sendAt(t, w, 2*ms, a, b, testMsg{N: 3})
+			if tt.crashAt > 0 {
+				w.At(tt.crashAt, "crash", func() { w.Crash(b) })
+			}
+			runAll(t, w)
+			if !slices.Equal(doneAt, tt.doneAt) {
+				t.Errorf("done ran at %v, want %v", doneAt, tt.doneAt)
+			}
+			d := w.Disk(b)
+			if tt.crashAt == 0 {
+				w.Crash(b) // what is durable at the end
+			}
+			got := kv{}
+			for _, k := range d.Keys("") {
+				got[k] = read(d, k)
+			}
+			if tt.crashAt == 0 && !tt.sync3 {
+				delete(tt.want, "k3") // never synced
+			}
+			if !equalKV(got, tt.want) {
+				t.Errorf("on disk after the crash: %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSyncThenKeepsTheValueItCovered: a write made after a SyncThen is not
+// made durable by it, even to the same key: a crash after the first sync
+// completes keeps the value that sync covered.
+func TestSyncThenKeepsTheValueItCovered(t *testing.T) {
+	w := newWorld(t, Config{Seed: 1})
+	b, pb := addProbe(t, w, "b")
+	w.SetSyncDelay(b, 10*ms)
+	pb.onStart = func(p *proc) {
+		d := p.env.Disk()
+		d.Append("log", []byte("one"))
+		d.(process.SyncNotifier).SyncThen(func() {})
+		d.Append("log", []byte("two"))
+		d.(process.SyncNotifier).SyncThen(func() {})
+	}
+	w.At(15*ms, "crash", func() { w.Crash(b) })
+	runAll(t, w)
+	if got := read(w.Disk(b), "log"); got != "one" {
+		t.Errorf("after a crash between the syncs the log holds %q, want %q", got, "one")
+	}
+}
