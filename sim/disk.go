@@ -267,9 +267,9 @@ func (d *Disk) commit(r *record) {
 // pendingSync is one asynchronous sync in flight: the values it makes
 // durable, as they were when it began, and when it completes.
 type pendingSync struct {
-	at     time.Duration
-	seq    uint64
-	writes []pendingWrite
+	start, at time.Duration // when it begins (the one before it done) and completes
+	seq       uint64
+	writes    []pendingWrite // a key written again later appears again, newer
 }
 
 // pendingWrite is one record's value as an asynchronous sync saw it. The
@@ -284,10 +284,11 @@ type pendingWrite struct {
 // SyncThen implements process.SyncNotifier: it makes every write so far
 // durable without stalling the node. On a fast disk, with no earlier
 // SyncThen in flight, it syncs at once and reports true. Otherwise the
-// sync completes after the node's sync delay, behind the syncs already in
-// flight (a disk syncs one at a time), and done then runs as an event of
-// the node — unless a crash came first, which loses what the sync covered
-// as it loses any unsynced write. It reports false then.
+// sync takes the node's sync delay from when the disk is free (it syncs
+// one at a time; the calls made while a sync runs share the next), and
+// done then runs as an event of the node — unless a crash came first,
+// which loses what the sync covered as it loses any unsynced write. It
+// reports false then.
 func (d *Disk) SyncThen(done func()) bool {
 	d.settle()
 	delay := time.Duration(0)
@@ -299,20 +300,30 @@ func (d *Disk) SyncThen(done func()) bool {
 		return true
 	}
 	d.syncs++
-	d.syncSeq++
-	at := d.now() + delay
-	if n := len(d.pending); n > 0 {
-		at = max(at, d.pending[n-1].at+delay)
+	now := d.now()
+	n := len(d.pending)
+	if n == 0 || d.pending[n-1].start <= now {
+		// The disk is idle, or busy with a sync that has begun: this one
+		// begins when it is free.
+		d.syncSeq++
+		start := now
+		if n > 0 {
+			start = max(now, d.pending[n-1].at)
+		}
+		d.pending = append(d.pending, pendingSync{start: start, at: start + delay, seq: d.syncSeq})
+		n++
 	}
-	ps := pendingSync{at: at, seq: d.syncSeq}
+	// Else it joins the sync queued behind the one in flight, which has
+	// not begun: one fsync covers every write made before it begins, as
+	// filedisk's writer gathers the batches queued while it syncs.
+	ps := &d.pending[n-1]
 	for _, r := range d.dirty {
 		r.isDirty = false
 		r.pending++
 		ps.writes = append(ps.writes, pendingWrite{r: r, val: r.cur, ok: r.curOK})
 	}
 	d.dirty = d.dirty[:0]
-	d.pending = append(d.pending, ps)
-	d.schedule(at, done)
+	d.schedule(ps.at, done)
 	return false
 }
 
@@ -324,7 +335,7 @@ func (d *Disk) settlePending() {
 		for _, w := range ps.writes {
 			r := w.r
 			r.pending--
-			if ps.seq > r.syncedSeq {
+			if ps.seq >= r.syncedSeq { // >=: a later write of this sync's
 				r.synced, r.syncedOK, r.syncedSeq = w.val, w.ok, ps.seq
 			}
 			if !r.curOK && !r.isDirty && !r.isFlushed && r.pending == 0 {

@@ -106,3 +106,29 @@ func TestSyncThenKeepsTheValueItCovered(t *testing.T) {
 		t.Errorf("after a crash between the syncs the log holds %q, want %q", got, "one")
 	}
 }
+
+// TestSyncThenCallsWhileASyncRunsShareTheNext: the SyncThen calls made
+// while a sync runs share the one after it, as a disk's next fsync covers
+// every write made before it begins: three calls at 1, 2 and 3 ms on a
+// 10 ms disk complete at 11, 21 and 21 ms.
+func TestSyncThenCallsWhileASyncRunsShareTheNext(t *testing.T) {
+	w := newWorld(t, Config{Seed: 1, Network: fixedLatency(ms)})
+	a, _ := addProbe(t, w, "a")
+	b, pb := addProbe(t, w, "b")
+	w.SetSyncDelay(b, 10*ms)
+	var doneAt []time.Duration
+	pb.onRecv = func(p *proc, from NodeID, m Message) {
+		p.env.Disk().Write("k", []byte{byte(m.(testMsg).N)})
+		p.env.Disk().(process.SyncNotifier).SyncThen(func() { doneAt = append(doneAt, w.Now()) })
+	}
+	for i := range 3 {
+		sendAt(t, w, time.Duration(i)*ms, a, b, testMsg{N: uint64(i) + 1})
+	}
+	runAll(t, w)
+	if want := []time.Duration{11 * ms, 21 * ms, 21 * ms}; !slices.Equal(doneAt, want) {
+		t.Errorf("done ran at %v, want %v", doneAt, want)
+	}
+	if got := read(w.Disk(b), "k"); got != "\x03" {
+		t.Errorf("k = %q after the shared sync, want the third write", got)
+	}
+}
