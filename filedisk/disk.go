@@ -13,7 +13,10 @@
 // in segment files (format.go): Sync encodes what changed since the last
 // one (one op per key: put, append or delete), appends it to the current
 // segment with one write(2) and fsyncs once, so a Sync costs one fsync
-// however many writes it covers (group commit). Creating, renaming and
+// however many writes it covers (group commit). SyncThen encodes the batch
+// at once but leaves its write and fsync to a writer goroutine, which
+// gathers every batch queued during an fsync into the next one and then
+// tells each caller its batch is durable. Creating, renaming and
 // removing segments fsyncs the directory. Open replays the log into an
 // in-memory index (Read is a map lookup; memory is proportional to the
 // live data), cuts a torn tail off the last segment, and refuses a log

@@ -50,6 +50,7 @@ type SyncNotifier interface {
 	// later as an event of the process (never during another of its
 	// events) once they are durable — unless the process crashed or
 	// stopped first. Syncs complete in the order they were asked for, and
-	// a Sync returns only after every SyncThen before it completed.
+	// a Sync makes the writes of every SyncThen before it durable too
+	// (their done still runs, later).
 	SyncThen(done func()) bool
 }
