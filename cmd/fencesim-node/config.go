@@ -154,22 +154,8 @@ var baseSettings = []svcmain.Setting[config]{
 		c.PeerFiles.Key = v
 		return nil
 	}),
-	svcmain.S("peer-insecure", "FENCESIM_NODE_PEER_INSECURE", "false", "true: replicas talk without TLS and trust whoever reaches the Raft port; only with loopback Raft addresses (a -dev-cluster without certificates)", func(c *config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return errors.New("must be true or false")
-		}
-		c.PeerInsecure = b
-		return nil
-	}),
-	svcmain.S("sync-writes", "FENCESIM_NODE_SYNC_WRITES", "false", "true: the replica fsyncs each batch of Raft writes before it handles anything else (fencesim-0.19's way, for comparison); false: fsyncs run in the background while it goes on stepping, and only what depends on them (votes, acknowledgements, applying) waits", func(c *config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return errors.New("must be true or false")
-		}
-		c.SyncWrites = b
-		return nil
-	}),
+	svcmain.S("peer-insecure", "FENCESIM_NODE_PEER_INSECURE", "false", "true: replicas talk without TLS and trust whoever reaches the Raft port; only with loopback Raft addresses (a -dev-cluster without certificates)", svcmain.Bool(func(c *config, b bool) { c.PeerInsecure = b })),
+	svcmain.S("sync-writes", "FENCESIM_NODE_SYNC_WRITES", "false", "true: the replica fsyncs each batch of Raft writes before it handles anything else (fencesim-0.19's way, for comparison); false: fsyncs run in the background while it goes on stepping, and only what depends on them (votes, acknowledgements, applying) waits", svcmain.Bool(func(c *config, b bool) { c.SyncWrites = b })),
 	svcmain.TestHooks(func(c *config, on bool) { c.TestHooks = on }),
 	svcmain.TokenKeyFile("FENCESIM_NODE_TOKEN_KEY_FILE", "with it every grant carries a MAC of its token (token_mac) that fencesim-store checks", func(c *config, k []byte) { c.TokenKey = k }),
 }

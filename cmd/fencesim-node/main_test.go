@@ -58,6 +58,7 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"-dev-cluster", "3", "-id", "0"}, nil, "leave -id, -peers, -listen and -peer-listen unset"},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_REQUEST_TIMEOUT": "2"}, `FENCESIM_NODE_REQUEST_TIMEOUT="2": must be a duration in 10ms..1m0s`},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers, "-log-format", "xml"}, nil, `-log-format="xml": must be text or json`},
+		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_SYNC_WRITES": "maybe"}, `FENCESIM_NODE_SYNC_WRITES="maybe": must be true or false`},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_ADMISSION": "vegas"}, `FENCESIM_NODE_ADMISSION="vegas": must be one of gradient, aimd, static`},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_TOKEN_OFFSET": "-1"}, `FENCESIM_NODE_TOKEN_OFFSET="-1": must be an integer in 0..18446742974197923840`},
 		{[]string{"-id", "0", "-data", dir, "-peers", peers}, map[string]string{"FENCESIM_NODE_SNAPSHOT_ENTRIES": "-1"}, `FENCESIM_NODE_SNAPSHOT_ENTRIES="-1": must be an integer in 0..100000000`},

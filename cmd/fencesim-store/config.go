@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/fencesim/fencesim/internal/svcmain"
@@ -65,14 +64,7 @@ var baseSettings = []svcmain.Setting[config]{
 	}),
 	svcmain.TestHooks(func(c *config, on bool) { c.TestHooks = on }),
 	svcmain.TokenKeyFile("FENCESIM_STORE_TOKEN_KEY_FILE", "with it a write needs the lock service's MAC of its token (else 403)", func(c *config, k []byte) { c.TokenKey = k }),
-	svcmain.S("unfenced", "FENCESIM_STORE_UNFENCED", "false", "TEST ONLY (needs FENCESIM_TEST_HOOKS=1): true accepts every write and records its token, for live runs of lock services without fencing", func(c *config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return errors.New("must be true or false")
-		}
-		c.Unfenced = b
-		return nil
-	}),
+	svcmain.S("unfenced", "FENCESIM_STORE_UNFENCED", "false", "TEST ONLY (needs FENCESIM_TEST_HOOKS=1): true accepts every write and records its token, for live runs of lock services without fencing", svcmain.Bool(func(c *config, b bool) { c.Unfenced = b })),
 }
 
 // loadConfig reads every setting from args (flags), else env, else its

@@ -162,6 +162,18 @@ func DurIn[C any](lo, hi time.Duration, set func(*C, time.Duration)) func(*C, st
 	}
 }
 
+// Bool accepts true or false (and strconv.ParseBool's other spellings).
+func Bool[C any](set func(*C, bool)) func(*C, string) error {
+	return func(c *C, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("must be true or false")
+		}
+		set(c, b)
+		return nil
+	}
+}
+
 // ValidHostname reports whether h is a syntactically valid host name.
 func ValidHostname(h string) bool {
 	for _, part := range strings.Split(h, ".") {

@@ -37,12 +37,7 @@ func TestLeaderSyncOverlapsFollowers(t *testing.T) {
 	cfg := workload.DefaultConfig("a", peers, peers[0], "r")
 	cfg.Cycles, cfg.WritesPerHold, cfg.StartDelay, cfg.Observer = 5, 0, time.Second, obs
 	w.AddNode(cfg.Name, func() sim.Process { return workload.New(cfg, nil) }, fakeclock.Config{})
-	// Slow disks once a leader is elected, so that the election is quick.
-	w.At(500*time.Millisecond, "slow disks", func() {
-		for _, id := range peers {
-			w.SetSyncDelay(id, syncDelay)
-		}
-	})
+	slowDisksAfterElection(w, peers, syncDelay)
 	w.Run(5*time.Second, 1_000_000)
 	if len(latencies) < 3 {
 		t.Fatalf("only %d acquires granted", len(latencies))
@@ -91,11 +86,7 @@ func TestAsyncWritesKeepTheLoopGoing(t *testing.T) {
 			cfg.Cycles, cfg.WritesPerHold, cfg.StartDelay, cfg.Observer = 1000, 0, time.Second, obs
 			w.AddNode(cfg.Name, func() sim.Process { return workload.New(cfg, nil) }, fakeclock.Config{})
 		}
-		w.At(500*time.Millisecond, "slow disks", func() {
-			for _, id := range peers {
-				w.SetSyncDelay(id, syncDelay)
-			}
-		})
+		slowDisksAfterElection(w, peers, syncDelay)
 		w.Run(6*time.Second, 10_000_000)
 		if n == 0 {
 			t.Fatalf("async %v: no acquire granted", async)
@@ -112,4 +103,14 @@ func TestAsyncWritesKeepTheLoopGoing(t *testing.T) {
 		t.Errorf("asynchronous writes granted %d acquires in %v on average, against %d in %v: want 30 %% more, in under 60 %% of the time",
 			asyncN, asyncLat, syncN, syncLat)
 	}
+}
+
+// slowDisksAfterElection gives peers disks whose every sync takes delay
+// from 500 ms on, once a leader is elected, so that the election is quick.
+func slowDisksAfterElection(w *sim.World, peers []sim.NodeID, delay time.Duration) {
+	w.At(500*time.Millisecond, "slow disks", func() {
+		for _, id := range peers {
+			w.SetSyncDelay(id, delay)
+		}
+	})
 }
