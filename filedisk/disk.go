@@ -120,8 +120,9 @@ type Disk struct {
 	// be written, whether the writer goroutine runs, and idle, signalled
 	// when it stops. While it runs it owns the log's files (seg, segName,
 	// segFirst, segments), which everyone else touches only once it is
-	// idle (waitIdle); the counters others read (seq, segSize, logSize)
-	// it updates holding mu.
+	// idle (waitIdle); the counters others read after a write (seq,
+	// segSize, logSize) it updates holding mu (roll resets segSize
+	// without it: nobody else reads it while the writer runs).
 	jobs    []syncJob
 	writing bool
 	idle    sync.Cond

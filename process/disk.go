@@ -47,9 +47,10 @@ type SyncNotifier interface {
 	// SyncThen makes every write so far durable, as Sync does, without
 	// waiting for it. It reports true when they are durable already (done
 	// is then never called). Otherwise it reports false, and done runs
-	// later as an event of the process (never during another of its
-	// events) once they are durable — unless the process crashed or
-	// stopped first. Syncs complete in the order they were asked for, and
+	// once they are durable — unless the process crashed or stopped
+	// first. The Env's disk runs it as an event of the process, never
+	// during another of its events (filedisk.Disk itself calls it on its
+	// writer goroutine; realrt posts it to the node's executor). Syncs complete in the order they were asked for, and
 	// a Sync makes the writes of every SyncThen before it durable too
 	// (their done still runs, later).
 	SyncThen(done func()) bool

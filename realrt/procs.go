@@ -18,8 +18,10 @@ import (
 //
 // So a node holds one P of its own while it runs: Start raises GOMAXPROCS
 // by one, Close lowers it again, and once no node runs the process's
-// GOMAXPROCS is what it was before the first. A GOMAXPROCS environment
-// variable is the operator's choice and is left alone.
+// GOMAXPROCS is what it was before the first — the runtime's own default
+// again (which follows the machine's and the container's CPU limit) if it
+// was that. A GOMAXPROCS environment variable is the operator's choice and
+// is left alone.
 var procs struct {
 	sync.Mutex
 	nodes int // nodes holding a P
@@ -51,5 +53,14 @@ func releaseProc() {
 	procs.Lock()
 	defer procs.Unlock()
 	procs.nodes--
-	runtime.GOMAXPROCS(procs.base + procs.nodes)
+	if procs.nodes > 0 {
+		runtime.GOMAXPROCS(procs.base + procs.nodes)
+		return
+	}
+	// Setting GOMAXPROCS turned off the runtime's default; back to it,
+	// unless the program had set another value before the first node.
+	runtime.SetDefaultGOMAXPROCS()
+	if runtime.GOMAXPROCS(0) != procs.base {
+		runtime.GOMAXPROCS(procs.base)
+	}
 }

@@ -307,8 +307,11 @@ func (d *Disk) SyncThen(done func()) bool {
 		// begins when it is free.
 		d.syncSeq++
 		start := now
+		if len(d.inflight) > 0 {
+			start = max(start, d.inflightDone) // a slow Sync of this event
+		}
 		if n > 0 {
-			start = max(now, d.pending[n-1].at)
+			start = max(start, d.pending[n-1].at)
 		}
 		d.pending = append(d.pending, pendingSync{start: start, at: start + delay, seq: d.syncSeq})
 		n++
@@ -347,8 +350,8 @@ func (d *Disk) settlePending() {
 	if k > 0 {
 		clear(d.pending[:k])
 		d.pending = append(d.pending[:0], d.pending[k:]...)
-		if len(d.pending) == 0 && len(d.dirty) == 0 && len(d.inflight) == 0 {
-			d.last = nil
+		if l := d.last; l != nil && !l.isDirty && !l.isFlushed && l.pending == 0 {
+			d.last = nil // durable now: nothing left to tear
 		}
 	}
 }
@@ -381,8 +384,8 @@ func (d *Disk) settle() {
 		d.commit(r)
 	}
 	d.inflight = d.inflight[:0]
-	if len(d.dirty) == 0 {
-		d.last = nil
+	if len(d.dirty) == 0 && (d.last == nil || d.last.pending == 0) {
+		d.last = nil // durable now: nothing left to tear
 	}
 }
 
@@ -444,7 +447,11 @@ func (d *Disk) Dirty() int {
 	d.settle()
 	n := len(d.dirty) + len(d.inflight)
 	for i := range d.pending {
-		n += len(d.pending[i].writes)
+		for _, w := range d.pending[i].writes {
+			if !w.r.isDirty && !w.r.isFlushed && w.r.syncedSeq < d.pending[i].seq {
+				n++ // not since covered by a Sync
+			}
+		}
 	}
 	return n
 }

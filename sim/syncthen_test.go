@@ -132,3 +132,52 @@ func TestSyncThenCallsWhileASyncRunsShareTheNext(t *testing.T) {
 		t.Errorf("k = %q after the shared sync, want the third write", got)
 	}
 }
+
+// TestSyncThenWaitsForASlowSyncOfItsEvent: a SyncThen after slow Syncs of
+// the same event begins when they end, as a disk syncs one at a time: on
+// a 10 ms disk two Syncs stall the node until 20 ms, and a SyncThen made
+// after them completes at 30 ms — a crash at 25 ms keeps the Syncs'
+// writes and loses its.
+func TestSyncThenWaitsForASlowSyncOfItsEvent(t *testing.T) {
+	w := newWorld(t, Config{Seed: 1})
+	b, pb := addProbe(t, w, "b")
+	w.SetSyncDelay(b, 10*ms)
+	pb.onStart = func(p *proc) {
+		d := p.env.Disk()
+		d.Write("k1", []byte("1"))
+		d.Sync()
+		d.Write("k2", []byte("2"))
+		d.Sync()
+		d.Write("k3", []byte("3"))
+		d.(process.SyncNotifier).SyncThen(func() { t.Error("done ran although the crash came before its sync completed") })
+	}
+	w.At(25*ms, "crash", func() { w.Crash(b) })
+	runAll(t, w)
+	d := w.Disk(b)
+	if got := d.Keys(""); !slices.Equal(got, []string{"k1", "k2"}) {
+		t.Errorf("after a crash at 25 ms the disk holds %v, want [k1 k2]", got)
+	}
+}
+
+// TestTornCrashNeverTearsADurableWrite: once the SyncThen that covered
+// the last write has completed, a torn crash keeps that write whole, even
+// with a later, empty sync still in flight.
+func TestTornCrashNeverTearsADurableWrite(t *testing.T) {
+	w := newWorld(t, Config{Seed: 1})
+	b, pb := addProbe(t, w, "b")
+	w.SetSyncDelay(b, 10*ms)
+	pb.onStart = func(p *proc) {
+		d := p.env.Disk().(interface {
+			process.Disk
+			process.SyncNotifier
+		})
+		d.Append("log", []byte("abcdef"))
+		d.SyncThen(func() {}) // completes at 10 ms
+		d.SyncThen(func() {}) // nothing new: completes at 20 ms
+	}
+	w.At(15*ms, "torn crash", func() { w.CrashTorn(b, 0.5) })
+	runAll(t, w)
+	if got := read(w.Disk(b), "log"); got != "abcdef" {
+		t.Errorf("a torn crash after the write's sync completed left %q, want it whole", got)
+	}
+}

@@ -41,14 +41,17 @@
 // With Config.AsyncStorageWrites (etcd raft's option of the same name) the
 // caller may call Advance before step 1's writes are durable and go on
 // stepping, ticking and proposing while they reach the disk; it reports
-// each Ready's entries durable with Persisted(index, term) of its last
-// entry, in the order it wrote them. The node then counts a leader towards
-// a quorum only for entries so reported, hands out in CommittedEntries only
-// entries so reported (a replica never acts on an entry its own disk may
-// still lose), and ignores a report whose entry a new leader replaced
-// meanwhile. The votes and acknowledgements of a Ready must still wait for
-// its writes — and, since a later Ready's acknowledgement may cover entries
-// an earlier one wrote, for the writes of every Ready before it.
+// each Ready's entries durable with Persisted(Ready.Mark), in the order it
+// wrote them. The node then counts a leader towards a quorum only for
+// entries so reported, hands out in CommittedEntries only entries so
+// reported (a replica never acts on an entry its own disk may still lose),
+// and does not count entries a truncation replaced after the write was
+// handed out — even ones a later leader put back with the same index and
+// term. The votes and acknowledgements of a Ready must still wait for its
+// writes — and, since a later Ready's acknowledgement may cover entries an
+// earlier one wrote, for the writes of every Ready before it. A
+// Ready.Snapshot must be durable before the caller moves on (the node
+// counts the log persisted up to it at once).
 //
 // The package does no I/O, reads no clock, starts no goroutines and uses no
 // channels, select, mutexes, wall-clock time, global math/rand or

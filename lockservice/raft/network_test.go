@@ -88,6 +88,7 @@ type netNode struct {
 type pendingWrite struct {
 	hs      HardState
 	entries []Entry
+	mark    LogMark
 	msgs    []Message
 }
 
@@ -297,7 +298,7 @@ func (nw *network) handleReady(nn *netNode) {
 	var held *pendingWrite
 	if nw.opts.async && (rd.MustSync || len(nn.pending) > 0) {
 		if rd.MustSync {
-			nn.pending = append(nn.pending, pendingWrite{hs: st.hs, entries: slices.Clone(rd.Entries)})
+			nn.pending = append(nn.pending, pendingWrite{hs: st.hs, entries: slices.Clone(rd.Entries), mark: rd.Mark})
 		}
 		held = &nn.pending[len(nn.pending)-1]
 	}
@@ -385,8 +386,8 @@ func (nw *network) completeWrites(nn *netNode, n int) {
 			nw.trace = append(nw.trace, fmt.Sprintf("%v %+v", m, m.Entries))
 			nw.queue = append(nw.queue, m)
 		}
-		if k := len(p.entries); k > 0 {
-			nn.node.Persisted(p.entries[k-1].Index, p.entries[k-1].Term)
+		if len(p.entries) > 0 {
+			nn.node.Persisted(p.mark)
 		}
 	}
 	nn.pending = append(nn.pending[:0], nn.pending[n:]...)

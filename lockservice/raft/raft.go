@@ -86,6 +86,11 @@ type Node struct {
 	maxEntries       uint64 // entries per MsgApp (Config.MaxEntriesPerMsg)
 	maxInflight      int    // appends in flight per peer (Config.MaxInflightMsgs)
 	asyncWrites      bool   // Config.AsyncStorageWrites: Persisted, not Advance, marks entries durable
+	// epoch counts the truncations of entries handed out for persisting
+	// (AsyncStorageWrites), and truncs are those a write report still in
+	// flight may predate: each epoch and the first index it replaced.
+	epoch  uint64
+	truncs []truncation
 
 	term uint64
 	vote ID
@@ -588,6 +593,9 @@ func (n *Node) handleAppend(m Message) {
 		if ci <= n.log.lastIndex() {
 			n.marks.Hit(coverage.RaftLogTruncated)
 		}
+		if ci <= n.handed {
+			n.truncated(ci)
+		}
 		n.log.truncateAndAppend(m.Entries[ci-m.Index-1:])
 		n.handed = min(n.handed, ci-1)
 	} else if len(m.Entries) > 0 {
@@ -619,6 +627,7 @@ func (n *Node) handleSnapshot(m Message) {
 		return
 	}
 	n.marks.Hit(coverage.RaftSnapshotRestored)
+	n.truncated(s.Index + 1) // the whole log is replaced
 	n.log.restore(s)
 	n.snapshot, n.snapshotReady = s, true
 	// Nothing older is left to hand out: entries, and committed entries
@@ -981,6 +990,9 @@ func (n *Node) Ready() Ready {
 	}
 	n.prevSoft, n.prevHard = rd.SoftState, rd.HardState
 	n.handed = n.log.lastIndex()
+	if len(rd.Entries) > 0 {
+		rd.Mark = LogMark{Index: n.handed, Epoch: n.epoch}
+	}
 	return rd
 }
 
@@ -996,23 +1008,48 @@ func (n *Node) Advance() {
 	}
 }
 
-// Persisted tells a node with AsyncStorageWrites that its log is durable
-// up to index, whose entry had term term when the caller wrote it. A
-// report whose entry has since been replaced (a truncation by a new
-// leader; the new entry's write is still to come), or that says nothing
-// new, is ignored.
-func (n *Node) Persisted(index, term uint64) {
+// truncation is a replacement of log entries handed out for persisting:
+// from index on, in epoch.
+type truncation struct{ epoch, index uint64 }
+
+// truncated records that the entries from index on, some of them handed
+// out for persisting, were replaced (AsyncStorageWrites): a write of them
+// still in flight makes durable only what precedes index.
+func (n *Node) truncated(index uint64) {
+	if !n.asyncWrites {
+		return
+	}
+	n.epoch++
+	n.truncs = append(n.truncs, truncation{n.epoch, index})
+}
+
+// Persisted tells a node with AsyncStorageWrites that the write m
+// (Ready.Mark) is durable, and with it every write handed out before it;
+// the caller reports writes in the order it made them. Entries a
+// truncation replaced after m was handed out are not counted — their
+// replacements' write is still to come — even where the same index and
+// term came back since. A report that says nothing new is ignored.
+func (n *Node) Persisted(m LogMark) {
 	if !n.asyncWrites {
 		panic("raft: Persisted called on a node without Config.AsyncStorageWrites; Advance reports the writes")
 	}
-	if index <= n.log.stable() || index > n.handed {
-		return
+	upTo := min(m.Index, n.handed)
+	k := 0
+	for _, t := range n.truncs {
+		if t.epoch > m.Epoch {
+			upTo = min(upTo, t.index-1)
+			n.truncs[k] = t
+			k++
+		}
 	}
-	if t, ok := n.log.term(index); !ok || t != term {
+	// Reports come in order: no later one predates what this one follows.
+	n.truncs = n.truncs[:k]
+	if upTo < m.Index {
 		n.marks.Hit(coverage.RaftPersistedReplaced)
-		return
 	}
-	n.stableTo(index)
+	if upTo > n.log.stable() {
+		n.stableTo(upTo)
+	}
 }
 
 // stableTo marks the log durable up to index; a leader counts itself

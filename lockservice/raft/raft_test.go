@@ -1305,19 +1305,20 @@ func TestAsyncAppliesOnlyPersistedEntries(t *testing.T) {
 	if len(rd.Entries) != 2 || len(rd.CommittedEntries) != 0 {
 		t.Fatalf("Ready: %d entries to persist, %d to apply; want 2 and none (none persisted yet)", len(rd.Entries), len(rd.CommittedEntries))
 	}
+	mark := rd.Mark
 	n.Advance()
 	if n.HasReady() {
 		t.Fatalf("after Advance, with nothing persisted, the node has a Ready: %+v", n.Ready())
 	}
-	n.Persisted(1, 1)
+	n.Persisted(LogMark{Index: 1, Epoch: mark.Epoch}) // part of the write, as a report may say
 	rd = n.Ready()
 	if len(rd.CommittedEntries) != 1 || rd.CommittedEntries[0].Index != 1 {
-		t.Fatalf("after Persisted(1, 1): %v to apply, want entry 1 only", rd.CommittedEntries)
+		t.Fatalf("after entry 1 persisted: %v to apply, want entry 1 only", rd.CommittedEntries)
 	}
 	n.Advance()
-	n.Persisted(2, 1)
+	n.Persisted(mark)
 	if rd = n.Ready(); len(rd.CommittedEntries) != 1 || rd.CommittedEntries[0].Index != 2 {
-		t.Fatalf("after Persisted(2, 1): %v to apply, want entry 2", rd.CommittedEntries)
+		t.Fatalf("after the write persisted: %v to apply, want entry 2", rd.CommittedEntries)
 	}
 }
 
@@ -1330,25 +1331,58 @@ func TestAsyncPersistedIgnoresReplacedEntries(t *testing.T) {
 	if err := n.Step(Message{Type: MsgApp, From: 2, To: 1, Term: 1, Entries: old, Commit: 1}); err != nil {
 		t.Fatal(err)
 	}
-	n.Ready()
+	first := n.Ready().Mark
 	n.Advance()
 	// Leader 3 of term 2 replaces entry 2 before the first write completes.
 	repl := []Entry{{Term: 2, Index: 2, Data: []byte("new")}}
 	if err := n.Step(Message{Type: MsgApp, From: 3, To: 1, Term: 2, Index: 1, LogTerm: 1, Entries: repl, Commit: 2}); err != nil {
 		t.Fatal(err)
 	}
-	n.Ready()
+	second := n.Ready().Mark
 	n.Advance()
-	n.Persisted(2, 1) // the first write: entry 2 of term 1, replaced
+	n.Persisted(first) // entry 1, and entry 2 of term 1, replaced
 	rd := n.Ready()
-	if len(rd.CommittedEntries) != 0 {
-		t.Fatalf("a completed write of replaced entry 2/1 let %v apply; want nothing until 2/2 is durable", rd.CommittedEntries)
+	if len(rd.CommittedEntries) != 1 || rd.CommittedEntries[0].Index != 1 {
+		t.Fatalf("a completed write of entries 1 and the replaced 2/1 let %v apply; want entry 1 only until 2/2 is durable", rd.CommittedEntries)
 	}
 	n.Advance()
-	n.Persisted(2, 2)
+	n.Persisted(second)
 	rd = n.Ready()
-	if len(rd.CommittedEntries) != 2 || string(rd.CommittedEntries[1].Data) != "new" {
-		t.Fatalf("after Persisted(2, 2): %v to apply, want entries 1 and the new 2", rd.CommittedEntries)
+	if len(rd.CommittedEntries) != 1 || string(rd.CommittedEntries[0].Data) != "new" {
+		t.Fatalf("after the second write: %v to apply, want the new entry 2", rd.CommittedEntries)
+	}
+}
+
+// TestAsyncPersistedIgnoresEntriesReplacedAndPutBack: a write's report
+// does not cover entries a truncation replaced after it was handed out,
+// even when a later leader put the same index and term back (the entries
+// are alike, but their new write is still to come: the old one's data
+// was cut from the disk).
+func TestAsyncPersistedIgnoresEntriesReplacedAndPutBack(t *testing.T) {
+	n := asyncNode(t)
+	orig := []Entry{{Term: 1, Index: 1, Data: []byte("a")}, {Term: 1, Index: 2, Data: []byte("b")}, {Term: 1, Index: 3, Data: []byte("c")}}
+	if err := n.Step(Message{Type: MsgApp, From: 2, To: 1, Term: 1, Entries: orig}); err != nil {
+		t.Fatal(err)
+	}
+	w1 := n.Ready().Mark
+	n.Advance()
+	// A leader of term 2 cuts at 2; one of term 3, which holds 2..3 of
+	// term 1, cuts again at 2 and puts them back, with 4 and commit 4.
+	if err := n.Step(Message{Type: MsgApp, From: 3, To: 1, Term: 2, Index: 1, LogTerm: 1, Entries: []Entry{{Term: 2, Index: 2, Data: []byte("x")}}}); err != nil {
+		t.Fatal(err)
+	}
+	n.Ready()
+	n.Advance()
+	back := append(slices.Clone(orig[1:]), Entry{Term: 3, Index: 4, Data: []byte("d")})
+	if err := n.Step(Message{Type: MsgApp, From: 2, To: 1, Term: 3, Index: 1, LogTerm: 1, Entries: back, Commit: 4}); err != nil {
+		t.Fatal(err)
+	}
+	n.Ready()
+	n.Advance()
+	n.Persisted(w1)
+	rd := n.Ready()
+	if len(rd.CommittedEntries) != 1 || rd.CommittedEntries[0].Index != 1 {
+		t.Fatalf("the first write's late report let %v apply; want entry 1 only (2 and 3 were cut and their new write is pending)", rd.CommittedEntries)
 	}
 }
 
@@ -1371,6 +1405,7 @@ func TestAsyncLeaderCountsItselfOnPersisted(t *testing.T) {
 	if len(rd.Entries) != 1 || rd.Entries[0].Index != idx {
 		t.Fatalf("Ready entries %v, want entry %d to persist", rd.Entries, idx)
 	}
+	mark := rd.Mark
 	n.Advance()
 	if got := n.Status().Commit; got != commit {
 		t.Fatalf("Advance without Persisted moved the leader's commit to %d", got)
@@ -1382,9 +1417,9 @@ func TestAsyncLeaderCountsItselfOnPersisted(t *testing.T) {
 	if got := n.Status().Commit; got != commit {
 		t.Fatalf("leader committed %d on one follower's ack while its own write was in flight; want %d", got, commit)
 	}
-	n.Persisted(idx, term)
+	n.Persisted(mark)
 	if got := n.Status().Commit; got != idx {
-		t.Errorf("after Persisted(%d, %d) the leader's commit is %d, want %d", idx, term, got, idx)
+		t.Errorf("after its write of %d/%d persisted the leader's commit is %d, want %d", idx, term, got, idx)
 	}
 }
 
@@ -1397,5 +1432,5 @@ func TestPersistedNeedsAsyncStorageWrites(t *testing.T) {
 			t.Errorf("Persisted on a synchronous node: recovered %v, want a panic naming AsyncStorageWrites", r)
 		}
 	}()
-	n.Persisted(1, 1)
+	n.Persisted(LogMark{Index: 1})
 }

@@ -246,6 +246,18 @@ type Ready struct {
 	// after persisting. After a restart they start again after the
 	// snapshot the node was given (Config.Snapshot), or from index 1.
 	CommittedEntries []Entry
+	// Mark, for a Ready with Entries on a node with
+	// Config.AsyncStorageWrites, is what to hand Persisted once Entries
+	// (and everything written before them) are durable.
+	Mark LogMark
+}
+
+// LogMark names a write of log entries (Ready.Mark): the last index it
+// wrote and the node's count of log truncations when it was handed out,
+// so that Persisted can tell which of its entries a later truncation
+// replaced — even ones put back since with the same index and term.
+type LogMark struct {
+	Index, Epoch uint64
 }
 
 // Status is a snapshot of a node's state for tests, metrics and debugging;

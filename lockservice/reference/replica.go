@@ -712,14 +712,13 @@ func (r *Replica) async() bool {
 }
 
 // heldSync is a Ready written and not yet known durable (AsyncWrites): the
-// votes and acknowledgements that wait for it, and what it persisted.
+// votes and acknowledgements that wait for it, and its entries' mark for
+// Raft (zero: it wrote none).
 type heldSync struct {
-	seq   uint64
-	done  bool // its sync completed; it waits for an older one
-	msgs  []raft.Message
-	term  uint64 // the hard state's term
-	voted bool
-	last  raft.Entry // its last log entry (zero: none)
+	seq  uint64
+	done bool // its sync completed; it waits for an older one
+	msgs []raft.Message
+	mark raft.LogMark
 }
 
 // persistAsync is flush's path with AsyncWrites: a leader's appends leave
@@ -734,7 +733,7 @@ func (r *Replica) persistAsync(rd raft.Ready) {
 		r.send(rd.Messages, promisingMessages)
 		return
 	}
-	h := heldSync{term: rd.HardState.Term}
+	var h heldSync
 	for _, m := range rd.Messages {
 		if !(m.Type == raft.MsgApp || m.Type == raft.MsgHeartbeat || m.Type == raft.MsgSnap) {
 			h.msgs = append(h.msgs, m) // a copy: Ready.Messages is reused
@@ -745,8 +744,8 @@ func (r *Replica) persistAsync(rd raft.Ready) {
 		last.msgs = append(last.msgs, h.msgs...)
 		return
 	}
-	h.voted = r.write(rd)
-	h.last = lastEntry(rd.Entries)
+	voted := r.write(rd)
+	h.mark = rd.Mark
 	r.syncSeq++
 	h.seq = r.syncSeq
 	if len(r.syncing) > 0 {
@@ -754,7 +753,12 @@ func (r *Replica) persistAsync(rd raft.Ready) {
 	}
 	r.syncing = append(r.syncing, h)
 	seq := h.seq
-	if r.env.Disk().(process.SyncNotifier).SyncThen(func() { r.syncDone(seq, true) }) {
+	synced := r.env.Disk().(process.SyncNotifier).SyncThen(func() { r.syncDone(seq, true) })
+	// The moments the nemesis aims crashes at come with the writes, as
+	// without AsyncWrites: a crash right after them stops their sync, and
+	// the messages that depend on it never leave.
+	r.persisted(rd.HardState.Term, voted, lastEntry(rd.Entries))
+	if synced {
 		r.syncDone(seq, false)
 	}
 }
@@ -773,10 +777,9 @@ func (r *Replica) syncDone(seq uint64, later bool) {
 	k := 0
 	for k < len(r.syncing) && r.syncing[k].done {
 		h := r.syncing[k]
-		r.persisted(h.term, h.voted, h.last)
 		r.send(h.msgs, allMessages)
-		if h.last.Index > 0 {
-			r.node.Persisted(h.last.Index, h.last.Term)
+		if h.mark.Index > 0 {
+			r.node.Persisted(h.mark)
 		}
 		k++
 	}
