@@ -134,7 +134,8 @@ type Disk struct {
 	err      error // sticky: set by the first I/O error
 	closed   bool
 
-	syncDelay atomic.Int64 // test-only failpoint: nanoseconds each fsync of a batch waits (SetSyncDelay)
+	syncDelay atomic.Int64  // test-only failpoint: nanoseconds each fsync of a batch waits (SetSyncDelay)
+	fsyncs    atomic.Uint64 // fsyncs of batches since Open (Fsyncs)
 }
 
 // SetSyncDelay makes every later Sync that writes something wait d before
@@ -576,8 +577,14 @@ func (d *Disk) writeBatches(data []byte, first uint64) error {
 	if err := d.seg.Sync(); err != nil {
 		return failure("fsync "+d.seg.Name(), err)
 	}
+	d.fsyncs.Add(1)
 	return nil
 }
+
+// Fsyncs reports how many fsyncs of batches the disk made since Open: one
+// a Sync that wrote something, one for all the SyncThen batches a writer
+// round gathered. Safe from any goroutine.
+func (d *Disk) Fsyncs() uint64 { return d.fsyncs.Load() }
 
 // wrote counts n bytes written, through batch last. The caller holds mu.
 func (d *Disk) wrote(n int64, last uint64) {

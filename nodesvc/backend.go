@@ -557,6 +557,9 @@ func (b *Backend) Collectors() []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fencesim_node_raft_leader_id", Help: "The id of the leader as this replica last saw it, -1 if unknown.",
 		}, func() float64 { return float64(b.leader.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fencesim_node_disk_fsyncs_total", Help: "fsyncs of the replica's write batches since it started (one a group of Raft writes: group commit and background syncs share them).",
+		}, func() float64 { return float64(b.node.Fsyncs()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fencesim_node_raft_start_snapshot_index", Help: "The index of the snapshot the replica started from (0: none).",
 		}, func() float64 { return float64(b.loadedSnap.Load()) }),

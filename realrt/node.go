@@ -282,6 +282,11 @@ func (n *Node) AdjustClock(ctx context.Context, offset time.Duration, ppm int64)
 // off), a slow disk: a test-only fault for live runs (filedisk's failpoint).
 func (n *Node) SetSyncDelay(delay time.Duration) { n.disk.SetSyncDelay(delay) }
 
+// Fsyncs reports how many fsyncs of write batches the node's disk made
+// since Start (filedisk.Disk.Fsyncs): with group commit and background
+// syncs, far fewer than its Raft Readys.
+func (n *Node) Fsyncs() uint64 { return n.disk.Fsyncs() }
+
 // Addr is the address the node accepts peers on (useful with ":0").
 func (n *Node) Addr() net.Addr { return n.tr.ln.Addr() }
 
