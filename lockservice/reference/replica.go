@@ -798,9 +798,13 @@ func (r *Replica) leadership(leader bool) {
 	if leader {
 		r.elected() // also a new term led without a step down in between
 	}
-	if leader == r.leader {
+	if leader == r.leader && (leader || len(r.pending) == 0 && r.inflight == 0 && r.parkedN == 0) {
 		return
 	}
+	// (Not leading, with requests still pending: this replica led and
+	// stepped down within one batch of events — group commit flushes once
+	// a batch — so it never saw itself lead; they are dropped all the
+	// same, or they would hold its ingress bound for good.)
 	r.leader = leader
 	if leader {
 		// Restart every lease at its full TTL: the new leader cannot know
