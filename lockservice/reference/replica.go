@@ -246,6 +246,9 @@ type Replica struct {
 	// (AsyncWrites), oldest first; syncSeq numbers them.
 	syncing []heldSync
 	syncSeq uint64
+	// asyncWrites: this process syncs in the background (async), decided
+	// once at Start rather than by a type assertion every Ready.
+	asyncWrites bool
 
 	// snapshot is the slotted record of the newest snapshot; sinceSnap
 	// and sinceSnapBytes count the entries and command bytes applied since
@@ -336,11 +339,12 @@ func (r *Replica) Start(env process.Env) {
 	for i, p := range r.cfg.Peers {
 		peers[i] = raftID(p)
 	}
+	r.asyncWrites = r.async()
 	rc := raft.Config{
 		ID: raftID(env.ID()), Peers: peers, ElectionTick: r.cfg.ElectionTick, HeartbeatTick: r.cfg.HeartbeatTick,
 		Rand: env.Rand(), PreVote: true, CheckQuorum: true, HardState: hs, Snapshot: snap, Entries: entries, Quorum: r.cfg.Quorum,
 		Marks: r.cfg.Marks, MaxEntriesPerMsg: r.cfg.MaxAppendEntries, MaxInflightMsgs: r.cfg.MaxInflight,
-		AsyncStorageWrites: r.async(),
+		AsyncStorageWrites: r.asyncWrites,
 	}
 	if len(entries) > 0 {
 		r.cfg.Marks.Hit(coverage.ReplicaRestartReplay)
@@ -526,7 +530,7 @@ func (r *Replica) flush() {
 		for r.node.HasReady() {
 			rd := r.node.Ready()
 			switch {
-			case r.async():
+			case r.asyncWrites:
 				r.persistAsync(rd)
 			case !rd.MustSync:
 				r.send(rd.Messages, allMessages)
