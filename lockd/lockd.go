@@ -46,11 +46,15 @@ var (
 	heldScript          = redis.NewScript(scripts.Held)
 )
 
-// run runs one script call.
+// run runs one script call: in a pipeline with the calls made at the same
+// time (pipeline.go), or alone with Options.Pipelines < 0.
 func (b *Backend) run(ctx context.Context, s *redis.Script, c scripts.Call) *redis.Cmd {
 	args := make([]any, len(c.Args))
 	for i, a := range c.Args {
 		args[i] = a
+	}
+	if b.pipe != nil {
+		return b.pipe.run(ctx, s, c.Keys, args)
 	}
 	return s.Run(ctx, b.rdb, c.Keys, args...)
 }
@@ -91,6 +95,11 @@ type Options struct {
 	// waiters queued can hold up the lock's next grant. Its waiters refresh
 	// every quarter of it.
 	QueueLease time.Duration
+	// Pipelines is how many pipelines of script calls may be out at once
+	// (0: 4): the calls requests make at the same time share them, a
+	// write and a read for many calls (pipeline.go). Negative: each call
+	// on a connection of its own, as a plain Redis client makes it.
+	Pipelines int
 }
 
 // ErrFenceLost: Redis lost or rewound the data the fence counters live in,
@@ -105,6 +114,7 @@ type Backend struct {
 	opts  Options
 	queue scripts.Queue
 	waker *waker
+	pipe  *pipeliner // nil: every call alone
 
 	mu       sync.Mutex
 	warnings []string
@@ -139,8 +149,15 @@ func New(rdb redis.UniversalClient, opts Options) *Backend {
 	if opts.QueueLease <= 0 {
 		opts.QueueLease = scripts.QueueLease
 	}
+	if opts.Pipelines == 0 {
+		opts.Pipelines = defaultPipelines
+	}
+	var pipe *pipeliner
+	if opts.Pipelines > 0 {
+		pipe = newPipeliner(rdb, opts.Pipelines)
+	}
 	q := scripts.Queue{Prefix: opts.Prefix}
-	return &Backend{rdb: rdb, opts: opts, queue: q, waker: newWaker(rdb, q.Channel(), opts.Logger), durable: prometheus.NewGauge(prometheus.GaugeOpts{
+	return &Backend{rdb: rdb, opts: opts, queue: q, pipe: pipe, waker: newWaker(rdb, q.Channel(), opts.Logger), durable: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencesim_lockd_redis_durable",
 		Help: "1 if Redis persists every write before replying (appendonly yes, appendfsync always), so fence tokens survive a Redis restart; 0 if not or unknown.",
 	}), lostGauge: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -464,9 +481,15 @@ func (b *Backend) Get(ctx context.Context, resource string) (lockapi.LockState, 
 	return lockapi.LockState{Held: st.Held, Holder: st.Holder, Token: st.Token, TTL: st.TTL, LastToken: st.LastToken}, err
 }
 
-// Close ends the wait queue's subscription; the Redis client is the
-// caller's to close.
-func (b *Backend) Close() error { return b.waker.close() }
+// Close ends the wait queue's subscription and the pipelines' lanes (calls
+// made after it go each on a connection of its own); the Redis client is
+// the caller's to close.
+func (b *Backend) Close() error {
+	if b.pipe != nil {
+		b.pipe.close()
+	}
+	return b.waker.close()
+}
 
 // Ping reports whether Redis answers.
 func (b *Backend) Ping(ctx context.Context) error { return b.rdb.Ping(ctx).Err() }
@@ -484,7 +507,7 @@ func (b *Backend) Ready(ctx context.Context) error {
 // redisError maps a Redis failure: a full connection pool is overload
 // (429, the caller retries later); anything else fails closed (503).
 func (b *Backend) redisError(op string, err error) error {
-	if errors.Is(err, redis.ErrPoolTimeout) {
+	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, errPipelineFull) {
 		return &lockapi.OverloadedError{RetryAfter: b.opts.RetryAfter}
 	}
 	var reply redis.Error

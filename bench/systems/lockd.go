@@ -66,8 +66,9 @@ type Lockd struct {
 	Endpoint string
 }
 
-// StartLockd serves lockd over the Redis at addr on a free port.
-func StartLockd(addr string, log *slog.Logger) (*Lockd, error) {
+// StartLockd serves lockd over the Redis at addr on a free port;
+// pipelines is lockd.Options.Pipelines (0: lockd's default).
+func StartLockd(addr string, log *slog.Logger, pipelines int) (*Lockd, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64, PoolTimeout: 500 * time.Millisecond,
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
 		MaxRetries: -1})
@@ -80,7 +81,7 @@ func StartLockd(addr string, log *slog.Logger) (*Lockd, error) {
 		rdb.Close()
 		return nil, err
 	}
-	b := lockd.New(rdb, lockd.Options{Logger: log})
+	b := lockd.New(rdb, lockd.Options{Logger: log, Pipelines: pipelines})
 	s := lockapi.NewServer(b, lockapi.Config{
 		Limiter:        lockapi.LimiterConfig{Min: 64, Max: 256, Target: 50 * time.Millisecond},
 		RequestTimeout: 2 * time.Second, Logger: log,
@@ -109,8 +110,9 @@ type RawRedis struct {
 }
 
 // StartRawRedis connects to the Redis at addr with the pool lockd's
-// instance uses.
-func StartRawRedis(addr string, log *slog.Logger) (*RawRedis, error) {
+// instance uses; pipelines is lockd.Options.Pipelines (-1: each call on a
+// connection of its own, as the anchor's plain client makes it).
+func StartRawRedis(addr string, log *slog.Logger, pipelines int) (*RawRedis, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64, PoolTimeout: 500 * time.Millisecond,
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
 		MaxRetries: -1})
@@ -118,7 +120,7 @@ func StartRawRedis(addr string, log *slog.Logger) (*RawRedis, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("redis at %s: %w", addr, err)
 	}
-	return &RawRedis{rdb: rdb, backend: lockd.New(rdb, lockd.Options{Logger: log})}, nil
+	return &RawRedis{rdb: rdb, backend: lockd.New(rdb, lockd.Options{Logger: log, Pipelines: pipelines})}, nil
 }
 
 // Cycle is an acquire and a release by the scripts, each worker a client

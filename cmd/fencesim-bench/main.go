@@ -71,6 +71,8 @@ type options struct {
 	peerTLS    bool // fencesim-node's replicas over mutual TLS
 	apiTLS     bool // fencesim-node's API over TLS
 	syncWrites bool // fencesim-node with -sync-writes
+	// lockd.Options.Pipelines of fencesim-lockd and of the raw Redis row
+	lockdPipelines, rawPipelines int
 	// rounds is how many times the whole table runs (-rounds).
 	rounds int
 }
@@ -105,7 +107,10 @@ type Machine struct {
 	// NodeSyncWrites: fencesim-node ran with -sync-writes (its fsyncs in
 	// the replica's loop, as 0.19's), for comparison.
 	NodeSyncWrites bool `json:"node_sync_writes,omitempty"`
-	Rounds         int  `json:"rounds"`
+	// LockdPipelines, RawPipelines: -lockd-pipelines, -raw-pipelines.
+	LockdPipelines int `json:"lockd_pipelines"`
+	RawPipelines   int `json:"raw_pipelines"`
+	Rounds         int `json:"rounds"`
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -121,6 +126,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.syncWrites, "node-sync-writes", false, "run fencesim-node with -sync-writes: each batch of Raft writes fsynced in the replica's loop before it goes on (0.19's way), to measure what background syncs win")
 	fs.BoolVar(&o.apiTLS, "api-tls", false, "serve fencesim-node's lock API over TLS too (the clients trust its throwaway CA), to measure what client TLS costs")
 	fs.BoolVar(&o.peerTLS, "peer-tls", true, "fencesim-node's replicas authenticate each other with mutual TLS, as -dev-cluster runs them (false: plain TCP, to measure what TLS costs)")
+	fs.IntVar(&o.lockdPipelines, "lockd-pipelines", 0, "fencesim-lockd's pipelines of Redis script calls, -1..64 (0: its default, 4; -1: each call on a connection of its own, as FENCESIM_REDIS_PIPELINES=0)")
+	fs.IntVar(&o.rawPipelines, "raw-pipelines", -1, "the raw Redis row's pipelines of script calls: -1 (each call on a connection of its own, the anchor's plain client), or 1..64 (lockd's way, with this many)")
 	held := fs.String("held", systems.HeldWait, "node and lockd clients finding the lock held: wait (the Go client's Acquire, waiting at the service to be granted as the lock frees), retry (at once, the anchor's way) or backoff (the Go client's Acquire polling with jittered exponential backoff)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "use the Redis at host:port for lockd instead of starting redis-server")
 	fs.StringVar(&o.etcdDriver, "etcd-driver", "", "the etcd driver binary (default: build bench/etcd of this checkout)")
@@ -169,6 +176,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.soakInterval < time.Second || o.soakInterval > time.Hour {
 		return o, fmt.Errorf("-soak-interval %v: must be 1s..1h", o.soakInterval)
 	}
+	if o.lockdPipelines < -1 || o.lockdPipelines > 64 {
+		return o, fmt.Errorf("-lockd-pipelines %d: must be -1..64", o.lockdPipelines)
+	}
+	if o.rawPipelines < -1 || o.rawPipelines == 0 || o.rawPipelines > 64 {
+		return o, fmt.Errorf("-raw-pipelines %d: must be -1 or 1..64", o.rawPipelines)
+	}
 	if o.rounds < 1 || o.rounds > 20 {
 		return o, fmt.Errorf("-rounds %d: must be 1..20", o.rounds)
 	}
@@ -216,7 +229,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m := Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
 		LoadBefore: loadavg(), WarmupSeconds: o.warmup.Seconds(), CellSeconds: o.duration.Seconds(), Systems: o.only, Held: o.held, PeerTLS: o.peerTLS, APITLS: o.apiTLS,
-		NodeSyncWrites: o.syncWrites, Rounds: o.rounds}
+		NodeSyncWrites: o.syncWrites, LockdPipelines: o.lockdPipelines, RawPipelines: o.rawPipelines, Rounds: o.rounds}
 	began := time.Now()
 	var results []bench.Result
 	failed := false
@@ -361,14 +374,14 @@ func runSystem(ctx context.Context, sys string, o options, dir string, log *slog
 			}
 		}
 		if sys == "redis" {
-			r, err := systems.StartRawRedis(addr, log)
+			r, err := systems.StartRawRedis(addr, log, o.rawPipelines)
 			if err != nil {
 				return nil, err
 			}
 			defer r.Close()
 			return cells(nil, nil, r.Cycle), nil
 		}
-		d, err := systems.StartLockd(addr, log)
+		d, err := systems.StartLockd(addr, log, o.lockdPipelines)
 		if err != nil {
 			return nil, err
 		}

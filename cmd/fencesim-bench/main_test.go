@@ -102,6 +102,8 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"-cpuprofile", "cpu.out", "-soak", "1m"},
 		{"-rounds", "0"},
 		{"-rounds", "21"},
+		{"-lockd-pipelines", "-2"},
+		{"-raw-pipelines", "0"},
 		{"-rounds", "2", "-soak", "1m"},
 		{"-cpuprofile", "/nonexistent-dir/cpu.out", "-only", "node", "-workers", "1", "-modes", "shared", "-duration", "10ms"},
 	} {

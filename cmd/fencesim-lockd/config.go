@@ -37,6 +37,7 @@ type config struct {
 	RedisPassword  string        `env:"FENCESIM_REDIS_PASSWORD" envDefault:"" help:"Redis AUTH password (never logged)"`
 	RedisDB        int           `env:"FENCESIM_REDIS_DB" envDefault:"0" help:"Redis database number, 0..15"`
 	RedisPoolSize  int           `env:"FENCESIM_REDIS_POOL_SIZE" envDefault:"64" help:"Redis connections per instance, 1..10000; a request that finds none free within the Redis timeout is shed as overload"`
+	RedisPipelines int           `env:"FENCESIM_REDIS_PIPELINES" envDefault:"4" help:"pipelines of script calls out at once, 0..64: calls made while another is out queue for one and go together (a write and a read for many, one fsync at Redis); a call alone goes at once; 0: every call on a connection of its own"`
 	RedisTimeout   time.Duration `env:"FENCESIM_REDIS_TIMEOUT" envDefault:"500ms" help:"dial/read/write timeout per Redis call, 10ms..30s"`
 	KeyPrefix      string        `env:"FENCESIM_KEY_PREFIX" envDefault:"fencesim:" help:"prefix of every Redis key, 1..64 of [A-Za-z0-9._:-]"`
 	RequireDurable bool          `env:"FENCESIM_REQUIRE_DURABLE" envDefault:"false" help:"refuse to start unless Redis runs appendonly yes + appendfsync always (fence tokens survive a Redis restart), stop granting (503, /readyz) whenever a later check finds it otherwise, and grant only over a namespace initialised before (FENCESIM_REDIS_INIT), so that a Redis that lost its data is refused by every instance"`
@@ -132,6 +133,9 @@ func (c config) validate() []string {
 	}
 	if c.RedisPoolSize < 1 || c.RedisPoolSize > 10000 {
 		bad("FENCESIM_REDIS_POOL_SIZE", c.RedisPoolSize, "must be 1..10000")
+	}
+	if c.RedisPipelines < 0 || c.RedisPipelines > 64 {
+		bad("FENCESIM_REDIS_PIPELINES", c.RedisPipelines, "must be 0..64 (0: no pipelining)")
 	}
 	if c.RedisTimeout < 10*time.Millisecond || c.RedisTimeout > 30*time.Second {
 		bad("FENCESIM_REDIS_TIMEOUT", c.RedisTimeout, "must be 10ms..30s")
@@ -284,4 +288,13 @@ two or more behind a load balancer. Configured only by the environment:
 	}
 	tw.Flush()
 	fmt.Fprint(w, "\nA bad value exits 2 naming the variable. SIGTERM drains: /readyz 503, in-flight requests finish, exit 0.\n")
+}
+
+// pipelines is lockd.Options.Pipelines: FENCESIM_REDIS_PIPELINES, with 0
+// (no pipelining) as the backend's -1.
+func (c config) pipelines() int {
+	if c.RedisPipelines == 0 {
+		return -1
+	}
+	return c.RedisPipelines
 }

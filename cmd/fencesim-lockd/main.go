@@ -75,7 +75,8 @@ func run(ctx context.Context, args []string, env map[string]string, stderr io.Wr
 	})
 	defer rdb.Close()
 	backend := lockd.New(rdb, lockd.Options{Prefix: cfg.KeyPrefix, RetryAfter: cfg.RetryAfter, Logger: log,
-		RequireDurable: cfg.RequireDurable, RequireEpoch: cfg.RequireDurable && !cfg.RedisInit, TokenFloor: cfg.TokenFloor})
+		RequireDurable: cfg.RequireDurable, RequireEpoch: cfg.RequireDurable && !cfg.RedisInit, TokenFloor: cfg.TokenFloor,
+		Pipelines: cfg.pipelines()})
 	defer backend.Close()
 
 	if code := checkRedis(ctx, cfg, backend, log); code != 0 {

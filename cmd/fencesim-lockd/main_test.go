@@ -43,6 +43,7 @@ func TestBadConfigExits2NamingTheVariable(t *testing.T) {
 		{map[string]string{"FENCESIM_LOG_FORMAT": "xml"}, []string{"FENCESIM_LOG_FORMAT=xml", "text or json"}},
 		{map[string]string{"FENCESIM_ADMISSION": "vegas"}, []string{"FENCESIM_ADMISSION=vegas", "gradient, aimd, static"}},
 		{map[string]string{"FENCESIM_TEST_HOOKS": "on"}, []string{"FENCESIM_TEST_HOOKS=on", "must be 0 or 1"}},
+		{map[string]string{"FENCESIM_REDIS_PIPELINES": "-1"}, []string{"FENCESIM_REDIS_PIPELINES=-1", "0..64"}},
 	}
 	for _, c := range cases {
 		var stderr bytes.Buffer
