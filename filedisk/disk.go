@@ -11,9 +11,11 @@
 //
 // On disk, the data directory holds a log of batches, one per Sync, split
 // in segment files (format.go): Sync encodes what changed since the last
-// one (one op per key: put, append or delete), appends it to the current
-// segment with one write(2) and fsyncs once, so a Sync costs one fsync
-// however many writes it covers (group commit). SyncThen encodes the batch
+// one (one op per key: put, append or delete), writes it after the
+// current segment's batches with one write(2) and fsyncs once, so a Sync
+// costs one fsync however many writes it covers (group commit). The
+// segment is preallocated ahead of its batches (compact.go), so that the
+// fsync flushes data, not the file's growth. SyncThen encodes the batch
 // at once but leaves its write and fsync to a writer goroutine, which
 // gathers every batch queued during an fsync into the next one and then
 // tells each caller its batch is durable. Creating, renaming and
@@ -89,7 +91,7 @@ type Recovery struct {
 	Keys       int      // keys present
 	TornFile   string   // the segment whose torn tail was cut, or ""
 	TornOffset int64    // where it was cut
-	TornBytes  int64    // how many bytes were cut
+	TornBytes  int64    // how many bytes were cut (with the zeros preallocated after them)
 	Removed    []string // superseded segments and leftover temp files removed
 }
 
@@ -106,12 +108,13 @@ type Disk struct {
 	dirty   []*entry // entries changed since the last Sync, in first-change order
 	live    int64    // encoded size of the live state: what a snapshot holds
 
-	seg      *os.File // the current segment, opened for append
+	seg      *os.File // the current segment, written at segSize
 	segName  string
 	segFirst uint64 // the first batch seg holds (or will hold): its name's seq
-	segSize  int64
+	segSize  int64  // where seg's batches end (its preallocated zeros follow)
+	segAlloc int64  // how much of seg is preallocated (reserve)
 	segments []string // the log's segment files, oldest first (the last is seg)
-	logSize  int64    // total size of segments
+	logSize  int64    // total size of the segments' batches
 	seq      uint64   // the last batch written
 	encoded  uint64   // the last batch encoded: seq, or past it while the writer has batches to write
 	buf      []byte   // scratch for encoding a batch
@@ -411,6 +414,13 @@ func (d *Disk) Close() error {
 	if err == nil {
 		err = d.sync()
 	}
+	if err == nil && d.seg != nil && d.segAlloc > d.segSize {
+		// A clean shutdown leaves the log its batches, without the
+		// zeros preallocated after them.
+		if terr := d.seg.Truncate(d.segSize); terr != nil {
+			err = fmt.Errorf("filedisk: truncating %s: %w", d.seg.Name(), terr)
+		}
+	}
 	d.closed = true
 	for _, f := range []*os.File{d.seg, d.dirFile, d.lockFile} {
 		if f != nil {
@@ -568,7 +578,10 @@ func (d *Disk) writeBatches(data []byte, first uint64) error {
 			return err
 		}
 	}
-	if _, err := d.seg.Write(data); err != nil {
+	if err := d.reserve(int64(len(data))); err != nil {
+		return err
+	}
+	if _, err := d.seg.WriteAt(data, d.segSize); err != nil {
 		return failure("writing "+d.seg.Name(), err)
 	}
 	if delay := d.syncDelay.Load(); delay > 0 {

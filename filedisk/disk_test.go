@@ -313,7 +313,7 @@ func TestSyncWritesOneBatchOfWhatChanged(t *testing.T) {
 		d.Write(fmt.Sprint("k", i%10), []byte(strings.Repeat("v", 100)))
 	}
 	d.Sync()
-	b, _ := os.ReadFile(seg)
+	b := logBytes(t, seg)
 	if n := countFrames(t, b); n != 1 || d.seq != 1 {
 		t.Errorf("100 writes and a Sync made %d frames, %d batches; want 1, 1", n, d.seq)
 	}
@@ -325,7 +325,7 @@ func TestSyncWritesOneBatchOfWhatChanged(t *testing.T) {
 		d.Append("k0", []byte(strings.Repeat("a", 1000)))
 		d.Sync()
 	}
-	b, _ = os.ReadFile(seg)
+	b = logBytes(t, seg)
 	if grew, limit := len(b)-before, 10*(1000+40); grew > limit {
 		t.Errorf("10 Syncs of 1000-byte Appends grew the log by %d bytes, want at most %d: Appends rewrote the value", grew, limit)
 	}
@@ -334,7 +334,7 @@ func TestSyncWritesOneBatchOfWhatChanged(t *testing.T) {
 	d.Write("new", nil)
 	d.Delete("new")
 	d.Sync()
-	if b, _ = os.ReadFile(seg); len(b) != before || d.seq != seq {
+	if b = logBytes(t, seg); len(b) != before || d.seq != seq {
 		t.Errorf("Syncs with nothing to write grew the log from %d to %d bytes, batch %d to %d", before, len(b), seq, d.seq)
 	}
 }

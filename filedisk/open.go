@@ -1,6 +1,7 @@
 package filedisk
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -181,12 +182,12 @@ func (d *Disk) load() error {
 		if len(data) == 0 && !last {
 			return fmt.Errorf("filedisk: %s is empty but is not the last segment; the log is damaged", path)
 		}
-		if cut, err = r.segment(path, s, data, last); err != nil {
+		var size int64
+		if cut, size, err = r.segment(path, s, data, last); err != nil {
 			return err
 		}
-		size := int64(len(data))
 		if cut >= 0 {
-			d.recovery.TornFile, d.recovery.TornOffset, d.recovery.TornBytes = path, cut, size-cut
+			d.recovery.TornFile, d.recovery.TornOffset, d.recovery.TornBytes = path, cut, int64(len(data))-cut
 			size = cut
 		}
 		d.logSize += size
@@ -211,17 +212,22 @@ func (d *Disk) load() error {
 	} else {
 		d.segName, d.segFirst = segs[len(segs)-1].name, segs[len(segs)-1].seq
 		path := filepath.Join(d.dir, d.segName)
-		if d.seg, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err != nil {
+		if d.seg, err = os.OpenFile(path, os.O_WRONLY, 0); err != nil {
 			return fmt.Errorf("filedisk: %w", err)
 		}
+		// A torn tail is cut, durably before anything is written after
+		// it: a crash must not bring the torn bytes back. So are the
+		// zeros after the batches, so that the file's size says how much
+		// of it is preallocated.
+		if err := d.seg.Truncate(d.segSize); err != nil {
+			return fmt.Errorf("filedisk: cutting the end of %s: %w", path, err)
+		}
 		if cut >= 0 {
-			if err := d.seg.Truncate(cut); err != nil {
-				return fmt.Errorf("filedisk: cutting the torn tail of %s: %w", path, err)
-			}
 			if err := d.seg.Sync(); err != nil {
 				return fmt.Errorf("filedisk: fsync %s: %w", path, err)
 			}
 		}
+		d.segAlloc = d.segSize
 	}
 	for _, name := range junk {
 		if err := os.Remove(filepath.Join(d.dir, name)); err != nil {
@@ -255,27 +261,32 @@ type replayer struct {
 }
 
 // segment applies the batches of one segment and returns where to cut its
-// torn tail (−1 for nowhere); only the last segment may have one.
-func (r *replayer) segment(path string, s segFile, data []byte, last bool) (cut int64, err error) {
+// torn tail (−1 for nowhere; only the last segment may have one) and where
+// its frames end: at the zeros preallocated after them, or at its end.
+func (r *replayer) segment(path string, s segFile, data []byte, last bool) (cut, end int64, err error) {
 	wantSnap := s.snap // a snap- segment opens with the snapshot of batch seq−1
 	var pending [][]byte
 	pendingAt := 0
 	off := 0
 	for off < len(data) {
 		payload, next, problem := readFrame(data, off)
+		if problem != "" && zeros(data[off:]) {
+			break // the preallocated rest of the segment
+		}
 		if problem != "" {
-			return r.torn(path, data, off, pendingAt, len(pending) > 0, wantSnap, last, problem)
+			cut, err := r.torn(path, data, off, pendingAt, len(pending) > 0, wantSnap, last, problem)
+			return cut, 0, err
 		}
 		kind, final, seq, ops, err := splitPayload(payload)
 		if err != nil {
-			return 0, fmt.Errorf("filedisk: %s at offset %d: %v, in an intact frame; it was not written by this version of filedisk", path, off, err)
+			return 0, 0, fmt.Errorf("filedisk: %s at offset %d: %v, in an intact frame; it was not written by this version of filedisk", path, off, err)
 		}
 		wantKind, wantSeq := kindBatch, r.next
 		if wantSnap {
 			wantKind, wantSeq = kindSnapshot, s.seq-1
 		}
 		if kind != wantKind || seq != wantSeq {
-			return 0, fmt.Errorf("filedisk: %s at offset %d holds %s %d where %s %d belongs; the log is damaged", path, off, kindName(kind), seq, kindName(wantKind), wantSeq)
+			return 0, 0, fmt.Errorf("filedisk: %s at offset %d holds %s %d where %s %d belongs; the log is damaged", path, off, kindName(kind), seq, kindName(wantKind), wantSeq)
 		}
 		if len(pending) == 0 {
 			pendingAt = off
@@ -287,7 +298,7 @@ func (r *replayer) segment(path string, s segFile, data []byte, last bool) (cut 
 		}
 		for _, ops := range pending {
 			if err := r.d.apply(ops); err != nil {
-				return 0, fmt.Errorf("filedisk: %s, batch %d: %v in an intact frame; it was not written by this version of filedisk", path, seq, err)
+				return 0, 0, fmt.Errorf("filedisk: %s, batch %d: %v in an intact frame; it was not written by this version of filedisk", path, seq, err)
 			}
 		}
 		pending = pending[:0]
@@ -298,9 +309,26 @@ func (r *replayer) segment(path string, s segFile, data []byte, last bool) (cut 
 		}
 	}
 	if len(pending) > 0 || wantSnap {
-		return r.torn(path, data, len(data), pendingAt, len(pending) > 0, wantSnap, last, "the batch's final frame is missing")
+		cut, err := r.torn(path, data, off, pendingAt, len(pending) > 0, wantSnap, last, "the batch's final frame is missing")
+		return cut, 0, err
 	}
-	return -1, nil
+	return -1, int64(off), nil
+}
+
+// zeros reports whether b is all zero bytes.
+func zeros(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // torn decides whether the damage found at off is a torn tail, to cut at
