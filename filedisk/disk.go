@@ -110,9 +110,9 @@ type Disk struct {
 
 	seg      *os.File // the current segment, written at segSize
 	segName  string
-	segFirst uint64 // the first batch seg holds (or will hold): its name's seq
-	segSize  int64  // where seg's batches end (its preallocated zeros follow)
-	segAlloc int64  // how much of seg is preallocated (reserve)
+	segFirst uint64   // the first batch seg holds (or will hold): its name's seq
+	segSize  int64    // where seg's batches end (its preallocated zeros follow)
+	segAlloc int64    // how much of seg is preallocated (reserve)
 	segments []string // the log's segment files, oldest first (the last is seg)
 	logSize  int64    // total size of the segments' batches
 	seq      uint64   // the last batch written
