@@ -22,7 +22,10 @@ import (
 // state a compaction saved): one or more frames with the same kind and seq,
 // the last of them flagged final. A batch counts only once its final frame
 // is read, so a Sync is atomic even when its batch spans several frames.
-// Ops never straddle frames, so every frame decodes on its own.
+// Ops never straddle frames, so every frame decodes on its own. A
+// segment's frames may be followed by zeros (preallocated: compact.go);
+// a frame's length is never zero, so zeros where a frame would start end
+// the segment.
 
 const (
 	frameHeader   = 8 // uint32 length, uint32 CRC-32C
