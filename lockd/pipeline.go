@@ -17,9 +17,9 @@ import (
 // pipelines (as rueidis does): a call made while no other is out goes
 // alone, at once; the others queue for a few lanes, each sending every
 // call that queued while its last pipeline was out, in one write, and
-// reading the replies in one read. Redis runs a pipeline's calls in order in one
-// event-loop pass and, with appendfsync always, persists them with one
-// fsync before it replies, so a call is as durable as alone.
+// reading the replies in one read. Redis runs a pipeline's calls in order
+// in one event-loop pass and, with appendfsync always, persists them with
+// one fsync before it replies, so a call is as durable as alone.
 //
 // A call keeps its own outcome: a script's error is its own, a lost
 // connection fails every call of that pipeline as it would fail each alone
@@ -27,7 +27,8 @@ import (
 // ended before a lane took it is never sent. A pipeline is bounded by the
 // client's read and write timeouts, not by any one request's context.
 
-// pipelineDefaults: lanes and the most calls one pipeline carries.
+// The lanes by default, the most calls one pipeline carries, and the
+// most that may wait for a lane.
 const (
 	defaultPipelines = 4
 	maxPipelined     = 128
@@ -74,8 +75,8 @@ func newPipeliner(rdb redis.UniversalClient, lanes int) *pipeliner {
 // call is not sent if no lane took it yet, or its reply is dropped).
 func (p *pipeliner) run(ctx context.Context, s *redis.Script, keys []string, args []any) *redis.Cmd {
 	// Alone, a call goes at once on a connection of its own: a lane's
-	// hand-offs would only add to its latency.
-	// So does every call once the lanes are closed.
+	// hand-offs would only add to its latency. So does every call once
+	// the lanes are closed.
 	defer p.out.Add(-1)
 	if p.out.Add(1) == 1 || p.closed.Load() {
 		return s.Run(ctx, p.rdb, keys, args...)
