@@ -562,17 +562,21 @@ func (b *Backend) Warnings() []string {
 	return b.warnings
 }
 
-// Collectors implements lockapi.MetricsBackend: durability and the
-// connection pool.
+// Collectors implements lockapi.MetricsBackend: durability, the
+// connection pool and the pipelines.
 func (b *Backend) Collectors() []prometheus.Collector {
 	stat := func(name, help string, f func(*redis.PoolStats) uint32) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fencesim_lockd_redis_pool_" + name, Help: help},
 			func() float64 { return float64(f(b.rdb.PoolStats())) })
 	}
-	return []prometheus.Collector{
+	cs := []prometheus.Collector{
 		b.durable, b.lostGauge,
 		stat("total_conns", "Connections in the Redis pool.", func(s *redis.PoolStats) uint32 { return s.TotalConns }),
 		stat("idle_conns", "Idle connections in the Redis pool.", func(s *redis.PoolStats) uint32 { return s.IdleConns }),
 		stat("timeouts", "Times a request waited for a pool connection in vain (shed as overload).", func(s *redis.PoolStats) uint32 { return s.Timeouts }),
 	}
+	if b.pipe != nil {
+		cs = append(cs, b.pipe.collectors()...)
+	}
+	return cs
 }

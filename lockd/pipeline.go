@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -59,8 +60,12 @@ type pipeliner struct {
 	stop   chan struct{}
 	out    atomic.Int32 // calls made and not yet answered
 	closed atomic.Bool
-	once   sync.Once
-	wg     sync.WaitGroup
+	// What was sent (the /metrics counters): calls sent alone,
+	// pipelines, the calls they carried, and calls never sent because
+	// their request ended while they queued.
+	alone, pipelines, pipelined, abandoned atomic.Uint64
+	once                                   sync.Once
+	wg                                     sync.WaitGroup
 }
 
 func newPipeliner(rdb redis.UniversalClient, lanes int) *pipeliner {
@@ -79,6 +84,7 @@ func (p *pipeliner) run(ctx context.Context, s *redis.Script, keys []string, arg
 	// the lanes are closed.
 	defer p.out.Add(-1)
 	if p.out.Add(1) == 1 || p.closed.Load() {
+		p.alone.Add(1)
 		return s.Run(ctx, p.rdb, keys, args...)
 	}
 	c := &pipelineCall{ctx: ctx, script: s, keys: keys, args: args, done: make(chan struct{})}
@@ -141,6 +147,7 @@ func (p *pipeliner) send(batch []*pipelineCall) {
 		if err := c.ctx.Err(); err != nil {
 			c.cmd = failed(c.ctx, err)
 			close(c.done)
+			p.abandoned.Add(1)
 			continue
 		}
 		c.cmd = c.script.EvalSha(context.WithoutCancel(c.ctx), pipe, c.keys, c.args...)
@@ -149,6 +156,8 @@ func (p *pipeliner) send(batch []*pipelineCall) {
 	if len(sent) == 0 {
 		return
 	}
+	p.pipelines.Add(1)
+	p.pipelined.Add(uint64(len(sent)))
 	// The commands carry their own errors; Exec's is the first of them,
 	// or a failure no command recorded (a hook's), which is then every
 	// unanswered command's: a call never passes for answered with nothing.
@@ -172,4 +181,18 @@ func (p *pipeliner) close() {
 	p.closed.Store(true)
 	p.once.Do(func() { close(p.stop) })
 	p.wg.Wait()
+}
+
+// collectors are the pipelines' /metrics counters.
+func (p *pipeliner) collectors() []prometheus.Collector {
+	counter := func(name, help string, v *atomic.Uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fencesim_lockd_redis_" + name, Help: help},
+			func() float64 { return float64(v.Load()) })
+	}
+	return []prometheus.Collector{
+		counter("calls_alone_total", "Script calls sent alone, on a connection of their own (no other call was out).", &p.alone),
+		counter("pipelines_total", "Pipelines of script calls sent (FENCESIM_REDIS_PIPELINES).", &p.pipelines),
+		counter("calls_pipelined_total", "Script calls sent in pipelines; divided by fencesim_lockd_redis_pipelines_total, the calls a pipeline carried.", &p.pipelined),
+		counter("calls_abandoned_total", "Script calls never sent: their request ended while they queued for a pipeline.", &p.abandoned),
+	}
 }

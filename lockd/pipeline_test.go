@@ -3,6 +3,7 @@ package lockd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencesim/fencesim/lockapi"
@@ -211,6 +213,9 @@ func TestPipelineGathersConcurrentCalls(t *testing.T) {
 	if got := h.calls(); got != "alone p1 p15" {
 		t.Errorf("sends %q, want \"alone p1 p15\": the 15 queued while the lane's pipeline was out go together", got)
 	}
+	if got := metrics(b); got != "alone 1, pipelines 2, pipelined 16, abandoned 0" {
+		t.Errorf("/metrics counters: %s", got)
+	}
 	for i, r := range append(rs, "first", "second") {
 		if st, err := b.Get(context.Background(), r); err != nil || !st.Held || st.Token == 0 {
 			t.Errorf("%d %s: %+v, %v", i, r, st, err)
@@ -235,6 +240,9 @@ func TestPipelineNeverSendsACallWhoseRequestEnded(t *testing.T) {
 	granted(t, "the acquire queued beside the cancelled one", kept, 1)
 	if got := h.calls(); got != "alone p1 p1" {
 		t.Errorf("sends %q, want \"alone p1 p1\": the cancelled call is not sent", got)
+	}
+	if got := metrics(b); got != "alone 1, pipelines 2, pipelined 2, abandoned 1" {
+		t.Errorf("/metrics counters: %s", got)
 	}
 	if st, err := b.Get(context.Background(), "gone"); err != nil || st.Held {
 		t.Errorf("the cancelled acquire took effect: %+v, %v", st, err)
@@ -305,4 +313,26 @@ func TestPipelineClosedSendsCallsAlone(t *testing.T) {
 	if got := h.calls(); got != "alone" {
 		t.Errorf("sends %q, want \"alone\"", got)
 	}
+}
+
+// metrics reads the pipelines' counters through Collectors, as /metrics
+// does.
+func metrics(b *Backend) string {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b.Collectors()...)
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return err.Error()
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if c := m.GetCounter(); c != nil {
+				got[mf.GetName()] = c.GetValue()
+			}
+		}
+	}
+	return fmt.Sprintf("alone %v, pipelines %v, pipelined %v, abandoned %v",
+		got["fencesim_lockd_redis_calls_alone_total"], got["fencesim_lockd_redis_pipelines_total"],
+		got["fencesim_lockd_redis_calls_pipelined_total"], got["fencesim_lockd_redis_calls_abandoned_total"])
 }
