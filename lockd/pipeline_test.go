@@ -210,12 +210,8 @@ func TestPipelineGathersConcurrentCalls(t *testing.T) {
 	h.release()
 	granted(t, "the two sent first", early, 2)
 	granted(t, "the queued acquires", rest, 15)
-	if got := h.calls(); got != "alone p1 p15" {
-		t.Errorf("sends %q, want \"alone p1 p15\": the 15 queued while the lane's pipeline was out go together", got)
-	}
-	if got := metrics(b); got != "alone 1, pipelines 2, pipelined 16, abandoned 0" {
-		t.Errorf("/metrics counters: %s", got)
-	}
+	// The 15 queued while the lane's pipeline was out go together.
+	wantSent(t, h, b, "alone p1 p15", "alone 1, pipelines 2, pipelined 16, abandoned 0")
 	for i, r := range append(rs, "first", "second") {
 		if st, err := b.Get(context.Background(), r); err != nil || !st.Held || st.Token == 0 {
 			t.Errorf("%d %s: %+v, %v", i, r, st, err)
@@ -238,12 +234,8 @@ func TestPipelineNeverSendsACallWhoseRequestEnded(t *testing.T) {
 	h.release()
 	granted(t, "the two sent first", early, 2)
 	granted(t, "the acquire queued beside the cancelled one", kept, 1)
-	if got := h.calls(); got != "alone p1 p1" {
-		t.Errorf("sends %q, want \"alone p1 p1\": the cancelled call is not sent", got)
-	}
-	if got := metrics(b); got != "alone 1, pipelines 2, pipelined 2, abandoned 1" {
-		t.Errorf("/metrics counters: %s", got)
-	}
+	// The cancelled call is not sent.
+	wantSent(t, h, b, "alone p1 p1", "alone 1, pipelines 2, pipelined 2, abandoned 1")
 	if st, err := b.Get(context.Background(), "gone"); err != nil || st.Held {
 		t.Errorf("the cancelled acquire took effect: %+v, %v", st, err)
 	}
@@ -312,6 +304,18 @@ func TestPipelineClosedSendsCallsAlone(t *testing.T) {
 	granted(t, "an acquire after Close", acquire(b, context.Background(), "r0"), 1)
 	if got := h.calls(); got != "alone" {
 		t.Errorf("sends %q, want \"alone\"", got)
+	}
+}
+
+// wantSent checks the sends that reached Redis and the pipelines'
+// /metrics counters.
+func wantSent(t *testing.T, h *gateHook, b *Backend, sends, counters string) {
+	t.Helper()
+	if got := h.calls(); got != sends {
+		t.Errorf("sends %q, want %q", got, sends)
+	}
+	if got := metrics(b); got != counters {
+		t.Errorf("/metrics counters: %s, want %s", got, counters)
 	}
 }
 

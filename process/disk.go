@@ -50,8 +50,9 @@ type SyncNotifier interface {
 	// once they are durable — unless the process crashed or stopped
 	// first. The Env's disk runs it as an event of the process, never
 	// during another of its events (filedisk.Disk itself calls it on its
-	// writer goroutine; realrt posts it to the node's executor). Syncs complete in the order they were asked for, and
-	// a Sync makes the writes of every SyncThen before it durable too
-	// (their done still runs, later).
+	// writer goroutine; realrt posts it to the node's executor). Syncs
+	// complete in the order they were asked for, and a Sync makes the
+	// writes of every SyncThen before it durable too (their done still
+	// runs, later).
 	SyncThen(done func()) bool
 }
