@@ -7,6 +7,7 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/cockroachdb/datadriven v1.0.3
+	github.com/go-json-experiment/json v1.27.2
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/prometheus/client_golang v1.25.0

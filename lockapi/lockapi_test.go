@@ -64,7 +64,9 @@ func TestBadInput(t *testing.T) {
 		field           string
 	}{
 		{"malformed", acq, `{"client":`, 400, "body"},
-		{"not an object", acq, `[1,2]`, 400, ""},
+		{"not an object", acq, `[1,2]`, 400, "body"},
+		{"empty body", acq, ``, 400, "body"},
+		{"name in another case", acq, `{"Client":"a","ttl_ms":1000,"request_id":"q"}`, 400, "Client"},
 		{"trailing data", acq, `{"client":"a","ttl_ms":1000,"request_id":"q"} {}`, 400, "body"},
 		{"unknown field", acq, `{"client":"a","ttl_ms":1000,"request_id":"q","tll_ms":5}`, 400, "tll_ms"},
 		{"missing client", acq, `{"ttl_ms":1000,"request_id":"q"}`, 400, "client"},

@@ -1,9 +1,7 @@
 package lockapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,10 +10,11 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -228,13 +227,15 @@ type apiError struct {
 }
 
 // opFunc handles one admitted lock request: a 200 body or an apiError.
-// r's context carries the backend deadline (RequestTimeout).
 type opFunc func(r *http.Request, resource string, call *opCall) (any, *apiError)
 
-// opCall is one admitted lock request's admission state.
+// opCall is one admitted lock request: its body, its contexts and its
+// admission state.
 type opCall struct {
 	s    *Server
+	ctx  context.Context // for the backend: the request's, with its deadline (RequestTimeout)
 	base context.Context // the request's own context, without the backend deadline
+	body []byte          // the request's body, read whole
 	left bool            // the admission slot was given back for a wait
 	// identity is the authenticated client (Config.Authenticate), "" when
 	// the server does not authenticate.
@@ -311,7 +312,6 @@ func (s *Server) lockOp(op string, h opFunc) http.Handler {
 			s.writeError(w, aerr)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(raw))
 		if !admit() {
 			s.m.shed.Inc()
 			s.writeError(w, s.retryLater(429, "shed", CodeOverloaded, "too many requests in flight; retry later"))
@@ -321,12 +321,13 @@ func (s *Server) lockOp(op string, h opFunc) http.Handler {
 		resource := r.PathValue("resource")
 		var body any
 		var aerr *apiError
-		call := &opCall{s: s, base: r.Context(), identity: identity}
+		call := &opCall{s: s, base: r.Context(), body: raw, identity: identity}
 		if e := checkName("resource", resource, MaxNameLen); e != nil {
 			aerr = e
 		} else {
-			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-			body, aerr = h(r.WithContext(ctx), resource, call)
+			var cancel context.CancelFunc
+			call.ctx, cancel = context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+			body, aerr = h(r, resource, call)
 			cancel()
 		}
 		lat := time.Since(start)
@@ -356,34 +357,6 @@ func (s *Server) writeError(w http.ResponseWriter, e *apiError) {
 		w.Header().Set("Location", e.location)
 	}
 	httpx.WriteJSON(w, e.status, e.body)
-}
-
-// duplicateKey returns a key that the top-level JSON object raw gives
-// twice ("" if none, or if raw is not an object: Decode says what is
-// wrong then), so that {"client":"a","client":"b"} is refused instead of
-// the last one silently winning.
-func duplicateKey(raw []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		k, _ := t.(string)
-		if seen[k] {
-			return k
-		}
-		seen[k] = true
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
-			return ""
-		}
-	}
-	return ""
 }
 
 // jsonKind names what a field must be in the API's terms, not Go's.
@@ -419,47 +392,62 @@ func bodyError(err error) *apiError {
 	}
 }
 
-// decode reads one JSON object of at most MaxBodyBytes with no unknown
-// fields and nothing after it.
-func (s *Server) decode(r *http.Request, v any) *apiError {
-	raw, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		return bodyError(err)
-	}
-	if k := duplicateKey(raw); k != "" {
-		return invalid(k, "appears twice in the body; give each field once")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	err = dec.Decode(v)
-	if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = terr
-			if err == nil {
-				return invalid("body", "must be exactly one JSON object, found data after it")
-			}
-		}
-	}
+// decode parses body as one JSON object of v's fields and nothing after
+// it, in one pass (JSON v2's rules): a field v does not have, a field
+// given twice ({"client":"a","client":"b"}: not "last wins") or a name
+// that differs from the field's in case is refused, naming the field.
+func decode(body []byte, v any) *apiError {
+	err := jsonv2.Unmarshal(body, v, jsonv2.RejectUnknownMembers(true))
 	if err == nil {
 		return nil
 	}
-	var mbe *http.MaxBytesError
-	var ute *json.UnmarshalTypeError
-	var se *json.SyntaxError
+	var se *jsonv2.SemanticError
+	var syn *jsontext.SyntacticError
 	switch {
-	case errors.As(err, &mbe):
-		return bodyError(err)
 	case errors.Is(err, errTokenFormat):
-		return invalid("token", "%v", err)
-	case errors.As(err, &ute):
-		return invalid(ute.Field, "must be %s, got a JSON %s", jsonKind(ute.Type), ute.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return invalid(f, "unknown field")
-	case errors.As(err, &se), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return invalid("body", "malformed JSON: %v", err)
+		return invalid("token", "%v", errTokenFormat)
+	case errors.As(err, &syn) && syn.Err == jsontext.ErrDuplicateName:
+		return invalid(member(syn.JSONPointer), "appears twice in the body; give each field once")
+	case errors.As(err, &se) && se.Err == jsonv2.ErrUnknownName:
+		return invalid(member(se.JSONPointer), "unknown field")
+	case errors.As(err, &se) && se.GoType != nil && se.JSONPointer != "":
+		return invalid(member(se.JSONPointer), "must be %s, got a JSON %s", jsonKind(se.GoType), kindName(se.JSONKind))
+	case errors.As(err, &se):
+		return invalid("body", "must be one JSON object, got a JSON %s", kindName(se.JSONKind))
+	case errors.As(err, &syn):
+		return invalid("body", "malformed JSON at byte %d: %v", syn.ByteOffset, syn.Err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid("body", "malformed JSON: the body ends before its object does")
 	default:
-		return invalid("body", "%v", err)
+		return invalid("body", "malformed JSON: %v", err)
+	}
+}
+
+// member is the top-level field a JSON pointer into a request body names.
+func member(p jsontext.Pointer) string {
+	for tok := range p.Tokens() {
+		return tok
+	}
+	return "body"
+}
+
+// kindName names a JSON kind as the API's messages do.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "boolean"
+	case '"':
+		return "string"
+	case '0':
+		return "number"
+	case '[':
+		return "array"
+	case '{':
+		return "object"
+	default:
+		return "value"
 	}
 }
 
@@ -498,7 +486,7 @@ func (s *Server) backendError(r *http.Request, err error) *apiError {
 
 func (s *Server) acquire(r *http.Request, resource string, call *opCall) (any, *apiError) {
 	var req AcquireRequest
-	if e := s.decode(r, &req); e != nil {
+	if e := decode(call.body, &req); e != nil {
 		return nil, e
 	}
 	if e := checkName("client", req.Client, MaxNameLen); e != nil {
@@ -517,7 +505,7 @@ func (s *Server) acquire(r *http.Request, resource string, call *opCall) (any, *
 	if hi := s.cfg.MaxWait.Milliseconds(); req.WaitMs < 0 || req.WaitMs > hi {
 		return nil, invalid("wait_ms", "must be between 0 and %d (milliseconds), got %d", hi, req.WaitMs)
 	}
-	ctx, wait := r.Context(), time.Duration(req.WaitMs)*time.Millisecond
+	ctx, wait := call.ctx, time.Duration(req.WaitMs)*time.Millisecond
 	if wait > 0 {
 		wctx, done, ok := call.wait(wait)
 		if ok {
@@ -542,7 +530,7 @@ func (s *Server) acquire(r *http.Request, resource string, call *opCall) (any, *
 
 func (s *Server) renew(r *http.Request, resource string, call *opCall) (any, *apiError) {
 	var req RenewRequest
-	if e := s.decodeHolder(r, &req, &req.Client, &req.Token); e != nil {
+	if e := decodeHolder(call.body, &req, &req.Client, &req.Token); e != nil {
 		return nil, e
 	}
 	if e := call.owns(req.Client); e != nil {
@@ -552,7 +540,7 @@ func (s *Server) renew(r *http.Request, resource string, call *opCall) (any, *ap
 	if e != nil {
 		return nil, e
 	}
-	l, err := s.backend.Renew(r.Context(), resource, req.Client, uint64(req.Token), ttl)
+	l, err := s.backend.Renew(call.ctx, resource, req.Client, uint64(req.Token), ttl)
 	if err != nil {
 		return nil, s.backendError(r, err)
 	}
@@ -570,7 +558,7 @@ func (s *Server) tokenMAC(resource string, token uint64, holder string) string {
 
 func (s *Server) release(r *http.Request, resource string, call *opCall) (any, *apiError) {
 	var req ReleaseRequest
-	if e := s.decodeHolder(r, &req, &req.Client, &req.Token); e != nil {
+	if e := decodeHolder(call.body, &req, &req.Client, &req.Token); e != nil {
 		return nil, e
 	}
 	if e := call.owns(req.Client); e != nil {
@@ -581,14 +569,14 @@ func (s *Server) release(r *http.Request, resource string, call *opCall) (any, *
 			return nil, e
 		}
 	}
-	if err := s.backend.Release(r.Context(), resource, req.Client, uint64(req.Token), req.RequestID); err != nil {
+	if err := s.backend.Release(call.ctx, resource, req.Client, uint64(req.Token), req.RequestID); err != nil {
 		return nil, s.backendError(r, err)
 	}
 	return ReleaseResponse{Released: true}, nil
 }
 
 func (s *Server) get(r *http.Request, resource string, call *opCall) (any, *apiError) {
-	st, err := s.backend.Get(r.Context(), resource)
+	st, err := s.backend.Get(call.ctx, resource)
 	if err != nil {
 		return nil, s.backendError(r, err)
 	}
@@ -604,8 +592,8 @@ func (s *Server) get(r *http.Request, resource string, call *opCall) (any, *apiE
 
 // decodeHolder decodes a renew or release body into v and checks the
 // holder's identity in it: the client name and a non-zero token.
-func (s *Server) decodeHolder(r *http.Request, v any, client *string, tok *Token) *apiError {
-	if e := s.decode(r, v); e != nil {
+func decodeHolder(body []byte, v any, client *string, tok *Token) *apiError {
+	if e := decode(body, v); e != nil {
 		return e
 	}
 	if e := checkName("client", *client, MaxNameLen); e != nil {

@@ -177,10 +177,18 @@ func SetRetryAfter(w http.ResponseWriter, status int, retryMs int64) {
 	}
 }
 
+// The header values WriteJSON sets, shared by every response instead of a
+// new slice each (Header.Set's way). Each is full (length = capacity), so
+// a later Header.Add appends to a copy; nothing changes them in place.
+var (
+	jsonContentType = []string{"application/json"}
+	noStore         = []string{"no-store"}
+)
+
 // WriteJSON answers status with v as JSON, not to be cached.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
+	h := w.Header()
+	h["Content-Type"], h["Cache-Control"] = jsonContentType, noStore
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
 }

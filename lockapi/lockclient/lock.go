@@ -40,8 +40,6 @@ type Lock struct {
 
 	// On the executor only.
 	sm         *simclient.Lock
-	ctx        context.Context // ends every HTTP call of the lock once it is over
-	stop       context.CancelFunc
 	cancel     context.CancelFunc // the attempt in flight
 	gen        uint64             // numbers attempts: only the latest one's outcome counts
 	last       *StatusError       // the latest refusal
@@ -54,10 +52,9 @@ type Lock struct {
 func (c *Client) newLock(resource string, ttl, wait time.Duration) *Lock {
 	l := &Lock{
 		c: c, resource: resource, ttl: ttl, servers: c.servers(),
-		reqPrefix: c.idPrefix + fmt.Sprintf("%x-", c.seq.Add(1)),
+		reqPrefix: c.idPrefix + strconv.FormatUint(c.seq.Add(1), 16) + "-",
 		lost:      make(chan struct{}), acquired: make(chan error, 1), released: make(chan struct{}),
 	}
-	l.ctx, l.stop = context.WithCancel(context.Background())
 	l.origin = time.Now()
 	l.env = &env{l: l, clock: realclock.New(l.ex.post), rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
 	ids := make([]process.NodeID, len(l.servers))
@@ -205,7 +202,9 @@ func (l *Lock) end() {
 		return
 	}
 	l.over = true
-	l.stop()
+	if l.cancel != nil {
+		l.cancel() // the attempt in flight
+	}
 	l.closeLost()
 	close(l.released)
 }

@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/fencesim/fencesim/lockapi"
 	"github.com/fencesim/fencesim/lockservice"
 	"github.com/fencesim/fencesim/process"
@@ -52,8 +55,11 @@ func (l *Lock) send(to process.NodeID, msg process.Message) {
 	gen := l.gen
 	// No timeout of its own: the state machine's request timer (the
 	// renewal's next third of the TTL) ends the attempt by sending the
-	// next one, and the end of the lock ends them all.
-	ctx, cancel := context.WithCancel(l.ctx)
+	// next one, and the end of the lock ends the one in flight (end).
+	// Not a child of a context of the lock's: that would make every
+	// attempt a registration in the lock's context, and the transport's
+	// context of the request one more in this one.
+	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	base := l.servers[to]
 	go func() {
@@ -126,11 +132,12 @@ func (c *Client) post(ctx context.Context, base, path string, payload []byte) ou
 // machine as the reply it stands for (see the package comment), on the
 // executor.
 func (l *Lock) answer(req uint64, msg process.Message, o outcome) {
-	if o.err != nil || (o.status == http.StatusOK && !json.Valid(o.body)) {
+	var lr lockapi.LeaseResponse
+	if o.err != nil || (o.status == http.StatusOK && jsonv2.Unmarshal(o.body, &lr, lenient) != nil) {
 		// No answer: the state machine retries, or its watchdog bounds
 		// the lease. A cut or refused connection says so at once.
 		l.unanswered = req
-		if l.ctx.Err() == nil {
+		if !l.over {
 			l.sm.NoAnswer(req)
 		}
 		return
@@ -140,8 +147,6 @@ func (l *Lock) answer(req uint64, msg process.Message, o outcome) {
 	switch o.status {
 	case http.StatusOK:
 		l.c.answered(o.base)
-		var lr lockapi.LeaseResponse
-		json.Unmarshal(o.body, &lr)
 		r.Token, r.TTL = uint64(lr.Token), time.Duration(lr.TTLms)*time.Millisecond
 		switch msg.(type) {
 		case lockservice.AcquireRequest:
@@ -179,7 +184,7 @@ func (l *Lock) answer(req uint64, msg process.Message, o outcome) {
 		return
 	}
 	se := &StatusError{Status: o.status, Unanswered: l.unanswered == req}
-	if json.Unmarshal(o.body, &se.Body) != nil {
+	if jsonv2.Unmarshal(o.body, &se.Body, lenient) != nil {
 		se.Body.Message = string(o.body)
 	}
 	l.last = se
@@ -199,6 +204,11 @@ func (l *Lock) answer(req uint64, msg process.Message, o outcome) {
 	}
 	l.sm.ReceiveHint(r, hint)
 }
+
+// lenient reads a server's answer as encoding/json (v1) would: names in
+// any case, a name given twice the last one. Unknown fields are ignored
+// in both. (v2's Unmarshal: a third of the time and one allocation.)
+var lenient = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true), jsontext.AllowDuplicateNames(true))
 
 // retryAfter is the server's hint: retry_after_ms in the body when
 // present (finer), else the Retry-After header in seconds.
