@@ -128,6 +128,10 @@ var layers = []struct {
 		why:     "the fencing-token MAC the lock API signs and the store checks is standard library only",
 	},
 	{
+		pattern: "./internal/gopool",
+		why:     "goroutines kept for the Go client's HTTP attempts: standard library only, and never inside the simulation",
+	},
+	{
 		pattern: "./internal/testhooks",
 		why:     "the test-only endpoints (clock, disk, apply log) are standard library only: each service hands them its own setters",
 	},
@@ -143,7 +147,7 @@ var layers = []struct {
 	},
 	{
 		pattern: "./lockapi/lockclient",
-		allowed: []string{"lockapi", "admission", "internal/httpx", "internal/fencemac", "process", "coverage", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "realclock"},
+		allowed: []string{"lockapi", "admission", "internal/httpx", "internal/fencemac", "internal/gopool", "process", "coverage", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "realclock"},
 		why:     "the HTTP client is the simulator's lock client on the real clock: its state machine and the contract it speaks, nothing of the simulator or of any service",
 	},
 	{
@@ -174,7 +178,7 @@ var layers = []struct {
 	},
 	{
 		pattern: "./live/shipped",
-		allowed: []string{"live/liveclient", "lockapi/lockclient", "lockapi", "admission", "internal/httpx", "internal/fencemac", "process", "coverage", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "realclock"},
+		allowed: []string{"live/liveclient", "lockapi/lockclient", "lockapi", "admission", "internal/httpx", "internal/fencemac", "internal/gopool", "process", "coverage", "lockservice", "lockservice/lockclient", "lockservice/internal/record", "realclock"},
 		why:     "the lock API's Locker is the shipped Go client behind the live protocol: the client and what it is built of, nothing of the services it talks to or of the simulator",
 	},
 	{

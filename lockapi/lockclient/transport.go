@@ -62,7 +62,7 @@ func (l *Lock) send(to process.NodeID, msg process.Message) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	base := l.servers[to]
-	go func() {
+	attempts.Go(func() {
 		a := l.c.attempt(ctx, base, path, payload, l.servers)
 		cancel()
 		l.ex.post(func() {
@@ -70,7 +70,7 @@ func (l *Lock) send(to process.NodeID, msg process.Message) {
 				l.answer(req, msg, a)
 			}
 		})
-	}()
+	})
 }
 
 // requestID is the lockapi request_id of the state machine's request req:
