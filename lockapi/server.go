@@ -423,9 +423,13 @@ func decode(body []byte, v any) *apiError {
 	}
 }
 
-// member is the top-level field a JSON pointer into a request body names.
+// member is the top-level field a JSON pointer into a request body names
+// ("body" for the body itself, `""` for a field whose name is empty).
 func member(p jsontext.Pointer) string {
 	for tok := range p.Tokens() {
+		if tok == "" {
+			return `""`
+		}
 		return tok
 	}
 	return "body"
