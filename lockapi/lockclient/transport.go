@@ -207,7 +207,8 @@ func (l *Lock) answer(req uint64, msg process.Message, o outcome) {
 
 // lenient reads a server's answer as encoding/json (v1) would: names in
 // any case, a name given twice the last one. Unknown fields are ignored
-// in both. (v2's Unmarshal: a third of the time and one allocation.)
+// in both. (A lease answer: v2 about a quarter of the time of v1's check
+// and decode, one allocation against eight.)
 var lenient = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true), jsontext.AllowDuplicateNames(true))
 
 // retryAfter is the server's hint: retry_after_ms in the body when
