@@ -67,6 +67,7 @@ func TestBadInput(t *testing.T) {
 		{"not an object", acq, `[1,2]`, 400, "body"},
 		{"empty body", acq, ``, 400, "body"},
 		{"name in another case", acq, `{"Client":"a","ttl_ms":1000,"request_id":"q"}`, 400, "Client"},
+		{"a name twice inside a field", acq, `{"client":{"a":1,"a":2},"ttl_ms":1000,"request_id":"q"}`, 400, "client"},
 		{"trailing data", acq, `{"client":"a","ttl_ms":1000,"request_id":"q"} {}`, 400, "body"},
 		{"unknown field", acq, `{"client":"a","ttl_ms":1000,"request_id":"q","tll_ms":5}`, 400, "tll_ms"},
 		{"missing client", acq, `{"ttl_ms":1000,"request_id":"q"}`, 400, "client"},

@@ -406,8 +406,10 @@ func decode(body []byte, v any) *apiError {
 	switch {
 	case errors.Is(err, errTokenFormat):
 		return invalid("token", "%v", errTokenFormat)
-	case errors.As(err, &syn) && syn.Err == jsontext.ErrDuplicateName:
+	case errors.As(err, &syn) && syn.Err == jsontext.ErrDuplicateName && syn.JSONPointer.Parent() == "":
 		return invalid(member(syn.JSONPointer), "appears twice in the body; give each field once")
+	case errors.As(err, &syn) && syn.Err == jsontext.ErrDuplicateName:
+		return invalid(member(syn.JSONPointer), "is not what the field takes: it holds an object that gives a name twice")
 	case errors.As(err, &se) && se.Err == jsonv2.ErrUnknownName:
 		return invalid(member(se.JSONPointer), "unknown field")
 	case errors.As(err, &se) && se.GoType != nil && se.JSONPointer != "":

@@ -19,7 +19,7 @@ import (
 // posts while nothing runs drains the queue (a timer's goroutine, an HTTP
 // call's, the caller's), and a post made while something runs, even from
 // inside it, only queues. Every event is short: the HTTP calls run on
-// goroutines of their own.
+// the attempts' goroutines (attempts).
 type serial struct {
 	mu      sync.Mutex
 	queue   []func()

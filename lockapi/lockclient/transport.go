@@ -21,12 +21,16 @@ import (
 )
 
 // send carries out the state machine's Send (on the executor): one HTTP
-// attempt of msg at the endpoint to, on a goroutine of its own (an event
-// must not wait for the network: the watchdog has to fire on time). Only the
-// latest attempt's outcome goes back to the state machine: a new attempt
-// cancels the one before (the state machine has stopped waiting for it,
-// and would drop its reply as stale anyway).
+// attempt of msg at the endpoint to, on a goroutine of the attempts' pool
+// (an event must not wait for the network: the watchdog has to fire on
+// time). Only the latest attempt's outcome goes back to the state machine:
+// a new attempt cancels the one before (the state machine has stopped
+// waiting for it, and would drop its reply as stale anyway). A lock that
+// has ended sends nothing.
 func (l *Lock) send(to process.NodeID, msg process.Message) {
+	if l.over {
+		return
+	}
 	var path string
 	var body any
 	var req uint64
@@ -205,9 +209,11 @@ func (l *Lock) answer(req uint64, msg process.Message, o outcome) {
 	l.sm.ReceiveHint(r, hint)
 }
 
-// lenient reads a server's answer as encoding/json (v1) would: names in
-// any case, a name given twice the last one. Unknown fields are ignored
-// in both. (A lease answer: v2 about a quarter of the time of v1's check
+// lenient reads a server's answer with encoding/json's (v1) leniency
+// about names: any case, a name given twice the last one; unknown fields
+// are ignored. Stricter than v1: invalid UTF-8 is refused, and a 200 whose
+// fields have the wrong types is no answer (v1 granted on what it could
+// decode). (A lease answer: v2 about a quarter of the time of v1's check
 // and decode, one allocation against eight.)
 var lenient = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true), jsontext.AllowDuplicateNames(true))
 
