@@ -54,7 +54,7 @@ func BenchmarkCycleParts(b *testing.B) {
 				} else {
 					base = serveBare(b, mem)
 				}
-				cycle := plainCycler(base)
+				cycle := plainCycler(base, workers)
 				if client == "go" {
 					c, err := lockclient.New(lockclient.Config{Endpoints: []string{base}, Name: "bench"})
 					if err != nil {
@@ -180,15 +180,15 @@ func serveBare(tb testing.TB, backend lockapi.Backend) string {
 	return "http://" + l.Addr().String()
 }
 
-// plainCycler is a cycle by net/http's Client alone: the acquire and the
-// release posted as the Go client posts them (a fresh request_id each),
-// the lease's token read from the answer. Its transport keeps as many
-// idle connections as the Go client's.
-func plainCycler(base string) func(ctx context.Context, w int, res string) error {
+// plainCycler is a cycle of workers' by net/http's Client alone: the
+// acquire and the release posted as the Go client posts them (a fresh
+// request_id each), the lease's token read from the answer. Its transport
+// keeps as many idle connections as the Go client's.
+func plainCycler(base string, workers int) func(ctx context.Context, w int, res string) error {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
 	hc := &http.Client{Transport: tr}
-	var seq [64]uint64 // a worker's own slot: no sharing between goroutines
+	seq := make([]uint64, workers) // a slot a worker: no sharing between goroutines
 	post := func(ctx context.Context, url, body string) ([]byte, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 		if err != nil {
