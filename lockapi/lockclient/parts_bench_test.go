@@ -54,21 +54,21 @@ func BenchmarkCycleParts(b *testing.B) {
 				} else {
 					base = serveBare(b, mem)
 				}
-				cycle := plainCycler(base, workers)
-				if client == "go" {
-					c, err := lockclient.New(lockclient.Config{Endpoints: []string{base}, Name: "bench"})
-					if err != nil {
-						b.Fatal(err)
-					}
-					cycle = func(ctx context.Context, _ int, res string) error {
-						l, err := c.TryAcquire(ctx, res, 10*time.Second)
-						if err != nil {
-							return err
-						}
-						return l.Release(ctx)
-					}
+				if client == "plain" {
+					runParts(b, workers, plainCycler(base, workers))
+					return
 				}
-				runParts(b, workers, cycle)
+				c, err := lockclient.New(lockclient.Config{Endpoints: []string{base}, Name: "bench"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				runParts(b, workers, func(ctx context.Context, _ int, res string) error {
+					l, err := c.TryAcquire(ctx, res, 10*time.Second)
+					if err != nil {
+						return err
+					}
+					return l.Release(ctx)
+				})
 			})
 		}
 	}
